@@ -5,9 +5,27 @@
 //! (letta-protocol.md §7.6). Tool arguments stay strings: they are accumulated, never parsed,
 //! so a split inside a JSON string survives byte for byte (invariant `args-intact`).
 //!
+//! Decoders: [`AnthropicDecoder`] (Messages API) and [`OpenAiChatDecoder`] (Chat Completions),
+//! both driven one SSE event at a time; [`ProviderDecoder`] picks one by [`ProviderFormat`], and
+//! [`decode_stream`] decodes a whole list of frames. [`ToolCallAccumulator`] folds events back
+//! into complete tool calls. The per-format choices (what is skipped, what is an error) are
+//! documented on each decoder.
+//!
 //! Pure: no I/O, no clock.
 
+mod accumulate;
+mod anthropic;
+mod openai_chat;
+
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
+
+use super::sse::{SseEvent, SseFrame};
+
+pub use accumulate::{ToolCall, ToolCallAccumulator};
+pub use anthropic::AnthropicDecoder;
+pub use openai_chat::OpenAiChatDecoder;
 
 /// Why the provider stopped, normalised across providers. `raw` keeps the provider's own word.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +48,9 @@ pub enum ProviderStop {
 }
 
 /// Token usage as reported by the provider. Fields the provider did not report are `None`.
+///
+/// Numbers are the provider's own, not normalised: OpenAI's `prompt_tokens` includes cached
+/// tokens, Anthropic's `input_tokens` does not.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProviderUsage {
     pub input_tokens: Option<u64>,
@@ -37,6 +58,29 @@ pub struct ProviderUsage {
     pub cache_read_tokens: Option<u64>,
     pub cache_write_tokens: Option<u64>,
     pub reasoning_tokens: Option<u64>,
+}
+
+impl ProviderUsage {
+    /// True if no field was reported (decoders emit no `Usage` event then).
+    pub fn is_empty(&self) -> bool {
+        *self == ProviderUsage::default()
+    }
+
+    /// Folds a later report into this one. Providers report cumulative counts (Anthropic's
+    /// `message_delta` usage is the running total), so a later field replaces an earlier one
+    /// and an unreported field keeps its earlier value.
+    pub fn merge_from(&mut self, later: &ProviderUsage) {
+        fn take(slot: &mut Option<u64>, v: Option<u64>) {
+            if v.is_some() {
+                *slot = v;
+            }
+        }
+        take(&mut self.input_tokens, later.input_tokens);
+        take(&mut self.output_tokens, later.output_tokens);
+        take(&mut self.cache_read_tokens, later.cache_read_tokens);
+        take(&mut self.cache_write_tokens, later.cache_write_tokens);
+        take(&mut self.reasoning_tokens, later.reasoning_tokens);
+    }
 }
 
 /// A provider-neutral streaming event. `index` is the provider's content-block (Anthropic) or
@@ -71,6 +115,7 @@ pub enum ProviderEvent {
         index: u32,
     },
     /// Usage; may arrive more than once (Anthropic reports input at start, output at the end).
+    /// Counts are cumulative: fold them with [`ProviderUsage::merge_from`], do not add them.
     Usage(ProviderUsage),
     Stop {
         reason: ProviderStop,
@@ -84,4 +129,193 @@ pub enum ProviderEvent {
     },
     /// The stream's own end marker (Anthropic `message_stop`, OpenAI `[DONE]`).
     Done,
+}
+
+/// The provider stream formats this crate decodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ProviderFormat {
+    /// Anthropic Messages API streaming (`event:` names + JSON data, ends with `message_stop`).
+    Anthropic,
+    /// OpenAI Chat Completions streaming (data-only JSON chunks, ends with `[DONE]`).
+    OpenAiChat,
+}
+
+impl ProviderFormat {
+    pub const ALL: [ProviderFormat; 2] = [ProviderFormat::Anthropic, ProviderFormat::OpenAiChat];
+
+    /// The stable name used in cassettes and scenario files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderFormat::Anthropic => "anthropic",
+            ProviderFormat::OpenAiChat => "openai_chat",
+        }
+    }
+
+    /// Inverse of [`as_str`](Self::as_str).
+    pub fn from_name(name: &str) -> Option<ProviderFormat> {
+        ProviderFormat::ALL.into_iter().find(|f| f.as_str() == name)
+    }
+
+    /// Guesses the format from the first recognisable event: an Anthropic event name or JSON
+    /// `type` (`message_start`, `content_block_*`, …), or an OpenAI chunk (`object` is
+    /// `chat.completion.chunk`, or a `choices` array). `None` for anything else (OpenAI
+    /// Responses, Gemini, an empty stream).
+    pub fn detect(frames: &[SseFrame]) -> Option<ProviderFormat> {
+        const ANTHROPIC: [&str; 7] = [
+            "message_start",
+            "message_delta",
+            "message_stop",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+            "ping",
+        ];
+        for ev in frames.iter().filter_map(SseFrame::as_event) {
+            if ev.event.as_deref().is_some_and(|n| ANTHROPIC.contains(&n)) {
+                return Some(ProviderFormat::Anthropic);
+            }
+            let Ok(serde_json::Value::Object(obj)) =
+                serde_json::from_str::<serde_json::Value>(&ev.data)
+            else {
+                continue;
+            };
+            if obj
+                .get("type")
+                .and_then(|t| t.as_str())
+                .is_some_and(|t| ANTHROPIC.contains(&t))
+            {
+                return Some(ProviderFormat::Anthropic);
+            }
+            let is_chunk =
+                obj.get("object").and_then(|o| o.as_str()) == Some("chat.completion.chunk");
+            if is_chunk || obj.get("choices").is_some_and(|c| c.is_array()) {
+                return Some(ProviderFormat::OpenAiChat);
+            }
+        }
+        None
+    }
+}
+
+impl fmt::Display for ProviderFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A provider stream event that could not be decoded. It names the format, the SSE event
+/// (its `event:` name, or what the data said it was) and what was wrong with which field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderDecodeError {
+    pub format: ProviderFormat,
+    /// The event's name: the `event:` field, else the JSON `type`, else `chunk` / `data`.
+    pub event: String,
+    /// What was wrong, naming the field (serde's message for malformed JSON).
+    pub detail: String,
+    /// 1-based position of the offending frame in the stream, when the caller knows it
+    /// ([`decode_stream`] and the cassette fill it in).
+    pub frame: Option<usize>,
+}
+
+impl ProviderDecodeError {
+    pub(crate) fn new(
+        format: ProviderFormat,
+        event: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Self {
+        ProviderDecodeError {
+            format,
+            event: event.into(),
+            detail: detail.into(),
+            frame: None,
+        }
+    }
+}
+
+impl fmt::Display for ProviderDecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} stream", self.format)?;
+        if let Some(n) = self.frame {
+            write!(f, ", frame {n}")?;
+        }
+        write!(f, ", event `{}`: {}", self.event, self.detail)
+    }
+}
+
+impl std::error::Error for ProviderDecodeError {}
+
+/// Either decoder, chosen at run time by [`ProviderFormat`].
+#[derive(Debug, Clone)]
+pub enum ProviderDecoder {
+    Anthropic(AnthropicDecoder),
+    OpenAiChat(OpenAiChatDecoder),
+}
+
+impl ProviderDecoder {
+    pub fn new(format: ProviderFormat) -> Self {
+        match format {
+            ProviderFormat::Anthropic => ProviderDecoder::Anthropic(AnthropicDecoder::new()),
+            ProviderFormat::OpenAiChat => ProviderDecoder::OpenAiChat(OpenAiChatDecoder::new()),
+        }
+    }
+
+    pub fn format(&self) -> ProviderFormat {
+        match self {
+            ProviderDecoder::Anthropic(_) => ProviderFormat::Anthropic,
+            ProviderDecoder::OpenAiChat(_) => ProviderFormat::OpenAiChat,
+        }
+    }
+
+    pub fn on_event(&mut self, ev: &SseEvent) -> Result<Vec<ProviderEvent>, ProviderDecodeError> {
+        match self {
+            ProviderDecoder::Anthropic(d) => d.on_event(ev),
+            ProviderDecoder::OpenAiChat(d) => d.on_event(ev),
+        }
+    }
+
+    /// Comments (keepalives) carry no provider event and are skipped.
+    pub fn on_frame(
+        &mut self,
+        frame: &SseFrame,
+    ) -> Result<Vec<ProviderEvent>, ProviderDecodeError> {
+        match frame {
+            SseFrame::Event(ev) => self.on_event(ev),
+            SseFrame::Comment(_) => Ok(Vec::new()),
+        }
+    }
+
+    pub fn finish(&mut self) -> Vec<ProviderEvent> {
+        match self {
+            ProviderDecoder::Anthropic(d) => d.finish(),
+            ProviderDecoder::OpenAiChat(d) => d.finish(),
+        }
+    }
+}
+
+/// Decodes a whole stream. The first undecodable frame stops decoding; its 1-based position in
+/// `frames` is recorded in the error.
+pub fn decode_stream(
+    format: ProviderFormat,
+    frames: &[SseFrame],
+) -> Result<Vec<ProviderEvent>, ProviderDecodeError> {
+    let mut dec = ProviderDecoder::new(format);
+    let mut out = Vec::new();
+    for (i, frame) in frames.iter().enumerate() {
+        let evs = dec.on_frame(frame).map_err(|mut e| {
+            e.frame = Some(i + 1);
+            e
+        })?;
+        out.extend(evs);
+    }
+    out.extend(dec.finish());
+    Ok(out)
+}
+
+/// Parses an event's data as JSON into `T`, naming the event in the error.
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
+    format: ProviderFormat,
+    event: &str,
+    data: &str,
+) -> Result<T, ProviderDecodeError> {
+    serde_json::from_str(data)
+        .map_err(|e| ProviderDecodeError::new(format, event, format!("malformed data: {e}")))
 }
