@@ -3,5 +3,6 @@
 //! - [`sse`]: Server-Sent Events decoder/encoder.
 //! - [`provider`]: the provider-neutral event model and the Anthropic / OpenAI stream decoders.
 
+pub mod letta;
 pub mod provider;
 pub mod sse;

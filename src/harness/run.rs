@@ -1,0 +1,323 @@
+//! `sim run`: one scenario, one seed, run twice; invariants checked; a report and an exit code.
+
+use std::cell::RefCell;
+use std::fmt::Write as _;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Once;
+
+use super::invariants::{self, DETERMINISTIC, TOOL_CALL_RESOLVED, Violation};
+use super::scenario::{InputError, Scenario};
+use super::trace::{first_divergence, hash_text, render_events};
+use super::world::{RunOutput, run_once};
+use crate::model::observe::Observation;
+
+/// Exit codes of `sim` (docs/exit-codes.md).
+pub mod exit {
+    pub const PASS: i32 = 0;
+    /// Bad command line or bad input file.
+    pub const USAGE: i32 = 2;
+    /// A panic in the harness or a model, caught.
+    pub const CRASH: i32 = 127;
+    /// Something did not finish within its simulated-time budget.
+    pub const LIVENESS: i32 = 128;
+    /// An invariant was violated.
+    pub const CORRECTNESS: i32 = 129;
+}
+
+/// The overall result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Pass,
+    Correctness,
+    Liveness(String),
+    Crash(String),
+}
+
+impl Verdict {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Verdict::Pass => exit::PASS,
+            Verdict::Correctness => exit::CORRECTNESS,
+            Verdict::Liveness(_) => exit::LIVENESS,
+            Verdict::Crash(_) => exit::CRASH,
+        }
+    }
+}
+
+/// What `sim run` reports.
+#[derive(Debug)]
+pub struct RunReport {
+    pub scenario_name: String,
+    pub scenario_path: String,
+    pub seed: u64,
+    pub faults: Vec<String>,
+    pub turn_outcomes: Vec<String>,
+    pub trace_text: String,
+    pub trace_hash: String,
+    pub events: usize,
+    pub end_ms: u64,
+    pub runs: u32,
+    /// (invariant id, violations); an empty list is a pass.
+    pub invariants: Vec<(&'static str, Vec<Violation>)>,
+    pub pending: Vec<(String, String)>,
+    pub verdict: Verdict,
+}
+
+thread_local! {
+    /// Panic messages caught on this thread while a run is in progress. turmoil runs every host
+    /// on the calling thread, so a panic in any model task lands here even when tokio swallows
+    /// it in a spawned task's JoinHandle.
+    static PANICS: RefCell<Option<Vec<String>>> = const { RefCell::new(None) };
+}
+
+fn install_panic_recorder() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let recorded = PANICS.with(|p| {
+                if let Some(list) = p.borrow_mut().as_mut() {
+                    let loc = info
+                        .location()
+                        .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                        .unwrap_or_default();
+                    let msg = info
+                        .payload()
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| info.payload().downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "panic".into());
+                    list.push(format!("{msg}{loc}"));
+                    true
+                } else {
+                    false
+                }
+            });
+            if !recorded {
+                default(info);
+            }
+        }));
+    });
+}
+
+/// Runs the scenario once, turning panics anywhere in the world into `Err(message)`.
+fn run_guarded(scenario: &Scenario, seed: u64) -> Result<Result<RunOutput, String>, InputError> {
+    install_panic_recorder();
+    PANICS.with(|p| *p.borrow_mut() = Some(Vec::new()));
+    let result = catch_unwind(AssertUnwindSafe(|| run_once(scenario, seed)));
+    let panics = PANICS.with(|p| p.borrow_mut().take()).unwrap_or_default();
+    match result {
+        Ok(Ok(out)) if panics.is_empty() => Ok(Ok(out)),
+        Ok(Ok(_)) => Ok(Err(panics.join("; "))),
+        Ok(Err(input)) => Err(input),
+        Err(_) => Ok(Err(if panics.is_empty() {
+            "panic".into()
+        } else {
+            panics.join("; ")
+        })),
+    }
+}
+
+/// Runs `scenario` with `seed` `runs` times (at least 1; 2 checks `deterministic`).
+pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunReport, InputError> {
+    let runs = runs.max(1);
+    let faults = scenario
+        .faults
+        .iter()
+        .map(|f| f.get_ref().to_string())
+        .collect();
+    let base = RunReport {
+        scenario_name: scenario.scenario.name.clone(),
+        scenario_path: scenario.path.display().to_string(),
+        seed,
+        faults,
+        turn_outcomes: Vec::new(),
+        trace_text: String::new(),
+        trace_hash: String::new(),
+        events: 0,
+        end_ms: 0,
+        runs,
+        invariants: Vec::new(),
+        pending: Vec::new(),
+        verdict: Verdict::Pass,
+    };
+    let first = match run_guarded(scenario, seed)? {
+        Ok(out) => out,
+        Err(panic) => {
+            return Ok(RunReport {
+                verdict: Verdict::Crash(panic),
+                ..base
+            });
+        }
+    };
+    let text = render_events(&first.trace);
+    let mut report = RunReport {
+        turn_outcomes: first
+            .outcomes
+            .as_ref()
+            .map(|o| o.iter().map(ToString::to_string).collect())
+            .unwrap_or_default(),
+        trace_hash: hash_text(&text),
+        events: first.trace.len(),
+        end_ms: first.end_ms,
+        pending: invariants::pending_tool_calls(&first.trace),
+        trace_text: text,
+        ..base
+    };
+
+    report.invariants.push((
+        TOOL_CALL_RESOLVED,
+        invariants::tool_call_resolved(&first.trace),
+    ));
+
+    let mut det = Vec::new();
+    for _ in 1..runs {
+        match run_guarded(scenario, seed)? {
+            Ok(again) => {
+                let again_text = render_events(&again.trace);
+                if let Some((line, left, right)) = first_divergence(&report.trace_text, &again_text)
+                {
+                    det.push(Violation {
+                        invariant: DETERMINISTIC,
+                        event: Some(line - 1),
+                        message: format!(
+                            "the same seed gave a different trace; first divergence at line {line}:\n    run 1: {left}\n    run 2: {right}"
+                        ),
+                    });
+                    break;
+                }
+            }
+            Err(panic) => {
+                report.verdict = Verdict::Crash(format!("on a repeat run: {panic}"));
+                return Ok(report);
+            }
+        }
+    }
+    if runs > 1 {
+        report.invariants.push((DETERMINISTIC, det));
+    }
+
+    report.verdict = if report.invariants.iter().any(|(_, v)| !v.is_empty()) {
+        Verdict::Correctness
+    } else if first.outcomes.is_none() {
+        Verdict::Liveness(liveness_diagnosis(&first, scenario))
+    } else {
+        Verdict::Pass
+    };
+    Ok(report)
+}
+
+fn liveness_diagnosis(out: &RunOutput, scenario: &Scenario) -> String {
+    let last_client = out
+        .trace
+        .iter()
+        .rev()
+        .find(|e| e.host == "client")
+        .map(|e| e.render().trim().to_string())
+        .unwrap_or_else(|| "none".into());
+    let turn = out
+        .trace
+        .iter()
+        .rev()
+        .find_map(|e| match &e.obs {
+            Observation::TurnStart { turn, .. } => Some(*turn),
+            _ => None,
+        })
+        .unwrap_or(0);
+    format!(
+        "the client did not finish within the {} ms budget ({}); turn {turn} stuck after its last event: {last_client}",
+        scenario.limits.sim_time_ms,
+        out.stopped.as_deref().unwrap_or("stopped")
+    )
+}
+
+impl RunReport {
+    /// The one command that reproduces this run.
+    pub fn repro_command(&self) -> String {
+        format!(
+            "cargo run --release -p sim -- run {} --seed {}",
+            self.scenario_path, self.seed
+        )
+    }
+
+    /// The human-readable report `sim run` prints.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "scenario  {} ({})",
+            self.scenario_name, self.scenario_path
+        );
+        let _ = writeln!(s, "seed      {}", self.seed);
+        let _ = writeln!(
+            s,
+            "faults    {}",
+            if self.faults.is_empty() {
+                "none".to_string()
+            } else {
+                self.faults.join("; ")
+            }
+        );
+        for (i, o) in self.turn_outcomes.iter().enumerate() {
+            let _ = writeln!(s, "turn {}    {o}", i + 1);
+        }
+        if !self.pending.is_empty() {
+            let list: Vec<String> = self
+                .pending
+                .iter()
+                .map(|(c, id)| format!("{id} ({c})"))
+                .collect();
+            let _ = writeln!(
+                s,
+                "pending   tool calls awaiting approval at the end: {}",
+                list.join(", ")
+            );
+        }
+        let _ = writeln!(
+            s,
+            "trace     {} events, {} ms simulated, hash {}",
+            self.events, self.end_ms, self.trace_hash
+        );
+        let _ = writeln!(s, "invariants");
+        let trace_lines: Vec<&str> = self.trace_text.lines().collect();
+        for (id, violations) in &self.invariants {
+            if violations.is_empty() {
+                let note = if *id == DETERMINISTIC {
+                    format!(" ({} runs, identical traces)", self.runs)
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(s, "  {id:<22} pass{note}");
+            } else {
+                let _ = writeln!(s, "  {id:<22} FAIL");
+                for v in violations {
+                    let _ = writeln!(s, "    {}", v.message);
+                    if let Some(i) = v.event
+                        && *id != DETERMINISTIC
+                        && let Some(line) = trace_lines.get(i)
+                    {
+                        let _ = writeln!(s, "    at event {}: {}", i + 1, line.trim());
+                    }
+                }
+            }
+        }
+        match &self.verdict {
+            Verdict::Pass => {
+                let _ = writeln!(s, "verdict   PASS");
+            }
+            Verdict::Correctness => {
+                let _ = writeln!(s, "verdict   FAIL (correctness)");
+            }
+            Verdict::Liveness(d) => {
+                let _ = writeln!(s, "verdict   FAIL (liveness): {d}");
+            }
+            Verdict::Crash(p) => {
+                let _ = writeln!(s, "verdict   CRASH: {p}");
+            }
+        }
+        if self.verdict != Verdict::Pass {
+            let _ = writeln!(s, "reproduce {}", self.repro_command());
+        }
+        s
+    }
+}

@@ -1,0 +1,245 @@
+//! The world: (scenario, seed) → one turmoil simulation with a provider, a server and a client,
+//! run to completion or to its time budget, with every observation in the trace.
+//!
+//! Seeds: one run seed; every consumer gets a seed derived from it by name
+//! ([`derive_seed`]), so adding a consumer never shifts another's stream.
+
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, UNIX_EPOCH};
+
+use sha2::{Digest, Sha256};
+
+use super::env::SimEnv;
+use super::scenario::{Fault, InputError, Scenario};
+use super::trace::Trace;
+use crate::model::client::approvals::{Permission, PermissionRules};
+use crate::model::client::{Client, ClientBugs, ClientConfig, TurnOutcome};
+use crate::model::observe::Observation;
+use crate::model::provider::{self, ProviderConfig, ProviderResponse};
+use crate::model::server::{
+    self, AgentConfig, ServerBugs, ServerConfig, Store, StreamFault, StreamHooks,
+};
+use crate::model::tools::Workspace;
+use crate::wire::letta::ClientTool;
+
+/// Unix time of simulated time zero: 2026-01-01T00:00:00Z. Fixed so dates in bodies replay
+/// (turmoil's default epoch is the wall clock, turmoil-hyper-probe.md §4).
+pub const EPOCH_UNIX_MS: u64 = 1_767_225_600_000;
+
+pub const PROVIDER_PORT: u16 = 9000;
+pub const SERVER_PORT: u16 = 8283;
+
+/// A seed for `label` derived from the run seed: the first 8 bytes of SHA-256(seed ‖ label).
+pub fn derive_seed(seed: u64, label: &str) -> u64 {
+    let mut h = Sha256::new();
+    h.update(seed.to_le_bytes());
+    h.update(label.as_bytes());
+    let d = h.finalize();
+    u64::from_le_bytes(d[..8].try_into().expect("8 bytes"))
+}
+
+/// Everything one simulation produced.
+#[derive(Debug)]
+pub struct RunOutput {
+    pub trace: Vec<super::trace::TraceEvent>,
+    /// Outcomes per turn; `None` if the client never finished.
+    pub outcomes: Option<Vec<TurnOutcome>>,
+    /// Why the simulation stopped early (time budget, host error).
+    pub stopped: Option<String>,
+    /// Simulated time at the end.
+    pub end_ms: u64,
+    /// The client workspace at the end (side-effect counters).
+    pub workspace: Workspace,
+}
+
+/// Stream faults from the scenario's explicit plan.
+struct PlannedFaults {
+    faults: Vec<Fault>,
+    trace: Trace,
+}
+
+impl StreamHooks for PlannedFaults {
+    fn before_frame(&self, response: u64, frame: u64) -> StreamFault {
+        for f in &self.faults {
+            let Fault::DropConnection {
+                response: r,
+                after_frame,
+            } = f;
+            if *r == response && frame == after_frame + 1 {
+                let t = turmoil::sim_elapsed().map_or(0, |d| d.as_millis() as u64);
+                self.trace.push(
+                    t,
+                    "harness",
+                    Observation::Fault {
+                        fault: f.to_string(),
+                    },
+                );
+                return StreamFault::Reset;
+            }
+        }
+        StreamFault::Pass
+    }
+}
+
+/// Runs `scenario` once with `seed`.
+pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError> {
+    let responses: Vec<ProviderResponse> = super::cassettes::provider_responses(scenario)?;
+    let api = scenario.provider_api()?;
+    let trace = Trace::new();
+
+    let mut builder = turmoil::Builder::new();
+    builder
+        .rng_seed(derive_seed(seed, "turmoil"))
+        .epoch(UNIX_EPOCH + Duration::from_millis(EPOCH_UNIX_MS))
+        .tick_duration(Duration::from_millis(scenario.network.tick_ms))
+        .min_message_latency(Duration::from_millis(scenario.network.latency_ms[0]))
+        .max_message_latency(Duration::from_millis(scenario.network.latency_ms[1]))
+        .simulation_duration(Duration::from_millis(scenario.limits.sim_time_ms));
+    let mut sim = builder.build();
+
+    // Provider: its call counter is its durable state.
+    let provider_config = Arc::new(ProviderConfig {
+        port: PROVIDER_PORT,
+        responses,
+    });
+    let calls = Arc::new(AtomicU32::new(0));
+    {
+        let trace = trace.clone();
+        sim.host("provider", move || {
+            let env = SimEnv::new("provider", trace.clone(), EPOCH_UNIX_MS);
+            let config = provider_config.clone();
+            let calls = calls.clone();
+            async move {
+                provider::run(env, config, calls)
+                    .await
+                    .map_err(|e| e.to_string().into())
+            }
+        });
+    }
+
+    // Server: the store survives crashes; config is rebuilt identically on each start.
+    let agents = vec![AgentConfig {
+        id: scenario.agent.id.clone(),
+        model: scenario.agent.model.clone(),
+    }];
+    let store = Arc::new(Mutex::new(Store::new(derive_seed(seed, "server"), &agents)));
+    let hooks: Arc<dyn StreamHooks> = Arc::new(PlannedFaults {
+        faults: scenario
+            .faults
+            .iter()
+            .map(|f| f.get_ref().clone())
+            .collect(),
+        trace: trace.clone(),
+    });
+    let server_config = ServerConfig {
+        port: SERVER_PORT,
+        provider_addr: format!("provider:{PROVIDER_PORT}"),
+        provider_api: api,
+        agents,
+        provider_idle_timeout: Duration::from_secs(60),
+        bugs: ServerBugs {
+            accept_message_while_pending: scenario.planted.server_accepts_message_while_pending,
+        },
+        hooks,
+    };
+    {
+        let trace = trace.clone();
+        let store = store.clone();
+        sim.host("server", move || {
+            let env = SimEnv::new("server", trace.clone(), EPOCH_UNIX_MS);
+            let config = server_config.clone();
+            let store = store.clone();
+            async move {
+                server::run(env, config, store)
+                    .await
+                    .map_err(|e| e.to_string().into())
+            }
+        });
+    }
+
+    // Client.
+    let workspace = Arc::new(Mutex::new(Workspace::with_files(
+        scenario
+            .client
+            .files
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone())),
+    )));
+    let client_config = client_config(scenario, seed)?;
+    let outcomes: Arc<Mutex<Option<Vec<TurnOutcome>>>> = Arc::new(Mutex::new(None));
+    {
+        let env = SimEnv::new("client", trace.clone(), EPOCH_UNIX_MS);
+        let workspace = workspace.clone();
+        let outcomes = outcomes.clone();
+        sim.client("client", async move {
+            let mut client = Client::new(env, client_config, workspace);
+            let result = client.run().await;
+            *outcomes.lock().unwrap() = Some(result);
+            Ok(())
+        });
+    }
+
+    let mut stopped = None;
+    loop {
+        match sim.step() {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(e) => {
+                stopped = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    let end_ms = sim.elapsed().as_millis() as u64;
+    drop(sim);
+    let outcomes = outcomes.lock().unwrap().take();
+    let workspace = workspace.lock().unwrap().clone();
+    Ok(RunOutput {
+        trace: trace.events(),
+        outcomes,
+        stopped,
+        end_ms,
+        workspace,
+    })
+}
+
+fn client_config(scenario: &Scenario, seed: u64) -> Result<ClientConfig, InputError> {
+    let p = &scenario.permissions;
+    // Precedence: deny, then ask, then allow (a deny rule is never overridden).
+    let mut rules = Vec::new();
+    rules.extend(p.deny.iter().map(|t| (t.clone(), Permission::Deny)));
+    rules.extend(p.ask.iter().map(|t| (t.clone(), Permission::Ask)));
+    rules.extend(p.allow.iter().map(|t| (t.clone(), Permission::Allow)));
+    let tools = scenario
+        .client
+        .tools
+        .iter()
+        .map(|t| ClientTool {
+            name: t.name.clone(),
+            description: t.description.clone(),
+            parameters: t
+                .parameters
+                .as_ref()
+                .and_then(|v| serde_json::to_value(v).ok()),
+        })
+        .collect();
+    Ok(ClientConfig {
+        server_addr: format!("server:{SERVER_PORT}"),
+        agent_id: scenario.agent.id.clone(),
+        conversation_id: scenario.client.conversation.clone(),
+        client_tools: tools,
+        permissions: PermissionRules {
+            rules,
+            default: scenario.permission_default()?,
+        },
+        human: scenario.human_answers()?,
+        turns: scenario.client.turns.clone(),
+        seed: derive_seed(seed, "client"),
+        max_requests_per_turn: scenario.limits.requests_per_turn,
+        request_timeout: Duration::from_secs(30),
+        bugs: ClientBugs {
+            nondeterministic_otids: scenario.planted.client_nondeterministic_otids,
+        },
+    })
+}

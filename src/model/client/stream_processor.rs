@@ -1,0 +1,245 @@
+//! The per-drain chunk processor of letta-code (letta-protocol.md §4.1), as a pure state
+//! machine: it decides, for each chunk in order, whether it is output, and tracks run id,
+//! seq id, pending approvals and the stop reason.
+
+use indexmap::IndexMap;
+use serde_json::Value;
+
+use crate::wire::letta::{LettaChunk, StopReason};
+
+/// An approval the stream asked for, accumulated across deltas per `tool_call_id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approval {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub tool_args: String,
+    pub message_id: Option<String>,
+}
+
+/// Error information from an `error_message` chunk or a bare `{error: ...}` object (§4.1 rule 5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorInfo {
+    pub message: String,
+    pub error_type: Option<String>,
+    pub detail: Option<String>,
+    pub run_id: Option<String>,
+}
+
+/// What [`StreamProcessor::process`] decided about one chunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Processed {
+    /// The chunk is shown to the user (accumulated into the transcript).
+    pub output: bool,
+    /// The chunk was at or below the seq threshold and ignored entirely (rule 1).
+    pub skipped: bool,
+    pub error: Option<ErrorInfo>,
+}
+
+/// Text of the error the processor swallows (§4.1 rule 5, §3.2).
+pub const NOTHING_AWAITING_APPROVAL: &str = "No tool call is currently awaiting approval";
+
+#[derive(Debug, Default)]
+pub struct StreamProcessor {
+    threshold: Option<u64>,
+    pub run_ids: Vec<String>,
+    pub last_run_id: Option<String>,
+    pub last_seq_id: Option<u64>,
+    pending: IndexMap<String, Approval>,
+    pub stop_reason: Option<StopReason>,
+}
+
+impl StreamProcessor {
+    /// A processor that drops chunks with `seq_id <= threshold` (replayed chunks, §4.5).
+    pub fn new(threshold: Option<u64>) -> Self {
+        StreamProcessor {
+            threshold,
+            ..Self::default()
+        }
+    }
+
+    /// Applies the rules of letta-protocol.md §4.1, in order.
+    pub fn process(&mut self, chunk: &LettaChunk) -> Processed {
+        let seq = chunk.seq_id();
+        // 1. At or below the threshold: nothing is recorded.
+        if let (Some(s), Some(t)) = (seq, self.threshold)
+            && s <= t
+        {
+            return Processed {
+                output: false,
+                skipped: true,
+                error: None,
+            };
+        }
+        // 2. run id (last one wins).
+        if let Some(r) = chunk.run_id() {
+            if !self.run_ids.iter().any(|x| x == r) {
+                self.run_ids.push(r.to_string());
+            }
+            self.last_run_id = Some(r.to_string());
+        }
+        // 3. seq id (last one wins; not a max).
+        if let Some(s) = seq {
+            self.last_seq_id = Some(s);
+        }
+        let not_output = |error| Processed {
+            output: false,
+            skipped: false,
+            error,
+        };
+        match chunk {
+            // 4. ping and response_state are not output.
+            LettaChunk::Ping(_) | LettaChunk::ResponseState(_) => not_output(None),
+            // 5. error detection.
+            LettaChunk::ErrorMessage(e) => {
+                let info = ErrorInfo {
+                    message: e.message.clone(),
+                    error_type: Some(e.error_type.clone()),
+                    detail: e.detail.clone(),
+                    run_id: self.last_run_id.clone(),
+                };
+                let swallow = info.message.contains(NOTHING_AWAITING_APPROVAL);
+                Processed {
+                    output: !swallow,
+                    skipped: false,
+                    error: Some(info),
+                }
+            }
+            LettaChunk::Unknown(v)
+                if v.get("message_type").is_none() && v.get("error").is_some() =>
+            {
+                let err = &v["error"];
+                let message = match (
+                    err.get("message").and_then(Value::as_str),
+                    err.get("detail").and_then(Value::as_str),
+                ) {
+                    (Some(m), Some(d)) => format!("{m}: {d}"),
+                    (Some(m), None) => m.to_string(),
+                    _ => "An error occurred".to_string(),
+                };
+                let swallow = message.contains(NOTHING_AWAITING_APPROVAL);
+                Processed {
+                    output: !swallow,
+                    skipped: false,
+                    error: Some(ErrorInfo {
+                        message,
+                        error_type: None,
+                        detail: None,
+                        run_id: self.last_run_id.clone(),
+                    }),
+                }
+            }
+            // 6. a tool return settles its pending approval (top-level id only).
+            LettaChunk::ToolReturnMessage(m) => {
+                self.pending.shift_remove(&m.tool_call_id);
+                Processed {
+                    output: true,
+                    skipped: false,
+                    error: None,
+                }
+            }
+            // 7. approval requests accumulate per tool_call_id.
+            LettaChunk::ApprovalRequestMessage(m) => {
+                for call in m.calls() {
+                    let Some(id) = &call.tool_call_id else {
+                        continue;
+                    };
+                    let entry = self.pending.entry(id.clone()).or_insert_with(|| Approval {
+                        tool_call_id: id.clone(),
+                        tool_name: String::new(),
+                        tool_args: String::new(),
+                        message_id: None,
+                    });
+                    entry.message_id = Some(m.env.id.clone());
+                    if let Some(n) = &call.name {
+                        entry.tool_name = n.clone();
+                    }
+                    if let Some(a) = &call.arguments
+                        && !a.is_empty()
+                    {
+                        entry.tool_args.push_str(a);
+                    }
+                }
+                Processed {
+                    output: true,
+                    skipped: false,
+                    error: None,
+                }
+            }
+            // 8. stop reason: recorded, reading continues.
+            LettaChunk::StopReason(s) => {
+                self.stop_reason = Some(s.stop_reason.clone());
+                not_output(None)
+            }
+            // 9. everything else is output.
+            _ => Processed {
+                output: true,
+                skipped: false,
+                error: None,
+            },
+        }
+    }
+
+    /// The approvals collected, in the order their ids first appeared; clears them (§4.2).
+    pub fn take_approvals(&mut self) -> Vec<Approval> {
+        std::mem::take(&mut self.pending).into_values().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(s: &str) -> LettaChunk {
+        LettaChunk::from_json(s).unwrap()
+    }
+
+    #[test]
+    fn approvals_accumulate_arguments_across_deltas() {
+        let mut p = StreamProcessor::new(None);
+        p.process(&chunk(r#"{"id":"m1","message_type":"approval_request_message","seq_id":2,"run_id":"r","tool_call":{"name":"Bash","arguments":null,"tool_call_id":"t1"}}"#));
+        p.process(&chunk(r#"{"id":"m1","message_type":"approval_request_message","seq_id":3,"run_id":"r","tool_calls":{"name":null,"arguments":"{\"comm","tool_call_id":"t1"}}"#));
+        p.process(&chunk(r#"{"id":"m1","message_type":"approval_request_message","seq_id":4,"run_id":"r","tool_calls":[{"arguments":"and\":1}","tool_call_id":"t1"}]}"#));
+        p.process(&chunk(
+            r#"{"message_type":"stop_reason","stop_reason":"requires_approval"}"#,
+        ));
+        assert_eq!(p.last_seq_id, Some(4));
+        assert_eq!(p.stop_reason, Some(StopReason::RequiresApproval));
+        let a = p.take_approvals();
+        assert_eq!(a.len(), 1);
+        assert_eq!(a[0].tool_name, "Bash");
+        assert_eq!(a[0].tool_args, "{\"command\":1}");
+    }
+
+    #[test]
+    fn threshold_drops_everything_about_replayed_chunks() {
+        let mut p = StreamProcessor::new(Some(3));
+        let r = p.process(&chunk(r#"{"id":"x","message_type":"assistant_message","seq_id":3,"run_id":"r","content":"a"}"#));
+        assert!(r.skipped);
+        assert_eq!(p.last_run_id, None);
+        let r = p.process(&chunk(r#"{"id":"x","message_type":"assistant_message","seq_id":4,"run_id":"r","content":"a"}"#));
+        assert!(r.output);
+        assert_eq!(p.last_seq_id, Some(4));
+    }
+
+    #[test]
+    fn errors_and_swallowed_errors() {
+        let mut p = StreamProcessor::new(None);
+        let r = p.process(&chunk(r#"{"error":{"message":"boom","detail":"d"}}"#));
+        assert_eq!(r.error.unwrap().message, "boom: d");
+        let r = p.process(&chunk(&format!(
+            r#"{{"message_type":"error_message","error_type":"internal_error","message":"Cannot process approval response: {NOTHING_AWAITING_APPROVAL}."}}"#
+        )));
+        assert!(!r.output && r.error.is_some());
+        let r = p.process(&chunk(r#"{"id":"p","message_type":"ping","run_id":"r1"}"#));
+        assert!(!r.output);
+        assert_eq!(p.last_run_id.as_deref(), Some("r1"));
+    }
+
+    #[test]
+    fn tool_return_settles_pending() {
+        let mut p = StreamProcessor::new(None);
+        p.process(&chunk(r#"{"id":"m","message_type":"approval_request_message","tool_call":{"name":"Read","arguments":"{}","tool_call_id":"t"}}"#));
+        p.process(&chunk(r#"{"id":"m2","message_type":"tool_return_message","tool_call_id":"t","status":"success","tool_return":"x"}"#));
+        assert!(p.take_approvals().is_empty());
+    }
+}

@@ -1,0 +1,148 @@
+//! Observable protocol events. Models report them through [`Env::observe`](super::env::Env);
+//! the harness stamps them with simulated time and host, renders them into the trace and runs
+//! the invariants over them. Every variant is something a person debugging the protocol would
+//! want on the timeline, and nothing volatile (no wall clock, no addresses).
+
+use serde::Serialize;
+
+/// What kind of entry the server appended to a conversation's history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum HistoryEntry {
+    User {
+        otid: Option<String>,
+    },
+    Assistant {
+        chars: usize,
+    },
+    ToolCall {
+        tool_call_id: String,
+        name: String,
+        arguments: String,
+    },
+    ToolReturn {
+        tool_call_id: String,
+        status: String,
+    },
+    Denial {
+        tool_call_id: String,
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "ev", rename_all = "snake_case")]
+pub enum Observation {
+    // ---- client ------------------------------------------------------------------------
+    /// A user turn begins.
+    TurnStart {
+        turn: u32,
+        text: String,
+    },
+    /// The client sends a request. `items` summarises the messages array.
+    ClientSend {
+        turn: u32,
+        method: String,
+        path: String,
+        items: String,
+        otids: Vec<String>,
+    },
+    /// The HTTP status the client got (or the connection error).
+    ClientResponse {
+        status: u16,
+    },
+    ClientConnectError {
+        error: String,
+    },
+    /// A chunk the client's stream processor handled.
+    ClientChunk {
+        run_id: Option<String>,
+        seq_id: Option<u64>,
+        message_type: String,
+    },
+    /// How the response body ended, as the client saw it.
+    ClientStreamEnd {
+        how: String,
+    },
+    /// The result of one drain (letta-protocol.md §4.2).
+    ClientDrained {
+        stop_reason: String,
+        approvals: Vec<String>,
+        last_seq_id: Option<u64>,
+    },
+    /// The client's decision about one approval request (letta-protocol.md §5.4).
+    ClientDecision {
+        tool_call_id: String,
+        tool: String,
+        decision: String,
+    },
+    /// A tool ran on the client. `executions` counts runs of this tool call id so far.
+    ToolExecuted {
+        tool_call_id: String,
+        tool: String,
+        arguments: String,
+        executions: u32,
+        status: String,
+    },
+    /// The turn is over.
+    TurnEnd {
+        turn: u32,
+        outcome: String,
+    },
+
+    // ---- server ------------------------------------------------------------------------
+    /// The server answered a request (status of the response head).
+    ServerRequest {
+        method: String,
+        path: String,
+        status: u16,
+    },
+    RunStarted {
+        run_id: String,
+        conversation_id: String,
+        request_token: String,
+    },
+    /// A chunk recorded in a run's log (and so streamed to followers).
+    ChunkRecorded {
+        run_id: String,
+        seq_id: u64,
+        message_type: String,
+    },
+    /// The server appended to a conversation's history.
+    History {
+        conversation_id: String,
+        entry: HistoryEntry,
+    },
+    RunEnded {
+        run_id: String,
+        stop_reason: String,
+    },
+    /// The server called the provider.
+    ProviderCall {
+        run_id: String,
+        attempt: u32,
+    },
+    ProviderResult {
+        run_id: String,
+        outcome: String,
+    },
+
+    // ---- provider ----------------------------------------------------------------------
+    /// The fake provider answers call number `call` from a cassette.
+    ProviderServe {
+        call: u32,
+        cassette: String,
+        status: u16,
+        frames: usize,
+    },
+    ProviderServeEnd {
+        call: u32,
+        how: String,
+    },
+
+    // ---- harness -----------------------------------------------------------------------
+    /// A fault the harness injected.
+    Fault {
+        fault: String,
+    },
+}

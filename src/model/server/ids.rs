@@ -1,0 +1,100 @@
+//! Identifiers and dates the server mints, deterministic from its seeded PRNG and the clock.
+
+use rand::Rng as _;
+use rand_chacha::ChaCha8Rng;
+use sha2::{Digest, Sha256};
+
+/// A UUIDv4 string drawn from the server's PRNG (the real server uses random uuids; ours are
+/// seeded so runs replay byte for byte).
+pub fn uuid4(rng: &mut ChaCha8Rng) -> String {
+    let mut b = [0u8; 16];
+    rng.fill_bytes(&mut b);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// The assistant `otid` a 0.16.8 server derives from a `message-<uuid>` id: the uuid without the
+/// prefix, its last byte keeping only the top bit, plus the content index
+/// (captures/letta_server/PROVENANCE.md, "Token streaming": `…8b28` → `…8b00`, `…b294` → `…b280`).
+pub fn assistant_otid(message_id: &str, index: u8) -> String {
+    let uuid = message_id.strip_prefix("message-").unwrap_or(message_id);
+    if uuid.len() < 2 {
+        return uuid.to_string();
+    }
+    let (head, last) = uuid.split_at(uuid.len() - 2);
+    let byte = u8::from_str_radix(last, 16).unwrap_or(0);
+    format!("{head}{:02x}", (byte & 0x80) | (index & 0x7f))
+}
+
+/// The request token of a send: SHA-256 of all otids joined with `|`, first 16 hex chars
+/// (letta-protocol.md §2.4, legacy server). `None` when the request has no otids (the server
+/// then uses a random token, i.e. no dedupe).
+pub fn request_token(otids: &[&str]) -> Option<String> {
+    if otids.is_empty() {
+        return None;
+    }
+    let digest = Sha256::digest(otids.join("|").as_bytes());
+    Some(digest.iter().take(8).map(|b| format!("{b:02x}")).collect())
+}
+
+/// `YYYY-MM-DDTHH:MM:SS+00:00`, whole seconds, as the real server stamps `date`.
+pub fn iso_date(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}+00:00",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn otid_matches_captured_derivation() {
+        assert_eq!(
+            assistant_otid("message-2dc54175-e0d8-4433-838b-5c87a66a8b28", 0),
+            "2dc54175-e0d8-4433-838b-5c87a66a8b00"
+        );
+        assert!(assistant_otid("message-x-b294", 0).ends_with("b280"));
+    }
+
+    #[test]
+    fn dates_and_uuids() {
+        assert_eq!(iso_date(1_796_000_850_000), "2026-11-30T00:27:30+00:00");
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let u = uuid4(&mut rng);
+        assert_eq!(u.len(), 36);
+        assert_eq!(&u[14..15], "4");
+        assert_eq!(request_token(&["a"]).unwrap().len(), 16);
+        assert_eq!(request_token(&[]), None);
+    }
+}
