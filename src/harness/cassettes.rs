@@ -1,8 +1,12 @@
-//! Scenario cassettes → provider responses.
+//! The scenario's provider cassettes, loaded and checked against the scenario.
 
 use super::scenario::{InputError, Scenario};
-use crate::model::provider::{ProviderResponse, StreamEnd, TimedFrame};
+use crate::cassette::Cassette;
+use crate::model::provider::ProviderResponse;
 
+/// Loads every cassette the scenario lists, in call order. A cassette that cannot be read or is
+/// malformed is an error naming the cassette file and line; one whose format differs from the
+/// scenario's provider api is an error naming the scenario line that lists it.
 pub fn provider_responses(scenario: &Scenario) -> Result<Vec<ProviderResponse>, InputError> {
     let api = scenario.provider_api()?;
     scenario
@@ -10,27 +14,28 @@ pub fn provider_responses(scenario: &Scenario) -> Result<Vec<ProviderResponse>, 
         .responses
         .iter()
         .map(|r| {
-            let p = scenario.resolve(r.get_ref());
-            let bytes = std::fs::read(&p).map_err(|e| InputError {
-                file: p.display().to_string(),
-                line: None,
+            let path = scenario.resolve(r.get_ref());
+            let cassette = Cassette::load(&path).map_err(|e| InputError {
+                file: e.origin.clone(),
+                line: e.line,
                 column: None,
-                message: e.to_string(),
+                message: e.message.clone(),
             })?;
-            let frames = crate::wire::sse::decode_all(&bytes)
-                .into_iter()
-                .enumerate()
-                .map(|(i, frame)| TimedFrame {
-                    t_ms: i as u64 * 10,
-                    frame,
-                })
-                .collect();
+            let format = cassette.header().format;
+            if format != api {
+                return Err(scenario.error_at(
+                    r.span(),
+                    format!(
+                        "cassette {:?} records a {} stream, but [provider] api is {:?}",
+                        r.get_ref(),
+                        format.as_str(),
+                        api.as_str()
+                    ),
+                ));
+            }
             Ok(ProviderResponse {
                 name: r.get_ref().clone(),
-                api,
-                status: 200,
-                frames,
-                end: StreamEnd::Clean,
+                cassette,
             })
         })
         .collect()

@@ -295,7 +295,7 @@ impl Scenario {
         Ok(s)
     }
 
-    fn err_at(&self, span: std::ops::Range<usize>, msg: impl Into<String>) -> InputError {
+    pub fn error_at(&self, span: std::ops::Range<usize>, msg: impl Into<String>) -> InputError {
         InputError::at(
             &self.path.display().to_string(),
             &self.source,
@@ -307,14 +307,14 @@ impl Scenario {
     fn validate(&self) -> Result<(), InputError> {
         let system = &self.scenario.system;
         if system.get_ref() != "letta" {
-            return Err(self.err_at(
+            return Err(self.error_at(
                 system.span(),
                 format!("unknown system {:?}: expected \"letta\"", system.get_ref()),
             ));
         }
         let profile = &self.scenario.client_profile;
         if profile.get_ref() != "reference" {
-            return Err(self.err_at(
+            return Err(self.error_at(
                 profile.span(),
                 format!(
                     "unknown client_profile {:?}: expected \"reference\"",
@@ -334,7 +334,7 @@ impl Scenario {
         for r in &self.provider.responses {
             let p = self.resolve(r.get_ref());
             if !p.is_file() {
-                return Err(self.err_at(
+                return Err(self.error_at(
                     r.span(),
                     format!(
                         "cassette {:?} not found (looked at {}); paths are relative to the scenario file",
@@ -373,7 +373,7 @@ impl Scenario {
         for f in &self.faults {
             let Fault::DropConnection { response, .. } = f.get_ref();
             if *response == 0 {
-                return Err(self.err_at(f.span(), "response numbers start at 1"));
+                return Err(self.error_at(f.span(), "response numbers start at 1"));
             }
         }
         Ok(())
@@ -387,25 +387,21 @@ impl Scenario {
         }
     }
 
-    pub fn provider_api(&self) -> Result<crate::model::provider::ProviderApi, InputError> {
-        use crate::model::provider::ProviderApi;
-        match self.provider.api.get_ref().as_str() {
-            "anthropic" => Ok(ProviderApi::Anthropic),
-            "openai_chat" => Ok(ProviderApi::OpenAiChat),
-            other => Err(self.err_at(
+    pub fn provider_api(&self) -> Result<crate::wire::provider::ProviderFormat, InputError> {
+        let name = self.provider.api.get_ref();
+        crate::wire::provider::ProviderFormat::from_name(name).ok_or_else(|| {
+            self.error_at(
                 self.provider.api.span(),
-                format!(
-                    "unknown provider api {other:?}: expected \"anthropic\" or \"openai_chat\""
-                ),
-            )),
-        }
+                format!("unknown provider api {name:?}: expected \"anthropic\" or \"openai_chat\""),
+            )
+        })
     }
 
     pub fn permission_default(
         &self,
     ) -> Result<crate::model::client::approvals::Permission, InputError> {
         parse_permission(self.permissions.default.get_ref()).ok_or_else(|| {
-            self.err_at(
+            self.error_at(
                 self.permissions.default.span(),
                 format!(
                     "unknown permission {:?}: expected \"allow\", \"ask\" or \"deny\"",
@@ -433,7 +429,7 @@ impl Scenario {
                 } else if s == "deny" {
                     Ok(HumanAnswer::Deny("User denied the tool call".into()))
                 } else {
-                    Err(self.err_at(
+                    Err(self.error_at(
                         h.span(),
                         format!(
                             "unknown human answer {s:?}: expected \"approve\", \"deny: <reason>\" or \"never\""

@@ -131,12 +131,15 @@ pub enum ProviderEvent {
     Done,
 }
 
-/// The provider stream formats this crate decodes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// The provider stream formats this crate decodes. Serialised by [`as_str`](Self::as_str) name,
+/// as in cassette headers and scenario files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum ProviderFormat {
     /// Anthropic Messages API streaming (`event:` names + JSON data, ends with `message_stop`).
+    #[serde(rename = "anthropic")]
     Anthropic,
     /// OpenAI Chat Completions streaming (data-only JSON chunks, ends with `[DONE]`).
+    #[serde(rename = "openai_chat")]
     OpenAiChat,
 }
 
@@ -318,4 +321,56 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
 ) -> Result<T, ProviderDecodeError> {
     serde_json::from_str(data)
         .map_err(|e| ProviderDecodeError::new(format, event, format!("malformed data: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_names_are_stable() {
+        for f in ProviderFormat::ALL {
+            assert_eq!(ProviderFormat::from_name(f.as_str()), Some(f));
+            let json = serde_json::to_string(&f).unwrap();
+            assert_eq!(json, format!("\"{}\"", f.as_str()));
+            assert_eq!(serde_json::from_str::<ProviderFormat>(&json).unwrap(), f);
+        }
+        assert_eq!(ProviderFormat::from_name("openai"), None);
+    }
+
+    #[test]
+    fn usage_merge_keeps_latest_reported_fields() {
+        let mut u = ProviderUsage {
+            input_tokens: Some(10),
+            output_tokens: Some(1),
+            ..ProviderUsage::default()
+        };
+        u.merge_from(&ProviderUsage {
+            output_tokens: Some(7),
+            ..ProviderUsage::default()
+        });
+        assert_eq!((u.input_tokens, u.output_tokens), (Some(10), Some(7)));
+        assert!(ProviderUsage::default().is_empty());
+    }
+
+    #[test]
+    fn detect_needs_a_recognisable_event() {
+        assert_eq!(ProviderFormat::detect(&[]), None);
+        let frames = [
+            SseFrame::Comment("x".into()),
+            SseFrame::Event(SseEvent::data("[DONE]")),
+            SseFrame::Event(SseEvent::data(r#"{"choices":[]}"#)),
+        ];
+        assert_eq!(
+            ProviderFormat::detect(&frames),
+            Some(ProviderFormat::OpenAiChat)
+        );
+        let frames = [SseFrame::Event(SseEvent::data(
+            r#"{"type":"message_start"}"#,
+        ))];
+        assert_eq!(
+            ProviderFormat::detect(&frames),
+            Some(ProviderFormat::Anthropic)
+        );
+    }
 }

@@ -18,53 +18,24 @@ use serde_json::json;
 use super::env::Env;
 use super::http::{self, Body};
 use super::observe::Observation;
-use crate::wire::sse::{SseFrame, encode_frame};
+use crate::cassette::{Cassette, EndKind};
+use crate::wire::provider::ProviderFormat;
+use crate::wire::sse::encode_frame;
 
-/// Which provider API a response speaks; the server calls the matching path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProviderApi {
-    /// Anthropic Messages: `POST /v1/messages`.
-    Anthropic,
-    /// OpenAI Chat Completions: `POST /v1/chat/completions`.
-    OpenAiChat,
-}
-
-impl ProviderApi {
-    pub fn path(self) -> &'static str {
-        match self {
-            ProviderApi::Anthropic => "/v1/messages",
-            ProviderApi::OpenAiChat => "/v1/chat/completions",
-        }
+/// The path each provider API is served on; the server calls the one its agent's provider
+/// speaks, and the fake provider refuses a call on the wrong path.
+pub fn api_path(format: ProviderFormat) -> &'static str {
+    match format {
+        ProviderFormat::Anthropic => "/v1/messages",
+        ProviderFormat::OpenAiChat => "/v1/chat/completions",
     }
 }
 
-/// How a recorded stream ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StreamEnd {
-    /// The body closed normally after the last frame.
-    Clean,
-    /// The connection was reset after the last frame (the peer sees an unexpected EOF).
-    Reset,
-    /// The body was left open and never closed.
-    Stall,
-}
-
-/// One SSE frame with its offset from the start of the response.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TimedFrame {
-    pub t_ms: u64,
-    pub frame: SseFrame,
-}
-
-/// One recorded provider response.
+/// One recorded provider response: a cassette and the name it is known by in the trace.
 #[derive(Debug, Clone)]
 pub struct ProviderResponse {
-    /// Where it came from (a cassette path), for the trace.
     pub name: String,
-    pub api: ProviderApi,
-    pub status: u16,
-    pub frames: Vec<TimedFrame>,
-    pub end: StreamEnd,
+    pub cassette: Cassette,
 }
 
 /// The provider's configuration: its port and its responses, in call order.
@@ -123,24 +94,26 @@ async fn answer<E: Env>(
             &json!({"type": "error", "error": {"type": "api_error", "message": message}}),
         );
     };
-    if path != resp.api.path() {
+    let header = resp.cassette.header();
+    if path != api_path(header.format) {
         return http::json_response(
             StatusCode::NOT_FOUND,
             &json!({"type": "error", "error": {"type": "not_found_error",
-                "message": format!("{} answers {}, not {path}", resp.name, resp.api.path())}}),
+                "message": format!("{} answers {}, not {path}", resp.name, api_path(header.format))}}),
         );
     }
     env.observe(Observation::ProviderServe {
         call,
         cassette: resp.name.clone(),
-        status: resp.status,
-        frames: resp.frames.len(),
+        status: header.status,
+        frames: resp.cassette.frames().len(),
     });
-    let status = StatusCode::from_u16(resp.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let status = StatusCode::from_u16(header.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     if !status.is_success() {
         // An error response: the recorded frames' data is the JSON body.
         let body: String = resp
-            .frames
+            .cassette
+            .frames()
             .iter()
             .filter_map(|f| f.frame.as_event().map(|e| e.data.clone()))
             .collect();
@@ -151,8 +124,8 @@ async fn answer<E: Env>(
             .expect("valid response");
     }
     let start = tokio::time::Instant::now();
-    let frames = resp.frames.clone();
-    let end = resp.end;
+    let frames = resp.cassette.frames().to_vec();
+    let end = resp.cassette.end();
     let body = futures::stream::unfold(
         (0usize, frames, env, call),
         move |(i, frames, env, call)| async move {
@@ -164,15 +137,17 @@ async fn answer<E: Env>(
             if i > frames.len() {
                 return None;
             }
-            match end {
-                StreamEnd::Clean => {
+            // Before ending, wait for the recorded end time (a stall or reset can come late).
+            tokio::time::sleep_until(start + Duration::from_millis(end.t_ms)).await;
+            match end.kind {
+                EndKind::Clean => {
                     env.observe(Observation::ProviderServeEnd {
                         call,
                         how: "clean".into(),
                     });
                     None
                 }
-                StreamEnd::Reset => {
+                EndKind::Reset => {
                     env.observe(Observation::ProviderServeEnd {
                         call,
                         how: "reset".into(),
@@ -183,7 +158,7 @@ async fn answer<E: Env>(
                     );
                     Some((Err(err), (i + 1, frames, env, call)))
                 }
-                StreamEnd::Stall => {
+                EndKind::Stall => {
                     env.observe(Observation::ProviderServeEnd {
                         call,
                         how: "stall".into(),
@@ -196,7 +171,7 @@ async fn answer<E: Env>(
     );
     Response::builder()
         .status(status)
-        .header("content-type", "text/event-stream")
+        .header("content-type", header.content_type.as_str())
         .header("cache-control", "no-cache")
         .body(StreamBody::new(body).boxed())
         .expect("valid response")

@@ -32,10 +32,10 @@ use tokio::sync::watch;
 use super::env::Env;
 use super::http::{self, Body};
 use super::observe::{HistoryEntry, Observation};
-use super::provider::ProviderApi;
 use crate::wire::letta::{
     ApprovalItem, ClientTool, LettaChunk, MessageItem, SendMessageRequest, StopReason,
 };
+use crate::wire::provider::ProviderFormat;
 
 /// Keepalive ping interval (letta-protocol.md §1.1: `keepalive_interval` default 20.0 s).
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(20);
@@ -91,7 +91,7 @@ pub struct ServerConfig {
     pub port: u16,
     /// "host:port" of the provider.
     pub provider_addr: String,
-    pub provider_api: ProviderApi,
+    pub provider_api: ProviderFormat,
     pub agents: Vec<AgentConfig>,
     /// How long the server waits for provider bytes before failing the run.
     pub provider_idle_timeout: Duration,

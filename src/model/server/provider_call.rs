@@ -23,7 +23,7 @@ use super::{
 use crate::model::env::Env;
 use crate::model::http;
 use crate::model::observe::{HistoryEntry, Observation};
-use crate::model::provider::ProviderApi;
+use crate::model::provider::api_path;
 use crate::wire::letta::{
     AssistantMessage, ClientTool, Content, Envelope, LettaChunk, StopReason, StopReasonChunk,
     ToolCallDelta, ToolCallMessage, ToolCalls, UsageStatistics,
@@ -41,9 +41,9 @@ pub struct RunJob {
 }
 
 /// Builds the provider request body from the conversation history.
-fn provider_body(api: ProviderApi, job: &RunJob) -> Value {
+fn provider_body(api: ProviderFormat, job: &RunJob) -> Value {
     match api {
-        ProviderApi::Anthropic => {
+        ProviderFormat::Anthropic => {
             let mut messages: Vec<Value> = Vec::new();
             for m in &job.history {
                 match m {
@@ -78,7 +78,7 @@ fn provider_body(api: ProviderApi, job: &RunJob) -> Value {
             json!({"model": job.model, "max_tokens": 4096, "stream": true,
                    "messages": messages, "tools": tool_defs(&job.client_tools)})
         }
-        ProviderApi::OpenAiChat => {
+        ProviderFormat::OpenAiChat => {
             let mut messages: Vec<Value> = Vec::new();
             for m in &job.history {
                 match m {
@@ -141,7 +141,7 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
         attempt: 1,
     });
     let body = provider_body(config.provider_api, &job).to_string();
-    let req = Request::post(config.provider_api.path())
+    let req = Request::post(api_path(config.provider_api))
         .header("host", config.provider_addr.as_str())
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(body)))
@@ -185,11 +185,7 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
         );
     }
 
-    let format = match config.provider_api {
-        ProviderApi::Anthropic => ProviderFormat::Anthropic,
-        ProviderApi::OpenAiChat => ProviderFormat::OpenAiChat,
-    };
-    let mut decoder = ProviderDecoder::new(format);
+    let mut decoder = ProviderDecoder::new(config.provider_api);
     let mut sse = SseDecoder::new();
     let mut body = resp.into_body();
 

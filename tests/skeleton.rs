@@ -1,0 +1,265 @@
+//! The walking skeleton end to end: the bundled approval-turn scenario on turmoil, its
+//! determinism, a snapshot of its trace, the connection-drop fault, and each invariant broken on
+//! purpose to show its report.
+
+use std::path::{Path, PathBuf};
+
+use loopsim::harness::invariants::{DETERMINISTIC, TOOL_CALL_RESOLVED};
+use loopsim::harness::run::{RunReport, Verdict, exit, run_scenario};
+use loopsim::harness::scenario::{Fault, Scenario};
+use toml::Spanned;
+
+fn scenario_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios")
+        .join(name)
+}
+
+fn bundled() -> Scenario {
+    Scenario::load(&scenario_path("approval_turn.toml")).expect("bundled scenario loads")
+}
+
+fn violations<'a>(
+    report: &'a RunReport,
+    id: &str,
+) -> &'a [loopsim::harness::invariants::Violation] {
+    report
+        .invariants
+        .iter()
+        .find(|(i, _)| *i == id)
+        .map(|(_, v)| v.as_slice())
+        .unwrap_or_else(|| panic!("invariant {id} was not checked"))
+}
+
+#[test]
+fn bundled_scenario_passes_with_an_executed_tool_and_end_turn() {
+    let report = run_scenario(&bundled(), 1, 1).unwrap();
+    assert_eq!(report.verdict, Verdict::Pass, "{}", report.render());
+    assert_eq!(report.turn_outcomes, vec!["stopped: end_turn".to_string()]);
+    // The tool ran once, with the arguments the provider streamed in three fragments.
+    assert!(report.trace_text.contains(
+        "tool_executed tool_call_id=toolu_01NRLabsLyVHZPKxbKvkfSMn tool=get_weather arguments=\"{\\\"location\\\": \\\"Paris\\\"}\" executions=1 status=success"
+    ), "{}", report.trace_text);
+    assert!(report.pending.is_empty());
+}
+
+#[test]
+fn seeds_0_to_50_each_run_twice_give_identical_traces() {
+    let scenario = bundled();
+    let mut hashes = std::collections::BTreeSet::new();
+    for seed in 0..50 {
+        let report = run_scenario(&scenario, seed, 2).unwrap();
+        assert!(
+            violations(&report, DETERMINISTIC).is_empty(),
+            "seed {seed}:\n{}",
+            report.render()
+        );
+        assert_eq!(
+            report.verdict,
+            Verdict::Pass,
+            "seed {seed}:\n{}",
+            report.render()
+        );
+        hashes.insert(report.trace_hash);
+    }
+    // Seeds drive latency and ids, so different seeds give different traces.
+    assert!(hashes.len() > 40, "only {} distinct traces", hashes.len());
+}
+
+#[test]
+fn full_trace_snapshot_of_seed_1() {
+    let report = run_scenario(&bundled(), 1, 1).unwrap();
+    insta::assert_snapshot!("approval_turn_seed_1", report.trace_text);
+}
+
+fn with_faults(mut s: Scenario, faults: Vec<Fault>) -> Scenario {
+    s.faults = faults.into_iter().map(|f| Spanned::new(0..0, f)).collect();
+    s
+}
+
+/// A dropped stream may end the turn with an error (resume is later work), but no placement
+/// of the drop may panic, hang, or break an invariant, and every run ends in bounded time.
+#[test]
+fn connection_drop_at_every_frame_ends_cleanly() {
+    let base = bundled();
+    for response in 1..=2 {
+        for after_frame in 0..=12 {
+            for seed in 0..3 {
+                let s = with_faults(
+                    base.clone(),
+                    vec![Fault::DropConnection {
+                        response,
+                        after_frame,
+                    }],
+                );
+                let report = run_scenario(&s, seed, 1).unwrap();
+                assert_eq!(
+                    report.verdict,
+                    Verdict::Pass,
+                    "response {response} after_frame {after_frame} seed {seed}:\n{}",
+                    report.render()
+                );
+                assert_eq!(report.turn_outcomes.len(), 1);
+                assert!(report.end_ms < base.limits.sim_time_ms);
+            }
+        }
+    }
+}
+
+#[test]
+fn connection_drop_mid_tool_call_reports_the_error() {
+    let s = with_faults(
+        bundled(),
+        vec![Fault::DropConnection {
+            response: 1,
+            after_frame: 5,
+        }],
+    );
+    let report = run_scenario(&s, 7, 2).unwrap();
+    assert_eq!(report.verdict, Verdict::Pass, "{}", report.render());
+    assert!(
+        report.turn_outcomes[0].starts_with("error: "),
+        "{:?}",
+        report.turn_outcomes
+    );
+    assert!(
+        report
+            .trace_text
+            .contains("harness  fault fault=\"drop_connection response=1 after_frame=5\"")
+    );
+    assert!(
+        !report.trace_text.contains("tool_executed"),
+        "no tool may run from a broken stream"
+    );
+}
+
+/// `tool-call-resolved` broken on purpose: a server that accepts a new user message while a
+/// tool call is pending leaves that call dangling.
+#[test]
+fn tool_call_resolved_fails_on_a_server_that_accepts_messages_while_pending() {
+    let mut s = bundled();
+    s.permissions.allow.clear();
+    s.permissions.human = vec![Spanned::new(0..0, "never".to_string())];
+    s.client.turns = vec!["What is the weather in Paris?".into(), "Hello?".into()];
+
+    // Faithful server: the second message is refused in-band and nothing dangles.
+    let faithful = run_scenario(&s, 3, 1).unwrap();
+    assert_eq!(faithful.verdict, Verdict::Pass, "{}", faithful.render());
+    assert!(faithful.turn_outcomes[0].starts_with("paused: "));
+    assert!(
+        faithful.turn_outcomes[1].contains("waiting for approval"),
+        "{:?}",
+        faithful.turn_outcomes
+    );
+
+    s.planted.server_accepts_message_while_pending = true;
+    let broken = run_scenario(&s, 3, 1).unwrap();
+    assert_eq!(broken.verdict, Verdict::Correctness);
+    assert_eq!(broken.verdict.exit_code(), exit::CORRECTNESS);
+    let v = violations(&broken, TOOL_CALL_RESOLVED);
+    assert_eq!(v.len(), 1, "{}", broken.render());
+    assert!(v[0].message.contains(
+        "a new user turn started while tool call toolu_01NRLabsLyVHZPKxbKvkfSMn was unresolved"
+    ));
+    let text = broken.render();
+    assert!(text.contains("tool-call-resolved     FAIL"), "{text}");
+    assert!(text.contains("at event "), "{text}");
+    assert!(
+        text.contains("reproduce cargo run --release -p sim -- run "),
+        "{text}"
+    );
+}
+
+/// `deterministic` broken on purpose: otids that depend on process state differ between two
+/// runs of the same seed, and the report shows the first divergent event.
+#[test]
+fn deterministic_fails_on_process_dependent_otids() {
+    let mut s = bundled();
+    s.planted.client_nondeterministic_otids = true;
+    let report = run_scenario(&s, 1, 2).unwrap();
+    assert_eq!(report.verdict, Verdict::Correctness, "{}", report.render());
+    let v = violations(&report, DETERMINISTIC);
+    assert_eq!(v.len(), 1);
+    assert!(
+        v[0].message.contains("first divergence at line 2"),
+        "{}",
+        v[0].message
+    );
+    assert!(v[0].message.contains("client_send"), "{}", v[0].message);
+}
+
+#[test]
+fn a_budget_too_small_is_a_liveness_failure_with_a_diagnosis() {
+    let mut s = bundled();
+    s.limits.sim_time_ms = 60;
+    let report = run_scenario(&s, 1, 1).unwrap();
+    let Verdict::Liveness(diagnosis) = &report.verdict else {
+        panic!("expected liveness, got {}", report.render())
+    };
+    assert_eq!(report.verdict.exit_code(), exit::LIVENESS);
+    assert!(
+        diagnosis.contains("did not finish within the 60 ms budget"),
+        "{diagnosis}"
+    );
+    assert!(
+        diagnosis.contains("turn 1 stuck after its last event"),
+        "{diagnosis}"
+    );
+}
+
+fn parse_err(text: &str) -> String {
+    Scenario::parse(text, &scenario_path("inline.toml"))
+        .expect_err("should be rejected")
+        .to_string()
+}
+
+const MINIMAL: &str = r#"[scenario]
+name = "x"
+system = "letta"
+
+[provider]
+api = "anthropic"
+responses = ["../cassettes/provider/anthropic_text_end_turn.jsonl"]
+
+[agent]
+id = "agent-1"
+
+[client]
+turns = ["hi"]
+"#;
+
+#[test]
+fn minimal_scenario_parses() {
+    Scenario::parse(MINIMAL, &scenario_path("inline.toml")).unwrap();
+}
+
+#[test]
+fn scenario_errors_name_file_line_and_what_was_expected() {
+    let e = parse_err(&MINIMAL.replace("name = \"x\"", "name = \"x\"\nsytem = 1"));
+    assert!(e.contains("inline.toml:3:"), "{e}");
+    assert!(e.contains("unknown field `sytem`"), "{e}");
+
+    let e = parse_err(&MINIMAL.replace("system = \"letta\"", "system = \"kimi\""));
+    assert!(
+        e.contains("inline.toml:3:10: unknown system \"kimi\": expected \"letta\""),
+        "{e}"
+    );
+
+    let e = parse_err(&MINIMAL.replace("anthropic_text_end_turn", "missing"));
+    assert!(e.contains("inline.toml:7:"), "{e}");
+    assert!(e.contains("not found"), "{e}");
+
+    let e = parse_err(&format!("{MINIMAL}\n[permissions]\nhuman = [\"maybe\"]\n"));
+    assert!(e.contains("inline.toml:16:"), "{e}");
+    assert!(
+        e.contains("expected \"approve\", \"deny: <reason>\" or \"never\""),
+        "{e}"
+    );
+
+    let e = parse_err(&format!("{MINIMAL}\n[[faults]]\nkind = \"meteor\"\n"));
+    assert!(e.contains("inline.toml:1"), "{e}");
+    assert!(e.contains("meteor"), "{e}");
+
+    let e = parse_err(&MINIMAL.replace("turns = [\"hi\"]", "turns = \"hi\""));
+    assert!(e.contains("inline.toml:13:"), "{e}");
+}
