@@ -28,7 +28,7 @@ use crate::wire::letta::{
     AssistantMessage, ClientTool, Content, Envelope, LettaChunk, StopReason, StopReasonChunk,
     ToolCallDelta, ToolCallMessage, ToolCalls, UsageStatistics,
 };
-use crate::wire::provider::{ProviderDecoder, ProviderEvent, ProviderFormat};
+use crate::wire::provider::{ProviderDecoder, ProviderEvent, ProviderFormat, ProviderStop};
 use crate::wire::sse::SseDecoder;
 
 /// What a run needs from the request that started it.
@@ -132,6 +132,8 @@ struct OpenCall {
     id: String,
     name: String,
     arguments: String,
+    /// The provider closed the call (Anthropic `content_block_stop`, OpenAI `finish_reason`).
+    complete: bool,
 }
 
 /// Runs one model step for `job` and ends the run.
@@ -205,6 +207,7 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
         ..Default::default()
     };
     let mut stop_seen = false;
+    let mut provider_stop: Option<ProviderStop> = None;
     let mut provider_error: Option<String> = None;
 
     let envelope = |message_type: &str, otid: String| Envelope {
@@ -267,6 +270,7 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
                             id: id.clone(),
                             name: name.clone(),
                             arguments: String::new(),
+                            complete: false,
                         });
                         let delta = ToolCallDelta {
                             name: Some(name),
@@ -316,7 +320,15 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
                             usage.completion_tokens = n;
                         }
                     }
-                    ProviderEvent::Stop { .. } => stop_seen = true,
+                    ProviderEvent::Stop { reason, .. } => {
+                        stop_seen = true;
+                        provider_stop = Some(reason);
+                    }
+                    ProviderEvent::ToolCallEnd { index } => {
+                        if let Some(c) = calls.iter_mut().find(|c| c.index == index) {
+                            c.complete = true;
+                        }
+                    }
                     ProviderEvent::Error {
                         error_type,
                         message,
@@ -328,9 +340,7 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
                         stop_seen = true;
                         break 'read;
                     }
-                    ProviderEvent::MessageStart { .. }
-                    | ProviderEvent::ThinkingDelta { .. }
-                    | ProviderEvent::ToolCallEnd { .. } => {}
+                    ProviderEvent::MessageStart { .. } | ProviderEvent::ThinkingDelta { .. } => {}
                 }
             }
         }
@@ -357,8 +367,11 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
 
     let mut st = store.lock().unwrap();
     // What the model produced is history, whatever happens next.
+    // A call the provider never closed (cut by max_tokens) is not a call: its arguments are
+    // truncated JSON and it must not run.
     let stored_calls: Vec<StoredToolCall> = calls
         .iter()
+        .filter(|c| c.complete)
         .map(|c| StoredToolCall {
             id: c.id.clone(),
             name: c.name.clone(),
@@ -418,8 +431,13 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
             },
         });
     }
+    // letta-protocol.md §7.6: tool calls → requires_approval; `length` → max_tokens_exceeded.
     let stop = if stored_calls.is_empty() {
-        StopReason::EndTurn
+        if provider_stop == Some(ProviderStop::MaxTokens) {
+            StopReason::MaxTokensExceeded
+        } else {
+            StopReason::EndTurn
+        }
     } else {
         conv.pending = stored_calls;
         conv.pending_message_id = Some(message_id);
