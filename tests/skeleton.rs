@@ -263,3 +263,31 @@ fn scenario_errors_name_file_line_and_what_was_expected() {
     let e = parse_err(&MINIMAL.replace("turns = [\"hi\"]", "turns = \"hi\""));
     assert!(e.contains("inline.toml:13:"), "{e}");
 }
+
+/// Every bundled scenario passes on a spread of seeds; every planted one fails correctness.
+#[test]
+fn every_bundled_scenario_passes_and_every_planted_one_fails() {
+    let mut checked = 0;
+    for dir in ["scenarios", "scenarios/planted"] {
+        let planted = dir.ends_with("planted");
+        let mut files: Vec<_> = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+            .collect();
+        files.sort();
+        for file in files {
+            let s = Scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
+            for seed in 0..8 {
+                let report = run_scenario(&s, seed, 2).unwrap();
+                if planted {
+                    assert_eq!(report.verdict, Verdict::Correctness, "{}", report.render());
+                } else {
+                    assert_eq!(report.verdict, Verdict::Pass, "{}", report.render());
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 7, "only {checked} scenarios found");
+}

@@ -52,6 +52,17 @@ enum Command {
         #[arg(long)]
         print_trace: bool,
     },
+    /// Measure simulation speed: run seeds 0..N once each and report runs per second and
+    /// simulated time per wall time.
+    ///
+    /// Wall time is read here, in the command line, and never inside a simulation.
+    Bench {
+        /// The scenario file to run.
+        scenario: PathBuf,
+        /// How many seeds to run.
+        #[arg(long, default_value_t = 200, value_name = "N")]
+        seeds: u64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -70,6 +81,7 @@ fn main() -> ExitCode {
             runs,
             print_trace,
         } => run(scenario, seed, trace, runs, print_trace),
+        Command::Bench { scenario, seeds } => bench(scenario, seeds),
     };
     ExitCode::from(code as u8)
 }
@@ -101,4 +113,49 @@ fn run(path: PathBuf, seed: u64, trace_out: Option<PathBuf>, runs: u32, print_tr
     }
     print!("{}", report.render());
     report.verdict.exit_code()
+}
+
+fn bench(path: PathBuf, seeds: u64) -> i32 {
+    let scenario = match Scenario::load(&path) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::USAGE;
+        }
+    };
+    let seeds = seeds.max(1);
+    let started = std::time::Instant::now();
+    let mut simulated_ms = 0u64;
+    let mut events = 0usize;
+    let mut failures = 0u64;
+    for seed in 0..seeds {
+        match run_scenario(&scenario, seed, 1) {
+            Ok(r) => {
+                simulated_ms += r.end_ms;
+                events += r.events;
+                if r.verdict.exit_code() != exit::PASS {
+                    failures += 1;
+                }
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return exit::USAGE;
+            }
+        }
+        if seeds >= 20 && (seed + 1) % (seeds / 10) == 0 {
+            eprintln!("  {}/{} seeds", seed + 1, seeds);
+        }
+    }
+    let wall = started.elapsed().as_secs_f64();
+    println!("scenario        {}", path.display());
+    println!("seeds           {seeds} (one run each), {failures} not passing");
+    println!("wall            {wall:.3} s");
+    println!("runs/s          {:.1}", seeds as f64 / wall);
+    println!("events/s        {:.0}", events as f64 / wall);
+    println!("simulated       {:.3} s", simulated_ms as f64 / 1000.0);
+    println!(
+        "simulated/wall  {:.1}x",
+        simulated_ms as f64 / 1000.0 / wall
+    );
+    exit::PASS
 }
