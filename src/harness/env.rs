@@ -1,8 +1,10 @@
 //! The two [`Env`] implementations: turmoil's simulated network with simulated time (every
 //! observation goes into the [`Trace`]), and tokio's real TCP with real time (for `sim serve`).
 
+use std::collections::BTreeMap;
 use std::io;
-use std::sync::Arc;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 
 use crate::model::env::{Env, Listener};
 use crate::model::observe::Observation;
@@ -63,36 +65,56 @@ impl Env for SimEnv {
     }
 }
 
-/// A host on real loopback TCP. Time is tokio's clock from when the env was made; observations
-/// go into a trace as well, so a real-client session can be inspected the same way.
+/// Host names → real loopback addresses, so models written for "server:8283" find each other
+/// on real TCP where every listener binds an ephemeral port.
+#[derive(Clone, Default)]
+pub struct AddressBook(Arc<Mutex<BTreeMap<String, SocketAddr>>>);
+
+impl AddressBook {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn insert(&self, name: &str, addr: SocketAddr) {
+        self.0.lock().unwrap().insert(name.to_string(), addr);
+    }
+
+    pub fn get(&self, name: &str) -> Option<SocketAddr> {
+        self.0.lock().unwrap().get(name).copied()
+    }
+}
+
+/// A host on real loopback TCP (for `sim serve` and the real-network test). Time is tokio's
+/// clock; observations still go into a trace so a session can be read like a simulated one.
 #[derive(Clone)]
 pub struct TcpEnv {
     host: Arc<str>,
     trace: Trace,
     start: tokio::time::Instant,
     epoch_ms: u64,
+    book: AddressBook,
 }
+
+/// How long `connect` waits for a peer's name to appear in the address book.
+const NAME_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl TcpEnv {
     /// `epoch_ms` is the date the server stamps for time zero; pass a fixed value for
     /// reproducible bodies.
-    pub fn new(host: &str, trace: Trace, epoch_ms: u64) -> Self {
+    pub fn new(host: &str, trace: Trace, epoch_ms: u64, book: AddressBook) -> Self {
         TcpEnv {
             host: host.into(),
             trace,
+            // Real time is the point of this Env: it serves real clients on real TCP and is
+            // never used inside a simulation, so it cannot affect a simulated run.
             start: tokio::time::Instant::now(),
             epoch_ms,
+            book,
         }
     }
 }
 
 pub struct TcpListenerWrap(tokio::net::TcpListener);
-
-impl TcpListenerWrap {
-    pub fn local_port(&self) -> Option<u16> {
-        self.0.local_addr().ok().map(|a| a.port())
-    }
-}
 
 impl Listener for TcpListenerWrap {
     type Stream = tokio::net::TcpStream;
@@ -105,14 +127,33 @@ impl Env for TcpEnv {
     type Stream = tokio::net::TcpStream;
     type Listener = TcpListenerWrap;
 
+    /// Binds an ephemeral loopback port and publishes it as "<host>:<port>".
     async fn bind(&self, port: u16) -> io::Result<TcpListenerWrap> {
-        tokio::net::TcpListener::bind(("127.0.0.1", port))
-            .await
-            .map(TcpListenerWrap)
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+        self.book
+            .insert(&format!("{}:{port}", self.host), listener.local_addr()?);
+        Ok(TcpListenerWrap(listener))
     }
 
+    /// Resolves "name:port" through the address book (waiting briefly for the peer to bind),
+    /// or connects to a literal socket address.
     async fn connect(&self, addr: &str) -> io::Result<Self::Stream> {
-        tokio::net::TcpStream::connect(addr).await
+        if let Ok(sock) = addr.parse::<SocketAddr>() {
+            return tokio::net::TcpStream::connect(sock).await;
+        }
+        let deadline = tokio::time::Instant::now() + NAME_WAIT;
+        loop {
+            if let Some(sock) = self.book.get(addr) {
+                return tokio::net::TcpStream::connect(sock).await;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("no host bound as {addr}"),
+                ));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
     }
 
     fn now_ms(&self) -> u64 {

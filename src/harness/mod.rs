@@ -6,5 +6,6 @@ pub mod env;
 pub mod invariants;
 pub mod run;
 pub mod scenario;
+pub mod tcp;
 pub mod trace;
 pub mod world;

@@ -18,7 +18,7 @@ use crate::model::client::{Client, ClientBugs, ClientConfig, TurnOutcome};
 use crate::model::observe::Observation;
 use crate::model::provider::{self, ProviderConfig, ProviderResponse};
 use crate::model::server::{
-    self, AgentConfig, ServerBugs, ServerConfig, Store, StreamFault, StreamHooks,
+    self, AgentConfig, ServerBugs, ServerConfig, SharedStore, Store, StreamFault, StreamHooks,
 };
 use crate::model::tools::Workspace;
 use crate::wire::letta::ClientTool;
@@ -53,10 +53,14 @@ pub struct RunOutput {
     pub workspace: Workspace,
 }
 
+/// Reads the current time for fault reports; simulated under turmoil, real on TCP.
+pub type NowFn = Arc<dyn Fn() -> u64 + Send + Sync>;
+
 /// Stream faults from the scenario's explicit plan.
 struct PlannedFaults {
     faults: Vec<Fault>,
     trace: Trace,
+    now: NowFn,
 }
 
 impl StreamHooks for PlannedFaults {
@@ -67,9 +71,8 @@ impl StreamHooks for PlannedFaults {
                 after_frame,
             } = f;
             if *r == response && frame == after_frame + 1 {
-                let t = turmoil::sim_elapsed().map_or(0, |d| d.as_millis() as u64);
                 self.trace.push(
-                    t,
+                    (self.now)(),
                     "harness",
                     Observation::Fault {
                         fault: f.to_string(),
@@ -82,43 +85,27 @@ impl StreamHooks for PlannedFaults {
     }
 }
 
-/// Runs `scenario` once with `seed`.
-pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError> {
+/// Configs and durable state of one world, the same whichever network it runs on.
+pub struct WorldParts {
+    pub provider: Arc<ProviderConfig>,
+    /// The provider's durable state: how many calls it has answered.
+    pub provider_calls: Arc<AtomicU32>,
+    pub server: ServerConfig,
+    /// The server's durable store.
+    pub store: SharedStore,
+    pub client: ClientConfig,
+    /// The client's workspace (its disk).
+    pub workspace: Arc<Mutex<Workspace>>,
+}
+
+/// Builds the parts of a world from a scenario and seed.
+pub fn world_parts(
+    scenario: &Scenario,
+    seed: u64,
+    trace: &Trace,
+    now: NowFn,
+) -> Result<WorldParts, InputError> {
     let responses: Vec<ProviderResponse> = super::cassettes::provider_responses(scenario)?;
-    let api = scenario.provider_api()?;
-    let trace = Trace::new();
-
-    let mut builder = turmoil::Builder::new();
-    builder
-        .rng_seed(derive_seed(seed, "turmoil"))
-        .epoch(UNIX_EPOCH + Duration::from_millis(EPOCH_UNIX_MS))
-        .tick_duration(Duration::from_millis(scenario.network.tick_ms))
-        .min_message_latency(Duration::from_millis(scenario.network.latency_ms[0]))
-        .max_message_latency(Duration::from_millis(scenario.network.latency_ms[1]))
-        .simulation_duration(Duration::from_millis(scenario.limits.sim_time_ms));
-    let mut sim = builder.build();
-
-    // Provider: its call counter is its durable state.
-    let provider_config = Arc::new(ProviderConfig {
-        port: PROVIDER_PORT,
-        responses,
-    });
-    let calls = Arc::new(AtomicU32::new(0));
-    {
-        let trace = trace.clone();
-        sim.host("provider", move || {
-            let env = SimEnv::new("provider", trace.clone(), EPOCH_UNIX_MS);
-            let config = provider_config.clone();
-            let calls = calls.clone();
-            async move {
-                provider::run(env, config, calls)
-                    .await
-                    .map_err(|e| e.to_string().into())
-            }
-        });
-    }
-
-    // Server: the store survives crashes; config is rebuilt identically on each start.
     let agents = vec![AgentConfig {
         id: scenario.agent.id.clone(),
         model: scenario.agent.model.clone(),
@@ -131,11 +118,12 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
             .map(|f| f.get_ref().clone())
             .collect(),
         trace: trace.clone(),
+        now,
     });
-    let server_config = ServerConfig {
+    let server = ServerConfig {
         port: SERVER_PORT,
         provider_addr: format!("provider:{PROVIDER_PORT}"),
-        provider_api: api,
+        provider_api: scenario.provider_api()?,
         agents,
         provider_idle_timeout: Duration::from_secs(60),
         bugs: ServerBugs {
@@ -143,12 +131,65 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
         },
         hooks,
     };
+    let workspace = Arc::new(Mutex::new(Workspace::with_files(
+        scenario
+            .client
+            .files
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone())),
+    )));
+    Ok(WorldParts {
+        provider: Arc::new(ProviderConfig {
+            port: PROVIDER_PORT,
+            responses,
+        }),
+        provider_calls: Arc::new(AtomicU32::new(0)),
+        server,
+        store,
+        client: client_config(scenario, seed)?,
+        workspace,
+    })
+}
+
+/// Runs `scenario` once with `seed` on turmoil.
+pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError> {
+    let trace = Trace::new();
+    let now: NowFn = Arc::new(|| turmoil::sim_elapsed().map_or(0, |d| d.as_millis() as u64));
+    let parts = world_parts(scenario, seed, &trace, now)?;
+
+    let mut builder = turmoil::Builder::new();
+    builder
+        .rng_seed(derive_seed(seed, "turmoil"))
+        .epoch(UNIX_EPOCH + Duration::from_millis(EPOCH_UNIX_MS))
+        .tick_duration(Duration::from_millis(scenario.network.tick_ms))
+        .min_message_latency(Duration::from_millis(scenario.network.latency_ms[0]))
+        .max_message_latency(Duration::from_millis(scenario.network.latency_ms[1]))
+        .simulation_duration(Duration::from_millis(scenario.limits.sim_time_ms));
+    let mut sim = builder.build();
+
     {
         let trace = trace.clone();
-        let store = store.clone();
+        let config = parts.provider.clone();
+        let calls = parts.provider_calls.clone();
+        sim.host("provider", move || {
+            let env = SimEnv::new("provider", trace.clone(), EPOCH_UNIX_MS);
+            let config = config.clone();
+            let calls = calls.clone();
+            async move {
+                provider::run(env, config, calls)
+                    .await
+                    .map_err(|e| e.to_string().into())
+            }
+        });
+    }
+    {
+        // turmoil re-runs this closure on a restart: config is rebuilt, the store survives.
+        let trace = trace.clone();
+        let config = parts.server.clone();
+        let store = parts.store.clone();
         sim.host("server", move || {
             let env = SimEnv::new("server", trace.clone(), EPOCH_UNIX_MS);
-            let config = server_config.clone();
+            let config = config.clone();
             let store = store.clone();
             async move {
                 server::run(env, config, store)
@@ -157,23 +198,14 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
             }
         });
     }
-
-    // Client.
-    let workspace = Arc::new(Mutex::new(Workspace::with_files(
-        scenario
-            .client
-            .files
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone())),
-    )));
-    let client_config = client_config(scenario, seed)?;
     let outcomes: Arc<Mutex<Option<Vec<TurnOutcome>>>> = Arc::new(Mutex::new(None));
     {
         let env = SimEnv::new("client", trace.clone(), EPOCH_UNIX_MS);
-        let workspace = workspace.clone();
+        let workspace = parts.workspace.clone();
         let outcomes = outcomes.clone();
+        let config = parts.client;
         sim.client("client", async move {
-            let mut client = Client::new(env, client_config, workspace);
+            let mut client = Client::new(env, config, workspace);
             let result = client.run().await;
             *outcomes.lock().unwrap() = Some(result);
             Ok(())
@@ -194,7 +226,7 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
     let end_ms = sim.elapsed().as_millis() as u64;
     drop(sim);
     let outcomes = outcomes.lock().unwrap().take();
-    let workspace = workspace.lock().unwrap().clone();
+    let workspace = parts.workspace.lock().unwrap().clone();
     Ok(RunOutput {
         trace: trace.events(),
         outcomes,
