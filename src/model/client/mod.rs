@@ -11,6 +11,7 @@
 //! error; every wait is bounded.
 
 pub mod approvals;
+pub mod policy;
 pub mod stream_processor;
 
 use std::sync::atomic::{AtomicU64, Ordering};
