@@ -60,6 +60,11 @@ pub struct RunReport {
     /// (invariant id, violations); an empty list is a pass.
     pub invariants: Vec<(&'static str, Vec<Violation>)>,
     pub pending: Vec<(String, String)>,
+    /// client-model: invariants the scenario expects this profile to violate, with the
+    /// finding that explains it: (invariant, finding, whether it did fail).
+    pub expected: Vec<(&'static str, String, bool)>,
+    /// client-model: the client's requests (the conformance log).
+    pub requests: Vec<crate::model::client::backend::RequestRecord>,
     pub verdict: Verdict,
 }
 
@@ -139,6 +144,8 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
         runs,
         invariants: Vec::new(),
         pending: Vec::new(),
+        expected: Vec::new(),
+        requests: Vec::new(),
         verdict: Verdict::Pass,
     };
     let first = match run_guarded(scenario, seed)? {
@@ -162,6 +169,7 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
         end_ms: first.end_ms,
         pending: invariants::pending_tool_calls(&first.trace),
         trace_text: text,
+        requests: first.requests.clone(),
         ..base
     };
 
@@ -169,6 +177,10 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
         TOOL_CALL_RESOLVED,
         invariants::tool_call_resolved(&first.trace),
     ));
+    // client-model: the client invariants, on every run.
+    for (id, check) in invariants::client_invariants() {
+        report.invariants.push((id, check(&first.trace)));
+    }
 
     let mut det = Vec::new();
     for _ in 1..runs {
@@ -197,7 +209,33 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
         report.invariants.push((DETERMINISTIC, det));
     }
 
-    report.verdict = if report.invariants.iter().any(|(_, v)| !v.is_empty()) {
+    // client-model: expected failures of this profile (docs/findings.md) are reported, not
+    // counted; an expected failure that does not happen is itself a failure (the finding no
+    // longer reproduces).
+    let profile = scenario.scenario.client_profile.get_ref().clone();
+    let mut unexpected_pass = false;
+    for e in &scenario.expect {
+        let e = e.get_ref();
+        if e.profile != profile {
+            continue;
+        }
+        if let Some((id, violations)) = report
+            .invariants
+            .iter()
+            .find(|(id, _)| *id == e.invariant.as_str())
+        {
+            let failed = !violations.is_empty();
+            unexpected_pass |= !failed;
+            report.expected.push((id, e.finding.clone(), failed));
+        }
+    }
+    let is_expected = |id: &str| report.expected.iter().any(|(x, _, _)| *x == id);
+    report.verdict = if unexpected_pass
+        || report
+            .invariants
+            .iter()
+            .any(|(id, v)| !v.is_empty() && !is_expected(id))
+    {
         Verdict::Correctness
     } else if first.outcomes.is_none() {
         Verdict::Liveness(liveness_diagnosis(&first, scenario))
@@ -281,6 +319,24 @@ impl RunReport {
         let _ = writeln!(s, "invariants");
         let trace_lines: Vec<&str> = self.trace_text.lines().collect();
         for (id, violations) in &self.invariants {
+            // client-model: expected failures.
+            if let Some((_, finding, failed)) = self.expected.iter().find(|(x, _, _)| x == id) {
+                if *failed {
+                    let _ = writeln!(
+                        s,
+                        "  {id:<22} XFAIL (expected for this profile: docs/findings.md#{finding})"
+                    );
+                    if let Some(v) = violations.first() {
+                        let _ = writeln!(s, "    {}", v.message);
+                    }
+                } else {
+                    let _ = writeln!(
+                        s,
+                        "  {id:<22} XPASS (expected to fail, docs/findings.md#{finding}, but held)"
+                    );
+                }
+                continue;
+            }
             if violations.is_empty() {
                 let note = if *id == DETERMINISTIC {
                     format!(" ({} runs, identical traces)", self.runs)

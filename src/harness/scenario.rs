@@ -71,6 +71,9 @@ pub struct Scenario {
     /// Deliberate defects, for tests that prove an invariant can fail.
     #[serde(default)]
     pub planted: Planted,
+    /// client-model: invariants a profile is known to violate (docs/findings.md).
+    #[serde(default)]
+    pub expect: Vec<Spanned<ExpectedFailure>>,
     /// The file it was read from (set by [`Scenario::load`]).
     #[serde(skip)]
     pub path: PathBuf,
@@ -86,7 +89,7 @@ pub struct Meta {
     pub description: String,
     /// The system under test: `letta` (the approval loop).
     pub system: Spanned<String>,
-    /// Client behaviour profile: `reference`.
+    /// Client behaviour profile: `reference` or `letta-code`.
     #[serde(default = "default_profile")]
     pub client_profile: Spanned<String>,
 }
@@ -155,6 +158,45 @@ pub struct ClientSection {
     /// Files in the client's workspace at the start.
     #[serde(default)]
     pub files: std::collections::BTreeMap<String, String>,
+    // ---- client-model -------------------------------------------------------------------
+    /// `interactive` (the TUI loop) or `headless` (one-shot `-p`).
+    #[serde(default = "default_mode")]
+    pub mode: Spanned<String>,
+    /// Simulated duration of each tool by name, in ms.
+    #[serde(default)]
+    pub tool_ms: std::collections::BTreeMap<String, u64>,
+    /// Duration of tools `tool_ms` does not name.
+    #[serde(default = "default_tool_ms")]
+    pub default_tool_ms: u64,
+    /// `LETTA_BACKFILL`: fetch the resume tail at start-up.
+    #[serde(default = "yes")]
+    pub backfill: bool,
+    /// Stream timers (`LETTA_STREAM_TERMINAL_EOF_GRACE_MS`, `LETTA_STREAM_STALL_RECONCILE_MS`).
+    #[serde(default)]
+    pub eof_grace_ms: Option<u64>,
+    #[serde(default)]
+    pub stall_ms: Option<u64>,
+}
+
+fn default_mode() -> Spanned<String> {
+    Spanned::new(0..0, "interactive".to_string())
+}
+fn default_tool_ms() -> u64 {
+    10
+}
+fn yes() -> bool {
+    true
+}
+
+/// client-model: an invariant a client profile is known to violate in this scenario: a
+/// finding about that client (docs/findings.md#<finding>).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectedFailure {
+    pub profile: String,
+    pub invariant: String,
+    /// The anchor of the finding in docs/findings.md.
+    pub finding: String,
 }
 
 fn default_conversation() -> String {
@@ -183,6 +225,9 @@ pub struct Permissions {
     pub ask: Vec<String>,
     #[serde(default)]
     pub deny: Vec<String>,
+    /// client-model: `alwaysAsk` rules (need the user even when a broader rule allows).
+    #[serde(default)]
+    pub always_ask: Vec<String>,
     /// The simulated human's answers to `ask`, in order: `approve`, `deny: <reason>`, `never`.
     #[serde(default)]
     pub human: Vec<Spanned<String>>,
@@ -199,6 +244,7 @@ impl Default for Permissions {
             allow: Vec::new(),
             ask: Vec::new(),
             deny: Vec::new(),
+            always_ask: Vec::new(),
             human: Vec::new(),
         }
     }
@@ -211,6 +257,45 @@ pub enum Fault {
     /// Reset the connection of the server's `response`-th streaming response (1-based) after it
     /// has written `after_frame` frames.
     DropConnection { response: u64, after_frame: u64 },
+    // ---- client-model: server behaviour (interim hooks, src/model/server/client_support.rs)
+    /// The `response`-th streaming response stops after `after_frame` frames and never ends.
+    Stall { response: u64, after_frame: u64 },
+    /// The `response`-th streaming response leaves out its frame number `frame` (1-based).
+    SkipFrame { response: u64, frame: u64 },
+    /// The `send`-th message send is answered 409 busy (another run holds the lock).
+    Busy { send: u64 },
+    /// The `send`-th message send starts its run, then is answered 409 busy naming it.
+    BusyOwnRun { send: u64 },
+    /// The `send`-th message send is answered 503 `cloud_api_shutting_down`.
+    ShuttingDown { send: u64 },
+    /// At the `send`-th message send a pending approval appears on the conversation (another
+    /// client left it); `http_409` answers the send with the 409 conflict, else in-band.
+    ApprovalAppears {
+        send: u64,
+        #[serde(default)]
+        http_409: bool,
+    },
+    /// The first `count` `POST /v1/runs/{id}/stream` requests are answered 500.
+    RunStreamFails { count: u64 },
+    // ---- client-model: client and user ------------------------------------------------------
+    /// The user interrupts turn `turn`: `during = "stream"` after `after_chunk` processed chunks,
+    /// or `during = "tools"` `after_ms` into its first tool batch.
+    Interrupt {
+        turn: u32,
+        during: String,
+        #[serde(default)]
+        after_chunk: Option<u32>,
+        #[serde(default)]
+        after_ms: Option<u64>,
+    },
+    /// The client process crashes in turn `turn`, `at = "after_tools"` (tools ran, results not
+    /// sent) or `at = "after_chunk"` (after `after_chunk` processed chunks), and restarts.
+    ClientCrash {
+        turn: u32,
+        at: String,
+        #[serde(default)]
+        after_chunk: Option<u32>,
+    },
 }
 
 impl fmt::Display for Fault {
@@ -223,6 +308,46 @@ impl fmt::Display for Fault {
                 f,
                 "drop_connection response={response} after_frame={after_frame}"
             ),
+            Fault::Stall {
+                response,
+                after_frame,
+            } => write!(f, "stall response={response} after_frame={after_frame}"),
+            Fault::SkipFrame { response, frame } => {
+                write!(f, "skip_frame response={response} frame={frame}")
+            }
+            Fault::Busy { send } => write!(f, "busy send={send}"),
+            Fault::BusyOwnRun { send } => write!(f, "busy_own_run send={send}"),
+            Fault::ShuttingDown { send } => write!(f, "shutting_down send={send}"),
+            Fault::ApprovalAppears { send, http_409 } => {
+                write!(f, "approval_appears send={send} http_409={http_409}")
+            }
+            Fault::RunStreamFails { count } => write!(f, "run_stream_fails count={count}"),
+            Fault::Interrupt {
+                turn,
+                during,
+                after_chunk,
+                after_ms,
+            } => {
+                write!(f, "interrupt turn={turn} during={during}")?;
+                if let Some(n) = after_chunk {
+                    write!(f, " after_chunk={n}")?;
+                }
+                if let Some(n) = after_ms {
+                    write!(f, " after_ms={n}")?;
+                }
+                Ok(())
+            }
+            Fault::ClientCrash {
+                turn,
+                at,
+                after_chunk,
+            } => {
+                write!(f, "client_crash turn={turn} at={at}")?;
+                if let Some(n) = after_chunk {
+                    write!(f, " after_chunk={n}")?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -263,6 +388,31 @@ pub struct Planted {
     /// Client otids mix in a process-wide counter (breaks deterministic).
     #[serde(default)]
     pub client_nondeterministic_otids: bool,
+    // ---- client-model: one planted client defect per client invariant ----------------------
+    /// Breaks no-double-execution: a restarted client executes pending approvals again.
+    #[serde(default)]
+    pub client_reexecute_pending_on_restart: bool,
+    /// Breaks stream-gapless: a resume starts from seq 0 with no threshold.
+    #[serde(default)]
+    pub client_resume_from_zero: bool,
+    /// Breaks stop-reason-consistent: approvals collected before a resume are dropped.
+    #[serde(default)]
+    pub client_drop_approvals_on_resume: bool,
+    /// Breaks args-intact: an approval with no arguments yet merges as `"{}"` + suffix.
+    #[serde(default)]
+    pub client_braces_args_fallback: bool,
+    /// Breaks budget-respected: busy retries ignore their budget and backoff.
+    #[serde(default)]
+    pub client_unbounded_busy_retries: bool,
+    /// Breaks approval-attribution: stale approvals are closed with a user-style denial.
+    #[serde(default)]
+    pub client_stale_denial_as_user: bool,
+    /// Breaks results-ordered: results are sent in completion order.
+    #[serde(default)]
+    pub client_results_in_completion_order: bool,
+    /// Breaks lock-safety: approved tools all run at once.
+    #[serde(default)]
+    pub client_no_resource_locks: bool,
 }
 
 impl Scenario {
@@ -313,14 +463,39 @@ impl Scenario {
             ));
         }
         let profile = &self.scenario.client_profile;
-        if profile.get_ref() != "reference" {
+        if crate::model::client::Profile::from_name(profile.get_ref()).is_none() {
             return Err(self.error_at(
                 profile.span(),
                 format!(
-                    "unknown client_profile {:?}: expected \"reference\"",
+                    "unknown client_profile {:?}: expected \"reference\" or \"letta-code\"",
                     profile.get_ref()
                 ),
             ));
+        }
+        let mode = &self.client.mode;
+        if crate::model::client::Mode::from_name(mode.get_ref()).is_none() {
+            return Err(self.error_at(
+                mode.span(),
+                format!(
+                    "unknown client mode {:?}: expected \"interactive\" or \"headless\"",
+                    mode.get_ref()
+                ),
+            ));
+        }
+        for e in &self.expect {
+            let x = e.get_ref();
+            if crate::model::client::Profile::from_name(&x.profile).is_none() {
+                return Err(self.error_at(
+                    e.span(),
+                    format!("unknown profile {:?} in [[expect]]: expected \"reference\" or \"letta-code\"", x.profile),
+                ));
+            }
+            if !crate::harness::invariants::ALL.contains(&x.invariant.as_str()) {
+                return Err(self.error_at(
+                    e.span(),
+                    format!("unknown invariant {:?} in [[expect]]", x.invariant),
+                ));
+            }
         }
         self.provider_api()?;
         if self.provider.responses.is_empty() {
@@ -371,9 +546,47 @@ impl Scenario {
             });
         }
         for f in &self.faults {
-            let Fault::DropConnection { response, .. } = f.get_ref();
-            if *response == 0 {
-                return Err(self.error_at(f.span(), "response numbers start at 1"));
+            let bad = match f.get_ref() {
+                Fault::DropConnection { response, .. }
+                | Fault::Stall { response, .. }
+                | Fault::SkipFrame { response, .. } => {
+                    (*response == 0).then_some("response numbers start at 1")
+                }
+                Fault::Busy { send }
+                | Fault::BusyOwnRun { send }
+                | Fault::ShuttingDown { send }
+                | Fault::ApprovalAppears { send, .. } => {
+                    (*send == 0).then_some("send numbers start at 1")
+                }
+                Fault::RunStreamFails { .. } => None,
+                Fault::Interrupt {
+                    turn,
+                    during,
+                    after_chunk,
+                    after_ms,
+                } => match (during.as_str(), after_chunk, after_ms) {
+                    _ if *turn == 0 => Some("turn numbers start at 1"),
+                    ("stream", Some(n), None) if *n > 0 => None,
+                    ("tools", None, Some(_)) => None,
+                    _ => Some(
+                        "an interrupt is during = \"stream\" with after_chunk >= 1, or during = \"tools\" with after_ms",
+                    ),
+                },
+                Fault::ClientCrash {
+                    turn,
+                    at,
+                    after_chunk,
+                } => match (at.as_str(), after_chunk) {
+                    _ if *turn == 0 => Some("turn numbers start at 1"),
+                    ("after_tools", None) => None,
+                    ("after_chunk", Some(n)) if *n > 0 => None,
+                    _ => Some(
+                        "a client crash is at = \"after_tools\", or at = \"after_chunk\" with after_chunk >= 1",
+                    ),
+                },
+            };
+            if let Some(msg) = bad {
+                return Err(self.error_at(f.span(), msg));
             }
         }
         Ok(())
@@ -422,6 +635,8 @@ impl Scenario {
                 let s = h.get_ref().trim();
                 if s == "approve" {
                     Ok(HumanAnswer::Approve)
+                } else if let Some(comment) = s.strip_prefix("approve:") {
+                    Ok(HumanAnswer::ApproveWithComment(comment.trim().to_string()))
                 } else if s == "never" {
                     Ok(HumanAnswer::Never)
                 } else if let Some(reason) = s.strip_prefix("deny:") {
@@ -432,7 +647,7 @@ impl Scenario {
                     Err(self.error_at(
                         h.span(),
                         format!(
-                            "unknown human answer {s:?}: expected \"approve\", \"deny: <reason>\" or \"never\""
+                            "unknown human answer {s:?}: expected \"approve\", \"approve: <comment>\", \"deny: <reason>\" or \"never\""
                         ),
                     ))
                 }

@@ -9,8 +9,7 @@ use super::env::{AddressBook, TcpEnv};
 use super::scenario::{InputError, Scenario};
 use super::trace::Trace;
 use super::world::{EPOCH_UNIX_MS, NowFn, RunOutput, world_parts};
-use crate::model::client::Client;
-use crate::model::{provider, server};
+use crate::model::{client, provider, server};
 
 /// Runs `scenario` once on real loopback TCP, in real time, on a fresh tokio runtime.
 /// The client is bounded by the scenario's time budget (as real time).
@@ -42,7 +41,14 @@ pub fn run_once_tcp(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputEr
             parts.server.clone(),
             parts.store.clone(),
         ));
-        let mut client = Client::new(env("client"), parts.client, parts.workspace.clone());
+        let mut client = client::over_http(
+            env("client"),
+            parts.client,
+            parts.workspace.clone(),
+            parts.progress.clone(),
+            parts.requests.clone(),
+            None,
+        );
         let budget = Duration::from_millis(scenario.limits.sim_time_ms);
         let outcomes = tokio::time::timeout(budget, client.run()).await.ok();
         let stopped = outcomes
@@ -51,12 +57,14 @@ pub fn run_once_tcp(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputEr
         provider_task.abort();
         server_task.abort();
         let workspace = parts.workspace.lock().unwrap().clone();
+        let requests = parts.requests.lock().unwrap().clone();
         Ok(RunOutput {
             trace: trace.events(),
             outcomes,
             stopped,
             end_ms: start.elapsed().as_millis() as u64,
             workspace,
+            requests,
         })
     })
 }

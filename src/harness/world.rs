@@ -14,11 +14,17 @@ use super::env::SimEnv;
 use super::scenario::{Fault, InputError, Scenario};
 use super::trace::Trace;
 use crate::model::client::approvals::{Permission, PermissionRules};
-use crate::model::client::{Client, ClientBugs, ClientConfig, TurnOutcome};
+use crate::model::client::backend::{RequestLog, RequestRecord};
+use crate::model::client::{
+    ClientBugs, ClientConfig, CrashPlan, CrashWhen, InterruptPlan, InterruptWhen, Mode, Profile,
+    Progress, Timers, TurnOutcome,
+};
 use crate::model::observe::Observation;
 use crate::model::provider::{self, ProviderConfig, ProviderResponse};
+use crate::model::server::client_support::SendFault;
 use crate::model::server::{
-    self, AgentConfig, ServerBugs, ServerConfig, SharedStore, Store, StreamFault, StreamHooks,
+    self, AgentConfig, ServerBugs, ServerConfig, SharedStore, Store, StoredToolCall, StreamFault,
+    StreamHooks,
 };
 use crate::model::tools::Workspace;
 use crate::wire::letta::ClientTool;
@@ -51,6 +57,8 @@ pub struct RunOutput {
     pub end_ms: u64,
     /// The client workspace at the end (side-effect counters).
     pub workspace: Workspace,
+    /// client-model: every request the client sent, in order (the conformance log).
+    pub requests: Vec<RequestRecord>,
 }
 
 /// Reads the current time for fault reports; simulated under turmoil, real on TCP.
@@ -63,25 +71,78 @@ struct PlannedFaults {
     now: NowFn,
 }
 
+impl PlannedFaults {
+    fn report(&self, f: &Fault) {
+        self.trace.push(
+            (self.now)(),
+            "harness",
+            Observation::Fault {
+                fault: f.to_string(),
+            },
+        );
+    }
+}
+
 impl StreamHooks for PlannedFaults {
     fn before_frame(&self, response: u64, frame: u64) -> StreamFault {
         for f in &self.faults {
-            let Fault::DropConnection {
-                response: r,
-                after_frame,
-            } = f;
-            if *r == response && frame == after_frame + 1 {
-                self.trace.push(
-                    (self.now)(),
-                    "harness",
-                    Observation::Fault {
-                        fault: f.to_string(),
-                    },
-                );
-                return StreamFault::Reset;
-            }
+            let hit = match f {
+                Fault::DropConnection {
+                    response: r,
+                    after_frame,
+                } if *r == response && frame == after_frame + 1 => StreamFault::Reset,
+                // client-model: the other frame faults.
+                Fault::Stall {
+                    response: r,
+                    after_frame,
+                } if *r == response && frame == after_frame + 1 => StreamFault::Stall,
+                Fault::SkipFrame {
+                    response: r,
+                    frame: n,
+                } if *r == response && frame == *n => StreamFault::Skip,
+                _ => continue,
+            };
+            self.report(f);
+            return hit;
         }
         StreamFault::Pass
+    }
+
+    // client-model: send-side faults.
+    fn on_send(&self, send: u64) -> SendFault {
+        for f in &self.faults {
+            let fault = match f {
+                Fault::Busy { send: n } if *n == send => SendFault::Busy,
+                Fault::BusyOwnRun { send: n } if *n == send => SendFault::BusyOwnRun,
+                Fault::ShuttingDown { send: n } if *n == send => SendFault::ShuttingDown,
+                Fault::ApprovalAppears { send: n, http_409 } if *n == send => {
+                    SendFault::ApprovalAppears {
+                        call: StoredToolCall {
+                            id: format!("call_stale_{send}"),
+                            name: "Bash".into(),
+                            arguments: r#"{"command": "echo stale", "description": "left pending by another client"}"#.into(),
+                        },
+                        http_409: *http_409,
+                    }
+                }
+                _ => continue,
+            };
+            self.report(f);
+            return fault;
+        }
+        SendFault::Pass
+    }
+
+    fn fail_run_stream(&self, n: u64) -> bool {
+        for f in &self.faults {
+            if let Fault::RunStreamFails { count } = f
+                && n <= *count
+            {
+                self.report(f);
+                return true;
+            }
+        }
+        false
     }
 }
 
@@ -96,6 +157,10 @@ pub struct WorldParts {
     pub client: ClientConfig,
     /// The client's workspace (its disk).
     pub workspace: Arc<Mutex<Workspace>>,
+    /// client-model: the user's place in the script (survives client crashes).
+    pub progress: Arc<Mutex<Progress>>,
+    /// client-model: the client's request log (survives client crashes).
+    pub requests: RequestLog,
 }
 
 /// Builds the parts of a world from a scenario and seed.
@@ -148,6 +213,8 @@ pub fn world_parts(
         store,
         client: client_config(scenario, seed)?,
         workspace,
+        progress: Arc::new(Mutex::new(Progress::default())),
+        requests: Arc::new(Mutex::new(Vec::new())),
     })
 }
 
@@ -198,49 +265,102 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
             }
         });
     }
+    // client-model: the client is a host, so it can crash and restart (turmoil re-runs the
+    // closure on bounce); a completion flag ends the run, a crash flag asks for a bounce.
     let outcomes: Arc<Mutex<Option<Vec<TurnOutcome>>>> = Arc::new(Mutex::new(None));
+    let crash_requested = Arc::new(std::sync::atomic::AtomicBool::new(false));
     {
-        let env = SimEnv::new("client", trace.clone(), EPOCH_UNIX_MS);
+        let trace = trace.clone();
         let workspace = parts.workspace.clone();
+        let progress = parts.progress.clone();
+        let requests = parts.requests.clone();
         let outcomes = outcomes.clone();
-        let config = parts.client;
-        sim.client("client", async move {
-            let mut client = Client::new(env, config, workspace);
-            let result = client.run().await;
-            *outcomes.lock().unwrap() = Some(result);
-            Ok(())
+        let config = parts.client.clone();
+        let crash_requested = crash_requested.clone();
+        sim.host("client", move || {
+            let env = SimEnv::new("client", trace.clone(), EPOCH_UNIX_MS);
+            let workspace = workspace.clone();
+            let progress = progress.clone();
+            let requests = requests.clone();
+            let outcomes = outcomes.clone();
+            let config = config.clone();
+            let flag = crash_requested.clone();
+            async move {
+                let crash: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+                    flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                });
+                let mut client = crate::model::client::over_http(
+                    env,
+                    config,
+                    workspace,
+                    progress,
+                    requests,
+                    Some(crash),
+                );
+                let result = client.run().await;
+                *outcomes.lock().unwrap() = Some(result);
+                Ok(())
+            }
         });
     }
 
     let mut stopped = None;
+    let budget = Duration::from_millis(scenario.limits.sim_time_ms);
     loop {
-        match sim.step() {
-            Ok(true) => break,
-            Ok(false) => {}
-            Err(e) => {
-                stopped = Some(e.to_string());
-                break;
+        if let Err(e) = sim.step() {
+            stopped = Some(e.to_string());
+            break;
+        }
+        if outcomes.lock().unwrap().is_some() {
+            break;
+        }
+        if crash_requested.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            let t = sim.elapsed().as_millis() as u64;
+            trace.push(
+                t,
+                "harness",
+                Observation::Fault {
+                    fault: "client crashed; restarting it".into(),
+                },
+            );
+            sim.crash("client");
+            {
+                let mut p = parts.progress.lock().unwrap();
+                p.outcomes.push(TurnOutcome::Crashed);
+                p.next_turn += 1;
+                p.restarts += 1;
             }
+            sim.bounce("client");
+        }
+        if sim.elapsed() > budget {
+            stopped = Some(format!(
+                "Ran for duration: {budget:?} without the client completing"
+            ));
+            break;
         }
     }
     let end_ms = sim.elapsed().as_millis() as u64;
     drop(sim);
     let outcomes = outcomes.lock().unwrap().take();
     let workspace = parts.workspace.lock().unwrap().clone();
+    let requests = parts.requests.lock().unwrap().clone();
     Ok(RunOutput {
         trace: trace.events(),
         outcomes,
         stopped,
         end_ms,
         workspace,
+        requests,
     })
 }
 
 fn client_config(scenario: &Scenario, seed: u64) -> Result<ClientConfig, InputError> {
     let p = &scenario.permissions;
-    // Precedence: deny, then ask, then allow (a deny rule is never overridden).
+    // Precedence: deny, then alwaysAsk, then ask, then allow (a deny rule is never overridden;
+    // an explicit deny beats alwaysAsk, letta-tests-and-real-client.md A.5.3).
     let mut rules = Vec::new();
     rules.extend(p.deny.iter().map(|t| (t.clone(), Permission::Deny)));
+    rules.extend(p.always_ask.iter().map(|t| (t.clone(), Permission::AlwaysAsk)));
     rules.extend(p.ask.iter().map(|t| (t.clone(), Permission::Ask)));
     rules.extend(p.allow.iter().map(|t| (t.clone(), Permission::Allow)));
     let tools = scenario
@@ -256,22 +376,78 @@ fn client_config(scenario: &Scenario, seed: u64) -> Result<ClientConfig, InputEr
                 .and_then(|v| serde_json::to_value(v).ok()),
         })
         .collect();
+    let c = &scenario.client;
+    let pl = &scenario.planted;
+    let mut interrupts = Vec::new();
+    let mut crashes = Vec::new();
+    for f in &scenario.faults {
+        match f.get_ref() {
+            Fault::Interrupt {
+                turn,
+                during,
+                after_chunk,
+                after_ms,
+            } => interrupts.push(InterruptPlan {
+                turn: *turn,
+                when: match (during.as_str(), after_chunk, after_ms) {
+                    ("tools", _, Some(ms)) => InterruptWhen::ToolsRunning { after_ms: *ms },
+                    (_, Some(n), _) => InterruptWhen::AfterChunk(*n),
+                    _ => continue,
+                },
+            }),
+            Fault::ClientCrash {
+                turn,
+                at,
+                after_chunk,
+            } => crashes.push(CrashPlan {
+                turn: *turn,
+                when: match (at.as_str(), after_chunk) {
+                    ("after_chunk", Some(n)) => CrashWhen::AfterChunk(*n),
+                    _ => CrashWhen::AfterTools,
+                },
+            }),
+            _ => {}
+        }
+    }
+    let defaults = Timers::default();
     Ok(ClientConfig {
         server_addr: format!("server:{SERVER_PORT}"),
         agent_id: scenario.agent.id.clone(),
-        conversation_id: scenario.client.conversation.clone(),
+        conversation_id: c.conversation.clone(),
         client_tools: tools,
         permissions: PermissionRules {
             rules,
             default: scenario.permission_default()?,
         },
         human: scenario.human_answers()?,
-        turns: scenario.client.turns.clone(),
+        turns: c.turns.clone(),
         seed: derive_seed(seed, "client"),
         max_requests_per_turn: scenario.limits.requests_per_turn,
         request_timeout: Duration::from_secs(30),
+        profile: Profile::from_name(scenario.scenario.client_profile.get_ref())
+            .unwrap_or_default(),
+        mode: Mode::from_name(c.mode.get_ref()).unwrap_or_default(),
+        cwd: "/workspace".into(),
+        tool_ms: c.tool_ms.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+        default_tool_ms: c.default_tool_ms,
+        backfill: c.backfill,
+        timers: Timers {
+            eof_grace_ms: c.eof_grace_ms.unwrap_or(defaults.eof_grace_ms),
+            stall_ms: c.stall_ms.unwrap_or(defaults.stall_ms),
+            max_silence_ms: defaults.max_silence_ms,
+        },
+        interrupts,
+        crashes,
         bugs: ClientBugs {
-            nondeterministic_otids: scenario.planted.client_nondeterministic_otids,
+            nondeterministic_otids: pl.client_nondeterministic_otids,
+            reexecute_pending_on_restart: pl.client_reexecute_pending_on_restart,
+            resume_from_zero: pl.client_resume_from_zero,
+            drop_approvals_on_resume: pl.client_drop_approvals_on_resume,
+            braces_args_fallback: pl.client_braces_args_fallback,
+            unbounded_busy_retries: pl.client_unbounded_busy_retries,
+            stale_denial_as_user: pl.client_stale_denial_as_user,
+            results_in_completion_order: pl.client_results_in_completion_order,
+            no_resource_locks: pl.client_no_resource_locks,
         },
     })
 }

@@ -70,11 +70,13 @@ pub enum Observation {
         approvals: Vec<String>,
         last_seq_id: Option<u64>,
     },
-    /// The client's decision about one approval request (letta-protocol.md §5.4).
+    /// The client's decision about one approval request (letta-protocol.md §5.4), and who made
+    /// it (`policy`, `human`, `headless-ask`, `incomplete`, `stale-recovery`, `interrupt`).
     ClientDecision {
         tool_call_id: String,
         tool: String,
         decision: String,
+        origin: String,
     },
     /// A tool ran on the client. `executions` counts runs of this tool call id so far.
     ToolExecuted {
@@ -88,6 +90,66 @@ pub enum Observation {
     TurnEnd {
         turn: u32,
         outcome: String,
+    },
+
+    // ---- client (issue 4: the faithful client model) ----------------------------------
+    /// The client process started (`restart` counts restarts after a crash).
+    ClientStarted {
+        restart: u32,
+        profile: String,
+        mode: String,
+    },
+    /// A request other than a message send (resume, run lookup, cancel, listing); `retry`
+    /// counts the SDK's own retries of the same call.
+    ClientRequest {
+        method: String,
+        path: String,
+        retry: u32,
+    },
+    /// A mid-stream resume attempt (letta-protocol.md §4.4): by `run` id or by `otid`.
+    ClientResume {
+        attempt: u32,
+        source: String,
+        id: String,
+        starting_after: u64,
+    },
+    /// The client waits before retrying (letta-protocol.md §3.3-3.10): `kind` is
+    /// `transient`, `approval_pending`, `busy`, `shutdown_503`, `empty_response`,
+    /// `post_stream`, `quota_swap` or `resume`; `attempt` is 1-based within its budget.
+    ClientRetry {
+        kind: String,
+        attempt: u32,
+        delay_ms: u64,
+        detail: String,
+        /// The parsed `Retry-After` the delay came from, if any.
+        retry_after_ms: Option<u64>,
+    },
+    /// What the turn loop acted on after a drain (after coercion and resume merges).
+    ClientActedOn {
+        run_id: Option<String>,
+        stop_reason: String,
+        approvals: Vec<String>,
+    },
+    /// A recovery step: `stale_approvals`, `approval_pending`, `busy_attach`, `interrupt`, …
+    ClientRecovery {
+        kind: String,
+        detail: String,
+    },
+    /// The user interrupted (letta-protocol.md §9).
+    ClientInterrupt {
+        turn: u32,
+        during: String,
+    },
+    /// A tool started running; `resource_key` as the batch scheduler computed it (§5.2).
+    ToolStarted {
+        tool_call_id: String,
+        tool: String,
+        arguments: String,
+        resource_key: Option<String>,
+    },
+    /// A running tool was aborted before it took effect.
+    ToolAborted {
+        tool_call_id: String,
     },
 
     // ---- server ------------------------------------------------------------------------

@@ -1,57 +1,179 @@
-//! The Letta Code client model: the turn loop of the approval protocol.
+//! The Letta Code client model (letta-protocol.md §2-6, §9-10).
 //!
-//! One user turn is several round trips (seeds/000 §6.4): send the user message, drain the SSE
-//! stream, and while the run stops at `requires_approval`, classify the requested tool calls,
-//! execute the allowed ones on the local workspace and send the results (and denials) back as
-//! the next message. The drain follows the StreamProcessor rules (letta-protocol.md §4.1) and
-//! the end_turn → requires_approval coercion (§4.2), with the terminal-EOF guard (§4.3).
+//! One user turn is many round trips: send the user message, drain the stream (resuming it if it
+//! breaks), and while the run stops at `requires_approval`, classify the requested tool calls,
+//! execute the allowed ones on the local workspace and send the results back as the next message.
+//! Around that loop sit the recovery policy (pre-stream 409/503/transient errors, post-stream
+//! retries with their budgets and delays), stale-approval recovery at start-up and on conflict,
+//! interrupts, and response-state reuse.
 //!
-//! Not yet modelled (later issues): resume after a broken stream, pre-stream 409 recovery,
-//! retries with budgets, interrupts, restart recovery. A broken stream ends the turn with an
-//! error; every wait is bounded.
+//! Module map: [`policy`] (pure: every table, classifier, delay and budget of §3),
+//! [`stream_processor`] and [`stream`] (the drain of §4.1-4.3), [`resume`] (§4.4-4.5),
+//! [`approvals`] (§5, §2.3), [`resume_data`] (§6), [`response_state`] (§10.1), [`backend`] (the
+//! HTTP calls, logged for [`conformance`]), and this file plus [`turn`] (the turn loop).
+//!
+//! Two profiles (docs/client.md lists every difference): `reference` is the correct behaviour;
+//! `letta-code` reproduces the published client (0.32.18), quirks included. Two modes:
+//! `interactive` (the TUI loop) and `headless` (one-shot `-p`, one process per turn).
 
 pub mod approvals;
+pub mod backend;
+pub mod conformance;
 pub mod policy;
+pub mod response_state;
+pub mod resume;
+pub mod resume_data;
+pub mod stream;
 pub mod stream_processor;
+mod turn;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::Request;
+use indexmap::IndexMap;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use serde_json::{Value, json};
 
-use self::approvals::{Decision, HumanAnswer, PermissionRules, classify};
-use self::stream_processor::{Approval, StreamProcessor};
+use self::approvals::{Human, HumanAnswer, PermissionRules};
+use self::backend::{Backend, HttpBackend, HttpBackendConfig, RequestLog, SdkRetries};
+use self::policy::ServerApproval;
+use self::response_state::ResponseStateCache;
+use self::stream::{Interrupt, REQUEST_TIMEOUT_MS, STALL_RECONCILE_MS, TERMINAL_EOF_GRACE_MS};
 use super::env::Env;
-use super::http;
 use super::observe::Observation;
 use super::server::ids::uuid4;
 use super::tools::Workspace;
-use crate::wire::letta::{
-    ApprovalCreate, ApprovalItem, ClientTool, Content, LettaChunk, MessageCreate, MessageItem,
-    SendMessageRequest, StopReason,
-};
-use crate::wire::sse::SseDecoder;
+use crate::wire::letta::ClientTool;
 
-/// Terminal-EOF guard: after a stop_reason, wait this long for the body to close
-/// (letta-protocol.md §4.3, `LETTA_STREAM_TERMINAL_EOF_GRACE_MS` = 2000).
-pub const TERMINAL_EOF_GRACE: Duration = Duration::from_millis(2000);
+/// Which client the model behaves like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Profile {
+    /// The correct behaviour.
+    #[default]
+    Reference,
+    /// The published Letta Code CLI, quirks included (letta-protocol.md §10.3).
+    LettaCode,
+}
 
-/// Stall window: silence this long with no stop reason ends the drain (letta-protocol.md §4.3,
-/// `LETTA_STREAM_STALL_RECONCILE_MS` = 60000; the run-status reconciler itself is a later issue).
-pub const STALL_WINDOW: Duration = Duration::from_millis(60_000);
+impl Profile {
+    pub fn from_name(s: &str) -> Option<Profile> {
+        match s {
+            "reference" => Some(Profile::Reference),
+            "letta-code" => Some(Profile::LettaCode),
+            _ => None,
+        }
+    }
 
-/// Deliberate defects a test can switch on to prove an invariant can fail.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::Reference => "reference",
+            Profile::LettaCode => "letta-code",
+        }
+    }
+}
+
+/// Which loop drives the turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// The TUI loop (`use-conversation-loop.ts`): a human answers `ask`, one resume attempt,
+    /// busy waits, shared budgets, eager-cancel interrupts with queued results.
+    #[default]
+    Interactive,
+    /// One-shot headless (`letta -p`, `headless.ts`): each turn is a new process; `ask` is
+    /// denied ("Tool requires approval (headless mode)"); 20 resume attempts; approval-pending
+    /// conflicts resolved by denial-only requests; SIGINT ends the turn with no HTTP call.
+    Headless,
+}
+
+impl Mode {
+    pub fn from_name(s: &str) -> Option<Mode> {
+        match s {
+            "interactive" => Some(Mode::Interactive),
+            "headless" => Some(Mode::Headless),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Interactive => "interactive",
+            Mode::Headless => "headless",
+        }
+    }
+}
+
+/// Deliberate defects a test can switch on to prove an invariant can fail. Never on in a
+/// faithful run; each names the invariant it is there to break.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClientBugs {
-    /// Breaks `deterministic`: otids mix in a process-wide counter, so two runs of the same seed
-    /// in one process differ.
+    /// Breaks `deterministic`: otids mix in a process-wide counter.
     pub nondeterministic_otids: bool,
+    /// Breaks `no-double-execution`: after a restart, pending approvals are executed instead of
+    /// closed with a stale denial.
+    pub reexecute_pending_on_restart: bool,
+    /// Breaks `stream-gapless`: a resume starts from seq 0 with no threshold.
+    pub resume_from_zero: bool,
+    /// Breaks `stop-reason-consistent`: approvals collected before a resume are dropped.
+    pub drop_approvals_on_resume: bool,
+    /// Breaks `args-intact`: an approval with no arguments yet merges as `"{}"` + suffix.
+    pub braces_args_fallback: bool,
+    /// Breaks `budget-respected`: conversation-busy retries ignore their budget and delays.
+    pub unbounded_busy_retries: bool,
+    /// Breaks `approval-attribution`: stale approvals are closed with a user-style denial.
+    pub stale_denial_as_user: bool,
+    /// Breaks `results-ordered`: results are sent in completion order.
+    pub results_in_completion_order: bool,
+    /// Breaks `lock-safety`: every approved tool runs concurrently, whatever its resource key.
+    pub no_resource_locks: bool,
+}
+
+/// When a scripted interrupt fires (letta-protocol.md §9).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InterruptWhen {
+    /// After the turn's `n`-th processed chunk (1-based, across the turn's drains).
+    AfterChunk(u32),
+    /// While the turn's first tool batch runs, `after_ms` after it started.
+    ToolsRunning { after_ms: u64 },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterruptPlan {
+    pub turn: u32,
+    pub when: InterruptWhen,
+}
+
+/// When a scripted client crash happens (the harness restarts the host).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CrashWhen {
+    /// After the turn's first tool batch ran, before its results are sent.
+    AfterTools,
+    /// After the turn's `n`-th processed chunk.
+    AfterChunk(u32),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CrashPlan {
+    pub turn: u32,
+    pub when: CrashWhen,
+}
+
+/// Stream timers (letta-protocol.md §4.3, §2.8; env `LETTA_STREAM_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timers {
+    pub eof_grace_ms: u64,
+    pub stall_ms: u64,
+    pub max_silence_ms: u64,
+}
+
+impl Default for Timers {
+    fn default() -> Self {
+        Timers {
+            eof_grace_ms: TERMINAL_EOF_GRACE_MS,
+            stall_ms: STALL_RECONCILE_MS,
+            max_silence_ms: REQUEST_TIMEOUT_MS,
+        }
+    }
 }
 
 /// Client configuration.
@@ -68,13 +190,54 @@ pub struct ClientConfig {
     pub human: Vec<HumanAnswer>,
     /// The user's messages, one per turn.
     pub turns: Vec<String>,
-    /// Seed of the client's PRNG (otids).
+    /// Seed of the client's PRNG (otids, SDK jitter).
     pub seed: u64,
     /// Upper bound on requests in one turn (everything is bounded, DESIGN.md §4 rule 5).
     pub max_requests_per_turn: u32,
     /// Upper bound on waiting for a response head.
     pub request_timeout: Duration,
+    pub profile: Profile,
+    pub mode: Mode,
+    /// The working directory file paths resolve against (§5.2).
+    pub cwd: String,
+    /// Simulated duration of each tool, by name; others take `default_tool_ms`.
+    pub tool_ms: IndexMap<String, u64>,
+    pub default_tool_ms: u64,
+    /// `LETTA_BACKFILL` (on by default): the resume tail is fetched at start-up.
+    pub backfill: bool,
+    pub timers: Timers,
+    pub interrupts: Vec<InterruptPlan>,
+    pub crashes: Vec<CrashPlan>,
     pub bugs: ClientBugs,
+}
+
+impl ClientConfig {
+    /// A config with the defaults of the published client for everything but the addresses
+    /// and the script.
+    pub fn new(server_addr: &str, agent_id: &str, turns: Vec<String>) -> Self {
+        ClientConfig {
+            server_addr: server_addr.into(),
+            agent_id: agent_id.into(),
+            conversation_id: "default".into(),
+            client_tools: Vec::new(),
+            permissions: PermissionRules::default(),
+            human: Vec::new(),
+            turns,
+            seed: 0,
+            max_requests_per_turn: 32,
+            request_timeout: Duration::from_secs(30),
+            profile: Profile::Reference,
+            mode: Mode::Interactive,
+            cwd: "/workspace".into(),
+            tool_ms: IndexMap::new(),
+            default_tool_ms: 10,
+            backfill: true,
+            timers: Timers::default(),
+            interrupts: Vec::new(),
+            crashes: Vec::new(),
+            bugs: ClientBugs::default(),
+        }
+    }
 }
 
 /// How one turn ended.
@@ -84,8 +247,12 @@ pub enum TurnOutcome {
     Stopped(String),
     /// The turn waits for a human who never answers.
     Paused(String),
-    /// The turn failed: pre-stream HTTP error, broken stream, or a bound hit.
+    /// The turn failed: pre-stream HTTP error, broken stream, exhausted retries, a bound hit.
     Error(String),
+    /// The user interrupted it.
+    Interrupted(String),
+    /// The client crashed during it (recorded by the harness).
+    Crashed,
 }
 
 impl std::fmt::Display for TurnOutcome {
@@ -94,63 +261,163 @@ impl std::fmt::Display for TurnOutcome {
             TurnOutcome::Stopped(s) => write!(f, "stopped: {s}"),
             TurnOutcome::Paused(s) => write!(f, "paused: {s}"),
             TurnOutcome::Error(s) => write!(f, "error: {s}"),
+            TurnOutcome::Interrupted(s) => write!(f, "interrupted: {s}"),
+            TurnOutcome::Crashed => write!(f, "crashed"),
         }
     }
 }
 
-/// The result of one drain (letta-protocol.md §4.2).
-#[derive(Debug, Clone)]
-pub struct DrainResult {
-    pub stop_reason: StopReason,
-    pub saw_stop_chunk: bool,
-    pub approvals: Vec<Approval>,
-    pub last_run_id: Option<String>,
-    pub last_seq_id: Option<u64>,
-    pub fallback_error: Option<String>,
-    pub terminal_eof_guard_fired: bool,
+/// What survives a client crash: the user's place in the script and the outcomes so far (the
+/// harness keeps it, as it keeps the workspace).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Index of the next turn to run.
+    pub next_turn: usize,
+    pub outcomes: Vec<TurnOutcome>,
+    /// Crash plans already fired (indexes into `ClientConfig::crashes`).
+    pub fired_crashes: Vec<usize>,
+    pub restarts: u32,
+}
+
+/// What the client is wired to.
+#[derive(Clone)]
+pub struct ClientIo<B: Backend> {
+    pub backend: B,
+    pub observe: Arc<dyn Fn(Observation) + Send + Sync>,
+    /// Unix epoch ms now (the request start of run discovery, Retry-After dates).
+    pub epoch_now_ms: Arc<dyn Fn() -> u64 + Send + Sync>,
+    pub workspace: Arc<Mutex<Workspace>>,
+    pub progress: Arc<Mutex<Progress>>,
+    /// Called when a crash plan fires; the client then waits forever for the harness to crash
+    /// its host. `None`: crash plans are ignored.
+    pub crash: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// The turn number the backend stamps on `client_send` events.
+    pub turn: Arc<AtomicU32>,
 }
 
 static PLANTED_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// The client: config, PRNG and the workspace it acts on.
-pub struct Client<E: Env> {
-    env: E,
-    config: ClientConfig,
-    rng: ChaCha8Rng,
-    workspace: Arc<Mutex<Workspace>>,
-    human_next: usize,
+/// Results queued by an interrupt for the next submission (letta-protocol.md §9.1).
+#[derive(Debug, Clone)]
+struct QueuedResults {
+    conversation_id: String,
+    generation: u64,
+    results: Vec<approvals::ApprovalResult>,
 }
 
-impl<E: Env> Client<E> {
-    pub fn new(env: E, config: ClientConfig, workspace: Arc<Mutex<Workspace>>) -> Self {
-        let rng = ChaCha8Rng::seed_from_u64(config.seed);
-        Client {
-            env,
-            config,
-            rng,
+/// The client: config, PRNG, backend, and the state one process keeps across turns.
+pub struct Client<B: Backend> {
+    config: ClientConfig,
+    io: ClientIo<B>,
+    rng: ChaCha8Rng,
+    human: Human,
+    interrupt: Interrupt,
+    /// The conversation generation (bumped by interrupts; stales queued results).
+    generation: u64,
+    response_state: ResponseStateCache,
+    /// Stale approvals found at start-up, denied with the next submission (§6.4).
+    stale_at_startup: Vec<ServerApproval>,
+    /// Approvals shown to the human who never answered (the dialog is still open).
+    open_dialog: Vec<stream_processor::Approval>,
+    queued: Option<QueuedResults>,
+    /// Interrupt recovery memory: the conversation interrupted and the user messages last sent.
+    interrupted_conversation: Option<String>,
+    last_user_only_input: Option<Vec<crate::wire::letta::MessageItem>>,
+    /// Per-turn counters for scripted faults.
+    turn_chunks: u32,
+    tools_batches: u32,
+    /// A crash plan fired inside a drain; the turn loop crashes when the drain returns.
+    crash_pending: Option<usize>,
+    /// The temporary model override of the quota auto-swap (§3.10 step 5).
+    override_model: Option<String>,
+    /// The UI buffer.
+    transcript: stream::Transcript,
+    /// Planted `reexecute_pending_on_restart`: approvals to execute with the first submission.
+    planted_reexecute: Vec<stream_processor::Approval>,
+}
+
+/// The client over HTTP on an [`Env`].
+pub type HttpClient<E> = Client<HttpBackend<E>>;
+
+/// Builds a client that talks HTTP over `env`; requests go to `log`.
+pub fn over_http<E: Env>(
+    env: E,
+    config: ClientConfig,
+    workspace: Arc<Mutex<Workspace>>,
+    progress: Arc<Mutex<Progress>>,
+    log: RequestLog,
+    crash: Option<Arc<dyn Fn() + Send + Sync>>,
+) -> HttpClient<E> {
+    let turn = Arc::new(AtomicU32::new(0));
+    let restarts = progress.lock().unwrap().restarts;
+    let backend = HttpBackend::new(
+        env.clone(),
+        HttpBackendConfig {
+            server_addr: config.server_addr.clone(),
+            request_timeout: config.request_timeout,
+            sdk_retries: match config.profile {
+                Profile::LettaCode => SdkRetries::Default,
+                Profile::Reference => SdkRetries::ReadsOnly,
+            },
+            cache_messages: config.profile == Profile::LettaCode,
+            seed: config.seed ^ 0x5d4b_7e11 ^ u64::from(restarts),
+        },
+        log,
+        turn.clone(),
+    );
+    let obs_env = env.clone();
+    let clock_env = env;
+    Client::new(
+        config,
+        ClientIo {
+            backend,
+            observe: Arc::new(move |o| obs_env.observe(o)),
+            epoch_now_ms: Arc::new(move || clock_env.epoch_ms() + clock_env.now_ms()),
             workspace,
-            human_next: 0,
+            progress,
+            crash,
+            turn,
+        },
+    )
+}
+
+impl<B: Backend> Client<B> {
+    pub fn new(config: ClientConfig, io: ClientIo<B>) -> Self {
+        let restarts = io.progress.lock().unwrap().restarts;
+        // A restarted process draws fresh otids: its PRNG seed mixes in the restart count.
+        let rng = ChaCha8Rng::seed_from_u64(config.seed.wrapping_add(u64::from(restarts).wrapping_mul(0x9e37_79b9_7f4a_7c15)));
+        let human = Human {
+            answers: config.human.clone(),
+            next: 0,
+        };
+        Client {
+            config,
+            io,
+            rng,
+            human,
+            interrupt: Interrupt::default(),
+            generation: 0,
+            response_state: ResponseStateCache::default(),
+            stale_at_startup: Vec::new(),
+            open_dialog: Vec::new(),
+            queued: None,
+            interrupted_conversation: None,
+            last_user_only_input: None,
+            turn_chunks: 0,
+            tools_batches: 0,
+            crash_pending: None,
+            override_model: None,
+            transcript: stream::Transcript::default(),
+            planted_reexecute: Vec::new(),
         }
     }
 
-    /// Runs every turn of the script in order; returns their outcomes.
-    pub async fn run(&mut self) -> Vec<TurnOutcome> {
-        let turns = self.config.turns.clone();
-        let mut outcomes = Vec::new();
-        for (i, text) in turns.iter().enumerate() {
-            let turn = i as u32 + 1;
-            self.env.observe(Observation::TurnStart {
-                turn,
-                text: text.clone(),
-            });
-            let outcome = self.run_turn(turn, text).await;
-            self.env.observe(Observation::TurnEnd {
-                turn,
-                outcome: outcome.to_string(),
-            });
-            outcomes.push(outcome);
-        }
-        outcomes
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    fn observe(&self, o: Observation) {
+        (self.io.observe)(o)
     }
 
     fn otid(&mut self) -> String {
@@ -162,357 +429,88 @@ impl<E: Env> Client<E> {
         id
     }
 
-    /// One user turn: the approval loop of seeds/000 §6.4.
-    async fn run_turn(&mut self, turn: u32, text: &str) -> TurnOutcome {
-        let mut outgoing = vec![MessageItem::Message(MessageCreate {
-            kind: Some("message".into()),
-            role: "user".into(),
-            content: Content::Text(text.to_string()),
-            otid: Some(self.otid()),
-        })];
-        for _ in 0..self.config.max_requests_per_turn {
-            let drained = match self.send_and_drain(turn, outgoing).await {
-                Ok(d) => d,
-                Err(e) => return TurnOutcome::Error(e),
-            };
-            if drained.stop_reason != StopReason::RequiresApproval {
-                return match (&drained.stop_reason, &drained.fallback_error) {
-                    (StopReason::EndTurn, _) => TurnOutcome::Stopped("end_turn".into()),
-                    (s, Some(e)) => TurnOutcome::Error(format!("stop_reason={} ({e})", s.as_str())),
-                    (s, None) => TurnOutcome::Stopped(s.as_str().to_string()),
-                };
-            }
-            let decisions = classify(
-                &drained.approvals,
-                &self.config.permissions,
-                &self.config.human,
-                &mut self.human_next,
-            );
-            for (a, d) in drained.approvals.iter().zip(&decisions) {
-                self.env.observe(Observation::ClientDecision {
-                    tool_call_id: a.tool_call_id.clone(),
-                    tool: a.tool_name.clone(),
-                    decision: d.to_string(),
-                });
-            }
-            if let Some((a, _)) = drained
-                .approvals
-                .iter()
-                .zip(&decisions)
-                .find(|(_, d)| matches!(d, Decision::AwaitHuman))
-            {
-                return TurnOutcome::Paused(format!(
-                    "waiting for a decision on {} ({})",
-                    a.tool_call_id, a.tool_name
-                ));
-            }
-            let results = self.execute(&drained.approvals, &decisions);
-            outgoing = vec![MessageItem::Approval(ApprovalCreate {
-                kind: "approval".into(),
-                approvals: results,
-                otid: Some(self.otid()),
-            })];
-        }
-        TurnOutcome::Error(format!(
-            "turn exceeded {} requests",
-            self.config.max_requests_per_turn
-        ))
-    }
-
-    /// Executes approved calls and returns results and denials in decision order
-    /// (letta-protocol.md §5.3: results are in the original order whatever order tools finish).
-    fn execute(&mut self, approvals: &[Approval], decisions: &[Decision]) -> Vec<ApprovalItem> {
-        let mut out = Vec::new();
-        for (a, d) in approvals.iter().zip(decisions) {
-            match d {
-                Decision::Allow => {
-                    let (outcome, executions) = self.workspace.lock().unwrap().execute(
-                        &a.tool_call_id,
-                        &a.tool_name,
-                        &a.tool_args,
-                    );
-                    self.env.observe(Observation::ToolExecuted {
-                        tool_call_id: a.tool_call_id.clone(),
-                        tool: a.tool_name.clone(),
-                        arguments: a.tool_args.clone(),
-                        executions,
-                        status: outcome.status.as_str().into(),
-                    });
-                    out.push(ApprovalItem::Tool {
-                        tool_call_id: a.tool_call_id.clone(),
-                        tool_return: Content::Text(outcome.tool_return),
-                        status: outcome.status.as_str().into(),
-                        stdout: None,
-                        stderr: None,
-                    });
-                }
-                Decision::Deny(reason) => out.push(ApprovalItem::Approval {
-                    tool_call_id: a.tool_call_id.clone(),
-                    approve: false,
-                    reason: Some(reason.clone()),
-                }),
-                Decision::AwaitHuman => {}
-            }
-        }
-        out
-    }
-
-    fn request_body(&self, messages: Vec<MessageItem>) -> SendMessageRequest {
-        // Exactly the keys letta-code sends (letta-protocol.md §2.2).
-        SendMessageRequest {
-            messages,
-            streaming: true,
-            stream_tokens: true,
-            include_pings: true,
-            background: true,
-            client_skills: Vec::new(),
-            client_tools: self.config.client_tools.clone(),
-            include_compaction_messages: true,
-            override_model: None,
-            agent_id: (self.config.conversation_id == "default")
-                .then(|| self.config.agent_id.clone()),
-        }
-    }
-
-    /// Sends one message request and drains its stream.
-    async fn send_and_drain(
-        &mut self,
-        turn: u32,
-        messages: Vec<MessageItem>,
-    ) -> Result<DrainResult, String> {
-        let path = format!("/v1/conversations/{}/messages", self.config.conversation_id);
-        self.env.observe(Observation::ClientSend {
-            turn,
-            method: "POST".into(),
-            path: path.clone(),
-            items: summarize(&messages),
-            otids: messages
-                .iter()
-                .filter_map(|m| m.otid().map(str::to_string))
-                .collect(),
+    /// Runs the script from where the progress says, to the end; returns every outcome.
+    pub async fn run(&mut self) -> Vec<TurnOutcome> {
+        let restart = self.io.progress.lock().unwrap().restarts;
+        self.observe(Observation::ClientStarted {
+            restart,
+            profile: self.config.profile.as_str().into(),
+            mode: self.config.mode.as_str().into(),
         });
-        let body = serde_json::to_vec(&self.request_body(messages)).expect("request serialises");
-        let req = Request::post(&path)
-            .header("host", self.config.server_addr.as_str())
-            .header("content-type", "application/json")
-            .header("accept", "application/json")
-            .header("x-letta-source", "letta-code")
-            .body(Full::new(Bytes::from(body)))
-            .expect("valid request");
-        let resp = match http::send(
-            &self.env,
-            &self.config.server_addr,
-            req,
-            self.config.request_timeout,
+        if self.config.mode == Mode::Interactive {
+            // The eager check before the first send of a resumed session (§6.4).
+            self.startup_check(restart > 0).await;
+        }
+        let turns = self.config.turns.clone();
+        loop {
+            let idx = self.io.progress.lock().unwrap().next_turn;
+            let Some(text) = turns.get(idx) else { break };
+            let turn = idx as u32 + 1;
+            self.io.turn.store(turn, Ordering::SeqCst);
+            self.observe(Observation::TurnStart {
+                turn,
+                text: text.clone(),
+            });
+            if self.config.mode == Mode::Headless {
+                // One-shot: every turn is a new process with its start-up check (B.5.4).
+                self.startup_check(restart > 0 || idx > 0).await;
+            }
+            let outcome = self.run_turn(turn, text).await;
+            self.observe(Observation::TurnEnd {
+                turn,
+                outcome: outcome.to_string(),
+            });
+            let mut p = self.io.progress.lock().unwrap();
+            p.outcomes.push(outcome);
+            p.next_turn = idx + 1;
+        }
+        self.io.progress.lock().unwrap().outcomes.clone()
+    }
+
+    /// Start-up: resume data from the server; pending approvals become stale denials for the
+    /// next submission (letta-protocol.md §6.3-6.4). With the planted
+    /// `reexecute_pending_on_restart`, a restarted client executes them instead.
+    async fn startup_check(&mut self, restarted: bool) {
+        let data = resume_data::get_resume_data(
+            &self.io.backend,
+            &self.config.agent_id,
+            &self.config.conversation_id,
+            self.config.backfill,
         )
-        .await
-        {
-            Ok(r) => r,
-            Err(e) => {
-                self.env.observe(Observation::ClientConnectError {
-                    error: e.to_string(),
-                });
-                return Err(e.to_string());
-            }
+        .await;
+        let pending = match data {
+            Ok(d) => d.pending_approvals,
+            Err(_) => Vec::new(),
         };
-        let status = resp.status().as_u16();
-        self.env.observe(Observation::ClientResponse { status });
-        if !resp.status().is_success() {
-            let text = http::read_body(resp.into_body(), 1 << 20)
-                .await
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
-                .unwrap_or_default();
-            return Err(format!("{status} {}", extract_detail(&text)));
+        if pending.is_empty() {
+            return;
         }
-        Ok(self.drain(resp.into_body(), None).await)
-    }
-
-    /// Drains one SSE body (letta-protocol.md §4.2). Never waits without a bound: the stall
-    /// window before a stop reason, the terminal-EOF guard after it.
-    async fn drain(
-        &mut self,
-        mut body: hyper::body::Incoming,
-        threshold: Option<u64>,
-    ) -> DrainResult {
-        let mut sse = SseDecoder::new();
-        let mut proc = StreamProcessor::new(threshold);
-        let mut fallback_error: Option<String> = None;
-        let mut done_seen = false;
-        let mut guard_fired = false;
-        let mut eof = false;
-        let how: String = 'read: loop {
-            let wait = if proc.stop_reason.is_some() {
-                TERMINAL_EOF_GRACE
-            } else {
-                STALL_WINDOW
-            };
-            let frames = match tokio::time::timeout(wait, body.frame()).await {
-                Err(_) if proc.stop_reason.is_some() => {
-                    guard_fired = true;
-                    break 'read "terminal-eof-guard".into();
-                }
-                Err(_) => {
-                    fallback_error = Some("Stream stalled with no data".into());
-                    break 'read "stalled".into();
-                }
-                Ok(None) => {
-                    // End of body: a last event without its blank line still counts.
-                    eof = true;
-                    std::mem::take(&mut sse).finish()
-                }
-                Ok(Some(Err(e))) => {
-                    fallback_error = Some(http::error_chain(&e));
-                    break 'read format!("error: {}", http::error_chain(&e));
-                }
-                Ok(Some(Ok(f))) => match f.into_data() {
-                    Ok(bytes) => sse.push(&bytes),
-                    Err(_) => continue,
-                },
-            };
-            for f in frames {
-                let Some(ev) = f.as_event() else { continue };
-                if done_seen {
-                    // The SDK ignores everything after [DONE] until EOF (§1.1).
-                    continue;
-                }
-                if ev.is_done() {
-                    done_seen = true;
-                    continue;
-                }
-                if ev.event.as_deref() == Some("error") {
-                    // `event: error` makes the SDK throw with the JSON's message (§1.1).
-                    let v: Value =
-                        serde_json::from_str(&ev.data).unwrap_or(Value::String(ev.data.clone()));
-                    let msg = v
-                        .get("message")
-                        .and_then(Value::as_str)
-                        .map(str::to_string)
-                        .unwrap_or_else(|| ev.data.clone());
-                    if proc.last_run_id.is_none() {
-                        proc.last_run_id =
-                            v.get("run_id").and_then(Value::as_str).map(str::to_string);
-                    }
-                    let detail = v.get("detail").and_then(Value::as_str).unwrap_or("");
-                    fallback_error = Some(if detail.is_empty() {
-                        msg
-                    } else {
-                        format!("{msg} ({detail})")
-                    });
-                    break 'read "error-event".into();
-                }
-                if ev.event.is_some() {
-                    // Other named events are dropped by the SDK (§1.1).
-                    continue;
-                }
-                let chunk = match LettaChunk::from_json(&ev.data) {
-                    Ok(c) => c,
-                    Err(e) => {
-                        fallback_error = Some(format!("Could not parse stream chunk: {e}"));
-                        break 'read "parse-error".into();
-                    }
-                };
-                let processed = proc.process(&chunk);
-                if !processed.skipped {
-                    self.env.observe(Observation::ClientChunk {
-                        run_id: chunk.run_id().map(str::to_string),
-                        seq_id: chunk.seq_id(),
-                        message_type: chunk.message_type().to_string(),
-                    });
-                }
-                if let Some(e) = processed.error
-                    && processed.output
-                {
-                    fallback_error = Some(e.message);
-                }
-            }
-            if eof {
-                break 'read "eof".into();
-            }
-        };
-        self.env.observe(Observation::ClientStreamEnd { how });
-        let approvals = proc.take_approvals();
-        let saw_stop_chunk = proc.stop_reason.is_some();
-        let mut stop_reason = proc.stop_reason.clone().unwrap_or(StopReason::Error);
-        // end_turn with collected approvals is coerced to requires_approval (§4.2).
-        if stop_reason == StopReason::EndTurn && !approvals.is_empty() {
-            stop_reason = StopReason::RequiresApproval;
-        }
-        // A requires_approval whose stream then failed is still an approval stop (the
-        // approvals are complete: the server only stops after the last delta).
-        if stop_reason != StopReason::RequiresApproval
-            && fallback_error.is_none()
-            && !saw_stop_chunk
-        {
-            fallback_error = Some("Stream ended without a stop reason".into());
-        }
-        let result = DrainResult {
-            stop_reason,
-            saw_stop_chunk,
-            approvals,
-            last_run_id: proc.last_run_id.clone(),
-            last_seq_id: proc.last_seq_id,
-            fallback_error,
-            terminal_eof_guard_fired: guard_fired,
-        };
-        self.env.observe(Observation::ClientDrained {
-            stop_reason: result.stop_reason.as_str().into(),
-            approvals: result
-                .approvals
-                .iter()
-                .map(|a| a.tool_call_id.clone())
-                .collect(),
-            last_seq_id: result.last_seq_id,
-        });
-        result
-    }
-}
-
-/// `user`, or `approval[tool:t1,deny:t2]`: what a request carried, for the trace.
-fn summarize(messages: &[MessageItem]) -> String {
-    messages
-        .iter()
-        .map(|m| match m {
-            MessageItem::Message(m) => m.role.clone(),
-            MessageItem::Approval(a) => format!(
-                "approval[{}]",
-                a.approvals
+        if restarted && self.config.bugs.reexecute_pending_on_restart {
+            self.observe(Observation::ClientRecovery {
+                kind: "reexecute_pending".into(),
+                detail: pending
                     .iter()
-                    .map(|i| match i {
-                        ApprovalItem::Tool { tool_call_id, .. } => format!("tool:{tool_call_id}"),
-                        ApprovalItem::Approval {
-                            tool_call_id,
-                            approve,
-                            ..
-                        } => format!(
-                            "{}:{tool_call_id}",
-                            if *approve { "approve" } else { "deny" }
-                        ),
-                    })
+                    .map(|p| p.tool_call_id.clone())
                     .collect::<Vec<_>>()
-                    .join(",")
-            ),
-            MessageItem::Unknown(_) => "unknown".into(),
-        })
-        .collect::<Vec<_>>()
-        .join("+")
-}
-
-/// The detail string of an error body (letta-protocol.md §3.1, simplified to JSON bodies).
-pub fn extract_detail(body: &str) -> String {
-    match serde_json::from_str::<Value>(body) {
-        Ok(v) => match v.get("detail") {
-            Some(Value::String(s)) => s.clone(),
-            Some(other) => other
-                .get("message")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .unwrap_or_else(|| other.to_string()),
-            None => v
-                .pointer("/error/message")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .unwrap_or_else(|| json!(v).to_string()),
-        },
-        Err(_) => body.to_string(),
+                    .join(","),
+            });
+            self.planted_reexecute = pending;
+            return;
+        }
+        self.observe(Observation::ClientRecovery {
+            kind: "stale_approvals".into(),
+            detail: pending
+                .iter()
+                .map(|p| p.tool_call_id.clone())
+                .collect::<Vec<_>>()
+                .join(","),
+        });
+        self.stale_at_startup = pending
+            .into_iter()
+            .map(|p| ServerApproval {
+                tool_call_id: p.tool_call_id,
+                tool_name: p.tool_name,
+            })
+            .collect();
     }
 }

@@ -955,7 +955,7 @@ pub fn parse_imf_fixdate_ms(v: &str) -> Option<u64> {
 }
 
 /// Proleptic Gregorian date → days since 1970-01-01 (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
     let yoe = y.rem_euclid(400);

@@ -35,12 +35,14 @@ pub struct Processed {
     pub error: Option<ErrorInfo>,
 }
 
-/// Text of the error the processor swallows (§4.1 rule 5, §3.2).
-pub const NOTHING_AWAITING_APPROVAL: &str = "No tool call is currently awaiting approval";
+pub use super::policy::NOTHING_AWAITING_APPROVAL;
 
 #[derive(Debug, Default)]
 pub struct StreamProcessor {
     threshold: Option<u64>,
+    /// Rule 6 also consults `tool_returns[]` entries (the reference profile). The published
+    /// client reads only the top-level `tool_call_id` (letta-protocol.md §10.3 item 4).
+    consult_tool_returns: bool,
     pub run_ids: Vec<String>,
     pub last_run_id: Option<String>,
     pub last_seq_id: Option<u64>,
@@ -55,6 +57,13 @@ impl StreamProcessor {
             threshold,
             ..Self::default()
         }
+    }
+
+    /// Rule 6 also settles approvals whose id appears only in `tool_returns[]` (the reference
+    /// profile's fix of letta-protocol.md §10.3 item 4).
+    pub fn consulting_tool_returns(mut self, yes: bool) -> Self {
+        self.consult_tool_returns = yes;
+        self
     }
 
     /// Applies the rules of letta-protocol.md §4.1, in order.
@@ -128,9 +137,19 @@ impl StreamProcessor {
                     }),
                 }
             }
-            // 6. a tool return settles its pending approval (top-level id only).
+            // 6. a tool return settles its pending approval (top-level id only in the
+            // published client; the reference also reads `tool_returns[]`).
             LettaChunk::ToolReturnMessage(m) => {
-                self.pending.shift_remove(&m.tool_call_id);
+                if !m.tool_call_id.is_empty() {
+                    self.pending.shift_remove(&m.tool_call_id);
+                }
+                if self.consult_tool_returns {
+                    for r in m.tool_returns.iter().flatten() {
+                        if let Some(id) = r.get("tool_call_id").and_then(Value::as_str) {
+                            self.pending.shift_remove(id);
+                        }
+                    }
+                }
                 Processed {
                     output: true,
                     skipped: false,
@@ -233,6 +252,40 @@ mod tests {
         let r = p.process(&chunk(r#"{"id":"p","message_type":"ping","run_id":"r1"}"#));
         assert!(!r.output);
         assert_eq!(p.last_run_id.as_deref(), Some("r1"));
+    }
+
+    #[test]
+    fn tool_returns_array_settles_only_when_consulted() {
+        let req = r#"{"id":"m","message_type":"approval_request_message","tool_call":{"name":"Read","arguments":"{}","tool_call_id":"t"}}"#;
+        let ret = r#"{"id":"m2","message_type":"tool_return_message","status":"success","tool_return":"x","tool_returns":[{"tool_call_id":"t","status":"success","tool_return":"x"}]}"#;
+        // The published client: the approval stays pending (letta-protocol.md §10.3 item 4).
+        let mut p = StreamProcessor::new(None);
+        p.process(&chunk(req));
+        p.process(&chunk(ret));
+        assert_eq!(p.take_approvals().len(), 1);
+        let mut p = StreamProcessor::new(None).consulting_tool_returns(true);
+        p.process(&chunk(req));
+        p.process(&chunk(ret));
+        assert!(p.take_approvals().is_empty());
+    }
+
+    #[test]
+    fn ping_and_response_state_are_not_output_but_record_ids() {
+        let mut p = StreamProcessor::new(None);
+        let r = p.process(&chunk(r#"{"id":"rs","message_type":"response_state","response_id":"resp-1","cache_scope":"approval_boundary","run_id":"r9","seq_id":7}"#));
+        assert!(!r.output && !r.skipped);
+        assert_eq!((p.last_run_id.as_deref(), p.last_seq_id), (Some("r9"), Some(7)));
+        // lastSeqId is the last one seen, not a max.
+        p.process(&chunk(r#"{"id":"p","message_type":"ping","seq_id":3}"#));
+        assert_eq!(p.last_seq_id, Some(3));
+        // Unknown chunk types are output (rule 9) and keep their ids.
+        let r = p.process(&chunk(r#"{"message_type":"brand_new","run_id":"r10","seq_id":8}"#));
+        assert!(r.output);
+        assert_eq!(p.last_run_id.as_deref(), Some("r10"));
+        // A tool_call_message is never tracked as an approval.
+        p.process(&chunk(r#"{"id":"t","message_type":"tool_call_message","tool_call":{"name":"web_search","arguments":"{}","tool_call_id":"s1"}}"#));
+        assert!(p.take_approvals().is_empty());
+        assert_eq!(p.run_ids, vec!["r9".to_string(), "r10".to_string()]);
     }
 
     #[test]

@@ -13,6 +13,9 @@
 //! the host task, so it survives a server crash. Runs in flight at a crash stay `running`
 //! (their task is gone); later issues add the restart sweep.
 
+// client-model (interim): the routes and send faults the client flows need until the faithful
+// server model (issue 3) lands; see client_support.rs.
+pub mod client_support;
 pub mod ids;
 mod provider_call;
 
@@ -61,6 +64,15 @@ pub trait StreamHooks: Send + Sync + 'static {
     /// `response` numbers the streaming responses this server has sent (1-based, across
     /// restarts); `frame` numbers the frames of that response (1-based).
     fn before_frame(&self, response: u64, frame: u64) -> StreamFault;
+    // client-model (interim): the two send-side hooks of the server branch, same names.
+    /// `send` numbers the message sends the server has received (1-based, across restarts).
+    fn on_send(&self, _send: u64) -> client_support::SendFault {
+        client_support::SendFault::Pass
+    }
+    /// `n` numbers the `POST /v1/runs/{id}/stream` requests (1-based). `true`: answer 500.
+    fn fail_run_stream(&self, _n: u64) -> bool {
+        false
+    }
 }
 
 /// What happens to a frame.
@@ -69,6 +81,11 @@ pub enum StreamFault {
     Pass,
     /// Abort the connection before this frame (the client sees an unexpected EOF).
     Reset,
+    // client-model (interim): the server branch's two other frame faults, same names.
+    /// Leave this frame out (e.g. a lost stop_reason).
+    Skip,
+    /// Stop writing and keep the body open forever (a stall; after `[DONE]`, a body left open).
+    Stall,
 }
 
 /// No faults.
@@ -152,6 +169,11 @@ pub struct LogEntry {
 pub struct Run {
     pub id: String,
     pub conversation_id: String,
+    // client-model (interim): what `GET /v1/runs/{id}` and run listing need.
+    pub agent_id: String,
+    pub created_ms: u64,
+    /// `metadata.error` of the run object.
+    pub error: Option<Value>,
     pub status: crate::wire::letta::RunStatus,
     pub stop_reason: Option<StopReason>,
     pub log: Vec<LogEntry>,
@@ -173,6 +195,9 @@ pub struct Store {
     pub otids: BTreeMap<String, String>,
     /// Streaming responses sent so far (for [`StreamHooks`]).
     pub responses: u64,
+    // client-model (interim): counters of the send-side hooks.
+    pub sends: u64,
+    pub run_stream_requests: u64,
 }
 
 impl Store {
@@ -196,6 +221,8 @@ impl Store {
             tokens: BTreeMap::new(),
             otids: BTreeMap::new(),
             responses: 0,
+            sends: 0,
+            run_stream_requests: 0,
         }
     }
 
@@ -210,6 +237,10 @@ impl Store {
             .runs
             .get_mut(run_id)
             .expect("recording into a known run");
+        // client-model (interim): a cancelled run takes no more chunks from its run task.
+        if run.finished {
+            return run.log.len() as u64;
+        }
         let seq = run.log.len() as u64 + 1;
         if let Some(env) = chunk.envelope_mut() {
             env.seq_id = Some(seq);
@@ -297,6 +328,15 @@ async fn route<E: Env>(
     let method = req.method().clone();
     let path = req.uri().path().trim_end_matches('/').to_string();
     let parts: Vec<&str> = path.split('/').skip(1).collect();
+    // client-model (interim): routes the client needs that the skeleton server lacks.
+    let query = req.uri().query().map(str::to_string);
+    if client_support::handles(&method, &parts) {
+        let body = http::read_body(req.into_body(), 1 << 20)
+            .await
+            .unwrap_or_default();
+        return client_support::route(&env, &config, &store, &method, &parts, query.as_deref(), &body)
+            .await;
+    }
     match (method, parts.as_slice()) {
         (Method::POST, ["v1", "conversations", conv, "messages"]) => {
             let conv = conv.to_string();
@@ -314,6 +354,15 @@ async fn route<E: Env>(
                 .ok()
                 .and_then(|v| v.get("starting_after").and_then(Value::as_u64))
                 .unwrap_or(0);
+            // client-model (interim): the run-stream failure hook.
+            let n = {
+                let mut st = store.lock().unwrap();
+                st.run_stream_requests += 1;
+                st.run_stream_requests
+            };
+            if config.hooks.fail_run_stream(n) {
+                return detail(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error");
+            }
             let known = store.lock().unwrap().runs.contains_key(&run_id);
             if !known {
                 return detail(
@@ -328,13 +377,7 @@ async fn route<E: Env>(
             match st.runs.get(*run_id) {
                 Some(r) => http::json_response(
                     StatusCode::OK,
-                    &json!({
-                        "id": r.id,
-                        "conversation_id": r.conversation_id,
-                        "status": r.status,
-                        "stop_reason": r.stop_reason.as_ref().map(StopReason::as_str),
-                        "background": true,
-                    }),
+                    &client_support::run_json(r, env.epoch_ms()),
                 ),
                 None => detail(
                     StatusCode::NOT_FOUND,
@@ -382,6 +425,12 @@ fn send_message<E: Env>(
             StatusCode::NOT_FOUND,
             &format!("Conversation not found: {conv_id}"),
         );
+    }
+    // client-model (interim): send-side faults.
+    st.sends += 1;
+    let send_fault = config.hooks.on_send(st.sends);
+    if let Some(resp) = client_support::apply_send_fault(&env, &mut st, &conv_id, &send_fault) {
+        return resp;
     }
 
     // Dedupe: the same request token re-attaches to the existing run (letta-protocol.md §2.4).
@@ -432,12 +481,16 @@ fn send_message<E: Env>(
 
     // Start the run.
     let run_id = format!("run-{}", st.uuid());
+    let run_agent_id = agent_id_of(&st, &conv_id);
     let (changed, _) = watch::channel(0);
     st.runs.insert(
         run_id.clone(),
         Run {
             id: run_id.clone(),
             conversation_id: conv_id.clone(),
+            agent_id: run_agent_id,
+            created_ms: env.now_ms(),
+            error: None,
             status: crate::wire::letta::RunStatus::Running,
             stop_reason: None,
             log: Vec::new(),
@@ -460,6 +513,9 @@ fn send_message<E: Env>(
     let ping_id = format!("ping-{}", st.uuid());
     let date = ids::iso_date(env.epoch_ms() + env.now_ms());
     record(&env, &mut st, &run_id, ping_chunk(&ping_id, &date), None);
+    // client-model (interim): a busy answer naming this very run (a duplicate the server does
+    // not dedupe); the client can attach to it by otid.
+    let busy_own_run = matches!(send_fault, client_support::SendFault::BusyOwnRun);
 
     // A plain message while an approval is pending: a streaming request gets a 200 with the
     // error in-band, and a background run ends on the error frame (captures d8).
@@ -578,7 +634,18 @@ fn send_message<E: Env>(
     tokio::spawn(
         async move { provider_call::execute(task_env, task_config, task_store, job).await },
     );
+    if busy_own_run {
+        return client_support::busy_response(Some(&run_id));
+    }
     stream_response(&config, &store, &run_id, 0)
+}
+
+// client-model (interim): the agent of a conversation.
+fn agent_id_of(st: &Store, conv_id: &str) -> String {
+    st.conversations
+        .get(conv_id)
+        .map(|c| c.agent_id.clone())
+        .unwrap_or_default()
 }
 
 fn ping_chunk(id: &str, date: &str) -> LettaChunk {
@@ -626,12 +693,27 @@ fn fail_run<E: Env>(
         }),
         Some("error"),
     );
+    // client-model (interim): `metadata.error` of the run object (retryable as the server
+    // branch sets it: only `llm_error`).
+    if let Some(run) = st.runs.get_mut(run_id) {
+        run.error = Some(json!({
+            "error_type": error_type,
+            "message": message,
+            "detail": detail_text,
+            "retryable": error_type == "llm_error",
+            "run_id": run_id,
+        }));
+    }
     finish_run(env, st, run_id, stop, false);
 }
 
 /// Marks a run terminal and releases the conversation lock.
 fn finish_run<E: Env>(env: &E, st: &mut Store, run_id: &str, stop: StopReason, done_marker: bool) {
     let run = st.runs.get_mut(run_id).expect("known run");
+    // client-model (interim): a cancelled run stays cancelled.
+    if run.finished {
+        return;
+    }
     run.status = stop.run_status();
     run.stop_reason = Some(stop.clone());
     run.done_marker = done_marker;
@@ -712,13 +794,27 @@ fn stream_response(
                 Some(Some(text)) => {
                     s.frame += 1;
                     let is_done = text.starts_with("data: [DONE]");
-                    if s.hooks.before_frame(s.response_no, s.frame) == StreamFault::Reset {
-                        s.ended = true;
-                        let err = std::io::Error::new(
-                            std::io::ErrorKind::ConnectionReset,
-                            "fault: connection reset",
-                        );
-                        return Some((Err(err), s));
+                    match s.hooks.before_frame(s.response_no, s.frame) {
+                        StreamFault::Reset => {
+                            s.ended = true;
+                            let err = std::io::Error::new(
+                                std::io::ErrorKind::ConnectionReset,
+                                "fault: connection reset",
+                            );
+                            return Some((Err(err), s));
+                        }
+                        // client-model (interim): the server branch's Skip and Stall.
+                        StreamFault::Skip => {
+                            if is_done {
+                                return None;
+                            }
+                            s.next += 1;
+                            continue;
+                        }
+                        StreamFault::Stall => {
+                            std::future::pending::<()>().await;
+                        }
+                        StreamFault::Pass => {}
                     }
                     if is_done {
                         s.ended = true;

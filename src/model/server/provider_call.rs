@@ -174,11 +174,21 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
             .await
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default();
+        // client-model (interim): the legacy server's error types by provider status, so a run's
+        // `metadata.error` says whether it is retryable (letta-protocol.md §1.1, §3.6).
+        let error_type = match status.as_u16() {
+            401 | 403 => "llm_authentication",
+            400 => "llm_bad_request",
+            404 => "llm_not_found",
+            422 => "llm_unprocessable_entity",
+            429 => "llm_rate_limit",
+            _ => "llm_error",
+        };
         return provider_failed(
             &env,
             &store,
             &job,
-            "llm_error",
+            error_type,
             "An error occurred with the LLM request.",
             &format!(
                 "INTERNAL_SERVER_ERROR: API error: Error code: {} - {text}",
@@ -403,6 +413,24 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
             "internal_error",
             "An error occurred during agent execution.",
             &detail,
+        );
+        return;
+    }
+    // client-model (interim): a run cancelled meanwhile keeps nothing of its model turn.
+    if st.runs.get(&job.run_id).is_some_and(|r| r.finished) {
+        return;
+    }
+    // client-model (interim): an empty model response is an `llm_api_error` whose detail
+    // carries "empty content in" (letta-protocol.md §3.7; legacy error type llm_empty_response).
+    if text.is_empty() && stored_calls.is_empty() && provider_stop != Some(ProviderStop::MaxTokens) {
+        fail_run(
+            &env,
+            &mut st,
+            &job.run_id,
+            StopReason::LlmApiError,
+            "llm_empty_response",
+            "LLM provider returned empty content in response",
+            "LLM provider returned empty content in response (no text and no tool calls)",
         );
         return;
     }
