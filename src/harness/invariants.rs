@@ -314,7 +314,9 @@ pub fn stop_reason_consistent(events: &[TraceEvent]) -> Vec<Violation> {
             out.push(v(
                 STOP_REASON_CONSISTENT,
                 i,
-                format!("run {run} asked for tool calls {requested:?} but was acted on as end_turn"),
+                format!(
+                    "run {run} asked for tool calls {requested:?} but was acted on as end_turn"
+                ),
             ));
         } else if stop_reason == "requires_approval" && got != want {
             out.push(v(
@@ -372,7 +374,13 @@ pub fn args_intact(events: &[TraceEvent]) -> Vec<Violation> {
 
 /// The documented delay of a retry (letta-protocol.md §3.3, §3.8, §4.4), independent of the
 /// client's code: the oracle's own copy of the formulas.
-fn documented_delay(kind: &str, attempt: u32, detail: &str, retry_after: Option<u64>, headless: bool) -> Option<u64> {
+fn documented_delay(
+    kind: &str,
+    attempt: u32,
+    detail: &str,
+    retry_after: Option<u64>,
+    headless: bool,
+) -> Option<u64> {
     let exp = |base: u64| base.saturating_mul(1u64 << attempt.saturating_sub(1).min(40));
     Some(match kind {
         "transient" | "post_stream" => match retry_after {
@@ -435,7 +443,10 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
                     out.push(v(
                         BUDGET_RESPECTED,
                         i,
-                        format!("resume attempt {attempt} exceeds the {} budget of {max}", if headless { "headless" } else { "interactive" }),
+                        format!(
+                            "resume attempt {attempt} exceeds the {} budget of {max}",
+                            if headless { "headless" } else { "interactive" }
+                        ),
                     ));
                 }
             }
@@ -480,7 +491,8 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
                     }
                     last.insert(kind.clone(), *attempt);
                 }
-                if let Some(want) = documented_delay(kind, *attempt, detail, *retry_after_ms, headless)
+                if let Some(want) =
+                    documented_delay(kind, *attempt, detail, *retry_after_ms, headless)
                     && want != *delay_ms
                 {
                     out.push(v(
@@ -536,10 +548,11 @@ pub fn approval_attribution(events: &[TraceEvent]) -> Vec<Violation> {
                 decided.insert(tool_call_id.clone(), (origin.clone(), decision.clone()));
             }
             Observation::History {
-                entry: HistoryEntry::Denial {
-                    tool_call_id,
-                    reason,
-                },
+                entry:
+                    HistoryEntry::Denial {
+                        tool_call_id,
+                        reason,
+                    },
                 ..
             } => {
                 *resolved.entry(tool_call_id.clone()).or_default() += 1;
@@ -612,7 +625,10 @@ pub fn approval_attribution(events: &[TraceEvent]) -> Vec<Violation> {
 fn sent_approval_ids(items: &str) -> Vec<String> {
     let mut ids = Vec::new();
     for part in items.split('+') {
-        if let Some(inner) = part.strip_prefix("approval[").and_then(|r| r.strip_suffix(']')) {
+        if let Some(inner) = part
+            .strip_prefix("approval[")
+            .and_then(|r| r.strip_suffix(']'))
+        {
             for item in inner.split(',').filter(|x| !x.is_empty()) {
                 if let Some((_, id)) = item.split_once(':') {
                     ids.push(id.to_string());
@@ -685,7 +701,10 @@ pub fn lock_safety(events: &[TraceEvent]) -> Vec<Violation> {
                 ..
             } => {
                 let key = resource_key(tool, arguments, "/workspace");
-                for other in execs.iter().filter(|x| x.end.is_none_or(|end| end > e.t_ms)) {
+                for other in execs
+                    .iter()
+                    .filter(|x| x.end.is_none_or(|end| end > e.t_ms))
+                {
                     let conflict = match (&key, &other.key) {
                         (Some(a), Some(b)) => a == b || a == GLOBAL_KEY || b == GLOBAL_KEY,
                         _ => false,

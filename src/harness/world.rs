@@ -360,7 +360,11 @@ fn client_config(scenario: &Scenario, seed: u64) -> Result<ClientConfig, InputEr
     // an explicit deny beats alwaysAsk, letta-tests-and-real-client.md A.5.3).
     let mut rules = Vec::new();
     rules.extend(p.deny.iter().map(|t| (t.clone(), Permission::Deny)));
-    rules.extend(p.always_ask.iter().map(|t| (t.clone(), Permission::AlwaysAsk)));
+    rules.extend(
+        p.always_ask
+            .iter()
+            .map(|t| (t.clone(), Permission::AlwaysAsk)),
+    );
     rules.extend(p.ask.iter().map(|t| (t.clone(), Permission::Ask)));
     rules.extend(p.allow.iter().map(|t| (t.clone(), Permission::Allow)));
     let tools = scenario
@@ -424,8 +428,7 @@ fn client_config(scenario: &Scenario, seed: u64) -> Result<ClientConfig, InputEr
         seed: derive_seed(seed, "client"),
         max_requests_per_turn: scenario.limits.requests_per_turn,
         request_timeout: Duration::from_secs(30),
-        profile: Profile::from_name(scenario.scenario.client_profile.get_ref())
-            .unwrap_or_default(),
+        profile: Profile::from_name(scenario.scenario.client_profile.get_ref()).unwrap_or_default(),
         mode: Mode::from_name(c.mode.get_ref()).unwrap_or_default(),
         cwd: "/workspace".into(),
         tool_ms: c.tool_ms.iter().map(|(k, v)| (k.clone(), *v)).collect(),

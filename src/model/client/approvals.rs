@@ -350,7 +350,13 @@ pub struct Classification {
 /// The missing-arguments denial text (letta-protocol.md §3.12; exact texts from A.5.3):
 /// `<Tool> tool missing required parameter(s): a, b. Received parameters: x, y`, plus a
 /// paragraph when the raw arguments were empty or not valid JSON.
-pub fn missing_args_reason(tool: &str, missing: &[String], received: &[String], raw: &str, parse: ArgsParse) -> String {
+pub fn missing_args_reason(
+    tool: &str,
+    missing: &[String],
+    received: &[String],
+    raw: &str,
+    parse: ArgsParse,
+) -> String {
     let noun = if missing.len() == 1 {
         "parameter"
     } else {
@@ -385,7 +391,14 @@ fn parse_with_flag(raw: &str) -> (Value, ArgsParse) {
     match serde_json::from_str::<Value>(raw) {
         Ok(v @ Value::Object(_)) => {
             let empty = v.as_object().is_some_and(|o| o.is_empty());
-            (v, if empty { ArgsParse::Empty } else { ArgsParse::Ok })
+            (
+                v,
+                if empty {
+                    ArgsParse::Empty
+                } else {
+                    ArgsParse::Ok
+                },
+            )
         }
         _ => (json!({}), ArgsParse::ParseFailed),
     }
@@ -686,7 +699,8 @@ fn finish_tool(
     interrupted: &[String],
     fallback: bool,
 ) -> ApprovalItem {
-    let text_is_interrupted = matches!(&tool_return, Some(Content::Text(t)) if t == INTERRUPTED_BY_USER);
+    let text_is_interrupted =
+        matches!(&tool_return, Some(Content::Text(t)) if t == INTERRUPTED_BY_USER);
     let mut status = status.to_string();
     if interrupted.iter().any(|i| i == tool_call_id) || (fallback && text_is_interrupted) {
         status = "error".into();
@@ -845,7 +859,12 @@ where
     };
     let mut lanes: Vec<std::pin::Pin<Box<dyn Future<Output = Vec<(usize, ApprovalResult)>> + '_>>> =
         Vec::new();
-    for i in buckets.denials.iter().chain(buckets.parallel.iter()).copied() {
+    for i in buckets
+        .denials
+        .iter()
+        .chain(buckets.parallel.iter())
+        .copied()
+    {
         let f = one(i);
         lanes.push(Box::pin(async move { vec![f.await] }));
     }
@@ -869,7 +888,9 @@ where
     slots
         .into_iter()
         .enumerate()
-        .map(|(i, r)| r.unwrap_or_else(|| ApprovalResult::interrupted(&decisions[i].approval().tool_call_id)))
+        .map(|(i, r)| {
+            r.unwrap_or_else(|| ApprovalResult::interrupted(&decisions[i].approval().tool_call_id))
+        })
         .collect()
 }
 

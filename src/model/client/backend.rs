@@ -118,7 +118,8 @@ pub trait Backend: Clone + Send + Sync + 'static {
         query: Vec<(String, String)>,
     ) -> impl Future<Output = Result<Vec<Value>, Thrown>> + Send;
     /// `GET /v1/messages/{id}`: an array of the variants sharing that id.
-    fn retrieve_message(&self, id: &str) -> impl Future<Output = Result<Vec<Value>, Thrown>> + Send;
+    fn retrieve_message(&self, id: &str)
+    -> impl Future<Output = Result<Vec<Value>, Thrown>> + Send;
 }
 
 /// A [`RunStatusLookup`] through a backend (the stall reconciler's `GET /v1/runs/{id}`).
@@ -127,7 +128,10 @@ pub struct BackendLookup<'a, B: Backend>(pub &'a B);
 impl<B: Backend> RunStatusLookup for BackendLookup<'_, B> {
     async fn run_status(&self, run_id: &str) -> Result<Option<String>, ()> {
         match self.0.retrieve_run(run_id).await {
-            Ok(run) => Ok(run.get("status").and_then(Value::as_str).map(str::to_string)),
+            Ok(run) => Ok(run
+                .get("status")
+                .and_then(Value::as_str)
+                .map(str::to_string)),
             Err(_) => Err(()),
         }
     }
@@ -441,13 +445,18 @@ impl<E: Env> Backend for HttpBackend<E> {
         Ok(SseSource::new(resp.into_body()))
     }
 
-    async fn stream_conversation(&self, conversation_id: &str, body: Value) -> Result<SseSource, Thrown> {
+    async fn stream_conversation(
+        &self,
+        conversation_id: &str,
+        body: Value,
+    ) -> Result<SseSource, Thrown> {
         self.stream(&format!("/v1/conversations/{conversation_id}/stream"), body)
             .await
     }
 
     async fn stream_run(&self, run_id: &str, body: Value) -> Result<SseSource, Thrown> {
-        self.stream(&format!("/v1/runs/{run_id}/stream"), body).await
+        self.stream(&format!("/v1/runs/{run_id}/stream"), body)
+            .await
     }
 
     async fn retrieve_run(&self, run_id: &str) -> Result<Value, Thrown> {

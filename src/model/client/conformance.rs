@@ -274,7 +274,9 @@ fn items(labels: &mut Labels, body: &Value) -> String {
                                 ),
                                 _ if a.get("approve") == Some(&Value::Bool(false)) => format!(
                                     "deny:{call}:{:?}",
-                                    reason_text(a.get("reason").and_then(Value::as_str).unwrap_or(""))
+                                    reason_text(
+                                        a.get("reason").and_then(Value::as_str).unwrap_or("")
+                                    )
                                 ),
                                 _ => format!("approve:{call}"),
                             }
@@ -363,15 +365,47 @@ mod tests {
         let user = |o: &str| json!({"messages": [{"role": "user", "content": "x", "otid": o}]});
         let log = vec![
             req("GET", "/v1/models/", None, 200),
-            req("POST", "/v1/conversations/conv-9/messages", Some(user("A")), 409),
-            req("POST", "/v1/conversations/conv-9/stream", Some(json!({"otid": "A", "starting_after": 0, "batch_size": 1000})), 404),
+            req(
+                "POST",
+                "/v1/conversations/conv-9/messages",
+                Some(user("A")),
+                409,
+            ),
+            req(
+                "POST",
+                "/v1/conversations/conv-9/stream",
+                Some(json!({"otid": "A", "starting_after": 0, "batch_size": 1000})),
+                404,
+            ),
             req("GET", "/v1/conversations/conv-9", None, 200),
-            req("POST", "/v1/conversations/conv-9/messages", Some(user("A")), 200),
-            req("POST", "/v1/conversations/conv-9/messages", Some(json!({"messages": [{"type": "approval", "otid": "B", "approvals": [
+            req(
+                "POST",
+                "/v1/conversations/conv-9/messages",
+                Some(user("A")),
+                200,
+            ),
+            req(
+                "POST",
+                "/v1/conversations/conv-9/messages",
+                Some(
+                    json!({"messages": [{"type": "approval", "otid": "B", "approvals": [
                 {"type": "tool", "tool_call_id": "call_1", "status": "success", "tool_return": "x"},
-                {"type": "approval", "tool_call_id": "call_2", "approve": false, "reason": "no"}]}]})), 200),
-            req("POST", "/v1/runs/run-77/stream", Some(json!({"starting_after": 1, "batch_size": 1000})), 200),
-            req("POST", "/v1/agents/agent-1/messages/cancel", Some(json!({"run_ids": ["run-77"]})), 200),
+                {"type": "approval", "tool_call_id": "call_2", "approve": false, "reason": "no"}]}]}),
+                ),
+                200,
+            ),
+            req(
+                "POST",
+                "/v1/runs/run-77/stream",
+                Some(json!({"starting_after": 1, "batch_size": 1000})),
+                200,
+            ),
+            req(
+                "POST",
+                "/v1/agents/agent-1/messages/cancel",
+                Some(json!({"run_ids": ["run-77"]})),
+                200,
+            ),
         ];
         let steps = normalise(&log);
         let text = render(&steps);
@@ -387,7 +421,12 @@ mod tests {
         assert_eq!(compare(&steps, &steps), Ok(()));
         // A fresh otid where the same one was expected is a mismatch at that step.
         let mut other = log.clone();
-        other[4] = req("POST", "/v1/conversations/conv-9/messages", Some(user("Z")), 200);
+        other[4] = req(
+            "POST",
+            "/v1/conversations/conv-9/messages",
+            Some(user("Z")),
+            200,
+        );
         let m = compare(&steps, &normalise(&other)).unwrap_err();
         assert_eq!(m.index, 2);
         assert!(m.to_string().contains("items=user(o1)"), "{m}");

@@ -385,7 +385,11 @@ impl<B: Backend> Client<B> {
     pub fn new(config: ClientConfig, io: ClientIo<B>) -> Self {
         let restarts = io.progress.lock().unwrap().restarts;
         // A restarted process draws fresh otids: its PRNG seed mixes in the restart count.
-        let rng = ChaCha8Rng::seed_from_u64(config.seed.wrapping_add(u64::from(restarts).wrapping_mul(0x9e37_79b9_7f4a_7c15)));
+        let rng = ChaCha8Rng::seed_from_u64(
+            config
+                .seed
+                .wrapping_add(u64::from(restarts).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+        );
         let human = Human {
             answers: config.human.clone(),
             next: 0,

@@ -60,10 +60,7 @@ pub struct ResumeInfo {
 
 /// `isReplayableRun(run)` (letta-protocol.md §4.4 step 6).
 pub fn is_replayable_run(run: &Value) -> bool {
-    if run
-        .pointer("/metadata/error")
-        .is_some_and(|e| !e.is_null())
-    {
+    if run.pointer("/metadata/error").is_some_and(|e| !e.is_null()) {
         return false;
     }
     match run.get("status").and_then(Value::as_str) {
@@ -104,7 +101,9 @@ pub fn parse_iso8601_ms(s: &str) -> Option<u64> {
     let sec_str = parts.next().unwrap_or("0");
     let (sec, frac) = sec_str.split_once('.').unwrap_or((sec_str, ""));
     let sec: u64 = sec.parse().ok()?;
-    let ms: u64 = format!("{:0<3}", &frac[..frac.len().min(3)]).parse().unwrap_or(0);
+    let ms: u64 = format!("{:0<3}", &frac[..frac.len().min(3)])
+        .parse()
+        .unwrap_or(0);
     let days = super::policy::days_from_civil(y, m, dd);
     let t = days * 86_400_000 + (h * 3600 + mi * 60 + sec) as i64 * 1000 + ms as i64 - offset_ms;
     u64::try_from(t).ok()
@@ -113,15 +112,24 @@ pub fn parse_iso8601_ms(s: &str) -> Option<u64> {
 /// `discoverFallbackRunIdForResume` (letta-protocol.md §2.6): the latest running run created
 /// at or after the request start, conversation-scoped first, then by agent; 5 s for the whole
 /// discovery.
-pub async fn discover_fallback_run_id<B: Backend>(backend: &B, ctx: &RequestContext) -> Option<String> {
+pub async fn discover_fallback_run_id<B: Backend>(
+    backend: &B,
+    ctx: &RequestContext,
+) -> Option<String> {
     let mut queries: Vec<(String, String)> = Vec::new();
     if ctx.conversation_id != "default" {
         queries.push(("conversation_id".into(), ctx.conversation_id.clone()));
         if ctx.resolved_conversation_id != ctx.conversation_id {
-            queries.push(("conversation_id".into(), ctx.resolved_conversation_id.clone()));
+            queries.push((
+                "conversation_id".into(),
+                ctx.resolved_conversation_id.clone(),
+            ));
         }
     } else {
-        queries.push(("conversation_id".into(), ctx.resolved_conversation_id.clone()));
+        queries.push((
+            "conversation_id".into(),
+            ctx.resolved_conversation_id.clone(),
+        ));
     }
     if !ctx.agent_id.is_empty() {
         queries.push(("agent_id".into(), ctx.agent_id.clone()));
@@ -163,7 +171,11 @@ pub async fn discover_fallback_run_id<B: Backend>(backend: &B, ctx: &RequestCont
 
 /// Prefix + suffix merge by `tool_call_id`: arguments appended, the name filled if empty,
 /// new ids appended (letta-protocol.md §4.4 step 7).
-pub fn merge_approvals(prefix: &[Approval], suffix: &[Approval], braces_fallback: bool) -> Vec<Approval> {
+pub fn merge_approvals(
+    prefix: &[Approval],
+    suffix: &[Approval],
+    braces_fallback: bool,
+) -> Vec<Approval> {
     let mut out = prefix.to_vec();
     for s in suffix {
         match out.iter_mut().find(|a| a.tool_call_id == s.tool_call_id) {
@@ -200,26 +212,31 @@ pub fn merge_after_resume(
             } else {
                 let merged = resumed
                     .iter()
-                    .map(|r| match original.iter().find(|o| o.tool_call_id == r.tool_call_id) {
-                        Some(o) => {
-                            let mut args = o.tool_args.clone();
-                            if braces_fallback && args.is_empty() {
-                                args = "{}".into();
+                    .map(
+                        |r| match original.iter().find(|o| o.tool_call_id == r.tool_call_id) {
+                            Some(o) => {
+                                let mut args = o.tool_args.clone();
+                                if braces_fallback && args.is_empty() {
+                                    args = "{}".into();
+                                }
+                                args.push_str(&r.tool_args);
+                                Approval {
+                                    tool_call_id: r.tool_call_id.clone(),
+                                    tool_name: if r.tool_name.is_empty() {
+                                        o.tool_name.clone()
+                                    } else {
+                                        r.tool_name.clone()
+                                    },
+                                    tool_args: args,
+                                    message_id: r
+                                        .message_id
+                                        .clone()
+                                        .or_else(|| o.message_id.clone()),
+                                }
                             }
-                            args.push_str(&r.tool_args);
-                            Approval {
-                                tool_call_id: r.tool_call_id.clone(),
-                                tool_name: if r.tool_name.is_empty() {
-                                    o.tool_name.clone()
-                                } else {
-                                    r.tool_name.clone()
-                                },
-                                tool_args: args,
-                                message_id: r.message_id.clone().or_else(|| o.message_id.clone()),
-                            }
-                        }
-                        None => r.clone(),
-                    })
+                            None => r.clone(),
+                        },
+                    )
                     .collect();
                 (stop.clone(), merged)
             }
@@ -258,7 +275,16 @@ pub async fn drain_stream_with_resume<B: Backend>(
     let lookup = BackendLookup(backend);
     let mut first_opts = opts.drain.clone();
     first_opts.skip_cancel_tools_on_error = true;
-    let mut result = drain(initial, &first_opts, interrupt, &lookup, transcript, observe, &mut *hook).await;
+    let mut result = drain(
+        initial,
+        &first_opts,
+        interrupt,
+        &lookup,
+        transcript,
+        observe,
+        &mut *hook,
+    )
+    .await;
     let mut info = ResumeInfo::default();
 
     // 2. Run id discovery.
@@ -363,7 +389,9 @@ pub async fn drain_stream_with_resume<B: Backend>(
                 if ctx.conversation_id == "default" {
                     body["agent_id"] = json!(ctx.agent_id);
                 }
-                backend.stream_conversation(&ctx.conversation_id, body).await
+                backend
+                    .stream_conversation(&ctx.conversation_id, body)
+                    .await
             }
         };
         let run_for_check = last_run_id.clone();

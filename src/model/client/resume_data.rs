@@ -58,7 +58,11 @@ pub fn extract_approvals(message: &Value) -> Vec<Approval> {
     let calls: Vec<&Value> = match message.get("tool_calls") {
         Some(Value::Array(a)) if !a.is_empty() => a.iter().collect(),
         Some(o @ Value::Object(_)) => vec![o],
-        _ => message.get("tool_call").filter(|t| t.is_object()).into_iter().collect(),
+        _ => message
+            .get("tool_call")
+            .filter(|t| t.is_object())
+            .into_iter()
+            .collect(),
     };
     calls
         .into_iter()
@@ -86,14 +90,24 @@ pub fn pending_from_variants(variants: &[Value]) -> Vec<Approval> {
                 if let Some(id) = str_of(v, "tool_call_id") {
                     completed.push(id.to_string());
                 }
-                for r in v.get("tool_returns").and_then(Value::as_array).into_iter().flatten() {
+                for r in v
+                    .get("tool_returns")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
                     if let Some(id) = str_of(r, "tool_call_id") {
                         completed.push(id.to_string());
                     }
                 }
             }
             Some("approval_response_message") => {
-                for a in v.get("approvals").and_then(Value::as_array).into_iter().flatten() {
+                for a in v
+                    .get("approvals")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
                     if let Some(id) = str_of(a, "tool_call_id") {
                         completed.push(id.to_string());
                     }

@@ -107,8 +107,8 @@ impl SdkFrames {
         }
         match ev.event.as_deref() {
             Some("error") => {
-                let parsed: Value =
-                    serde_json::from_str(&ev.data).unwrap_or_else(|_| Value::String(ev.data.clone()));
+                let parsed: Value = serde_json::from_str(&ev.data)
+                    .unwrap_or_else(|_| Value::String(ev.data.clone()));
                 let message = parsed
                     .get("message")
                     .and_then(Value::as_str)
@@ -410,12 +410,20 @@ impl Transcript {
                                 .or_else(|| r.get("func_response"))
                                 .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
                                 .unwrap_or_default();
-                            finish(id, r.get("status").and_then(Value::as_str) == Some("success"), text);
+                            finish(
+                                id,
+                                r.get("status").and_then(Value::as_str) == Some("success"),
+                                text,
+                            );
                         }
                     }
                 }
                 if !m.tool_call_id.is_empty() {
-                    finish(&m.tool_call_id, m.status == "success", m.tool_return.clone());
+                    finish(
+                        &m.tool_call_id,
+                        m.status == "success",
+                        m.tool_return.clone(),
+                    );
                 }
             }
             LettaChunk::AssistantMessage(m) => {

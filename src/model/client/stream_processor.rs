@@ -274,12 +274,17 @@ mod tests {
         let mut p = StreamProcessor::new(None);
         let r = p.process(&chunk(r#"{"id":"rs","message_type":"response_state","response_id":"resp-1","cache_scope":"approval_boundary","run_id":"r9","seq_id":7}"#));
         assert!(!r.output && !r.skipped);
-        assert_eq!((p.last_run_id.as_deref(), p.last_seq_id), (Some("r9"), Some(7)));
+        assert_eq!(
+            (p.last_run_id.as_deref(), p.last_seq_id),
+            (Some("r9"), Some(7))
+        );
         // lastSeqId is the last one seen, not a max.
         p.process(&chunk(r#"{"id":"p","message_type":"ping","seq_id":3}"#));
         assert_eq!(p.last_seq_id, Some(3));
         // Unknown chunk types are output (rule 9) and keep their ids.
-        let r = p.process(&chunk(r#"{"message_type":"brand_new","run_id":"r10","seq_id":8}"#));
+        let r = p.process(&chunk(
+            r#"{"message_type":"brand_new","run_id":"r10","seq_id":8}"#,
+        ));
         assert!(r.output);
         assert_eq!(p.last_run_id.as_deref(), Some("r10"));
         // A tool_call_message is never tracked as an approval.

@@ -15,19 +15,17 @@ use super::policy::{
     self, Budgets, CONVERSATION_BUSY_MAX_RETRIES, DelayCategory, HEADLESS_ASK_DENY_REASON,
     HeadlessPostStreamAction, HeadlessPostStreamInput, INTERRUPT_REMINDER, MAX_TRANSIENT_RETRIES,
     MISSING_NAME_REASON_HEADLESS, MISSING_NAME_REASON_TUI, PostStreamAction, PostStreamInput,
-    PreStreamAction, RESUME_BATCH_SIZE, ResumePolicy, RunErrorMeta, STALE_APPROVAL_RECOVERY_DENIAL_REASON,
-    ServerApproval, TransientOptions, USER_CANCELLED_NEW_MESSAGE_QUEUED,
-    USER_INTERRUPTED_THE_STREAM, extract_conflict_detail, get_pre_stream_error_action,
-    get_retry_delay_ms,
+    PreStreamAction, RESUME_BATCH_SIZE, ResumePolicy, RunErrorMeta,
+    STALE_APPROVAL_RECOVERY_DENIAL_REASON, ServerApproval, TransientOptions,
+    USER_CANCELLED_NEW_MESSAGE_QUEUED, USER_INTERRUPTED_THE_STREAM, extract_conflict_detail,
+    get_pre_stream_error_action, get_retry_delay_ms,
 };
 use super::response_state::scope_key;
 use super::resume::{RequestContext, ResumeEnv, ResumeOptions, drain_stream_with_resume};
 use super::resume_data::get_resume_data;
 use super::stream::{DrainOptions, DrainResult};
 use super::stream_processor::Approval;
-use super::{
-    Client, CrashWhen, InterruptWhen, Mode, Profile, QueuedResults, TurnOutcome,
-};
+use super::{Client, CrashWhen, InterruptWhen, Mode, Profile, QueuedResults, TurnOutcome};
 use crate::model::observe::Observation;
 use crate::wire::letta::{
     ApprovalCreate, ApprovalItem, Content, LettaChunk, MessageCreate, MessageItem,
@@ -152,8 +150,14 @@ impl<B: Backend> Client<B> {
             }
             let step = match self.config.mode {
                 Mode::Interactive => {
-                    self.post_stream_interactive(turn, &drained, &mut input, &mut budgets, &mut threshold)
-                        .await
+                    self.post_stream_interactive(
+                        turn,
+                        &drained,
+                        &mut input,
+                        &mut budgets,
+                        &mut threshold,
+                    )
+                    .await
                 }
                 Mode::Headless => {
                     self.post_stream_headless(turn, &drained, &mut input, &mut budgets)
@@ -393,7 +397,12 @@ impl<B: Backend> Client<B> {
         }
     }
 
-    fn request_context(&self, input: &[MessageItem], started: u64, otid: Option<String>) -> RequestContext {
+    fn request_context(
+        &self,
+        input: &[MessageItem],
+        started: u64,
+        otid: Option<String>,
+    ) -> RequestContext {
         RequestContext {
             conversation_id: self.config.conversation_id.clone(),
             // The server keeps the agent's default conversation under the agent id.
@@ -451,10 +460,16 @@ impl<B: Backend> Client<B> {
         });
         let fired = self.io.progress.lock().unwrap().fired_crashes.clone();
         let crash_at: Option<(usize, u32)> =
-            self.config.crashes.iter().enumerate().find_map(|(i, p)| match p.when {
-                CrashWhen::AfterChunk(n) if p.turn == turn && !fired.contains(&i) => Some((i, n)),
-                _ => None,
-            });
+            self.config
+                .crashes
+                .iter()
+                .enumerate()
+                .find_map(|(i, p)| match p.when {
+                    CrashWhen::AfterChunk(n) if p.turn == turn && !fired.contains(&i) => {
+                        Some((i, n))
+                    }
+                    _ => None,
+                });
         let scope = scope_key(&self.config.conversation_id, Some(&self.config.agent_id));
         let mode = self.config.mode;
         let interrupt = self.interrupt.clone();
@@ -544,7 +559,12 @@ impl<B: Backend> Client<B> {
                         return PreStep::Done(TurnOutcome::Error(detail));
                     }
                     budgets.llm_api_error_retries += 1;
-                    self.retry_event("approval_pending", budgets.llm_api_error_retries, 0, &detail);
+                    self.retry_event(
+                        "approval_pending",
+                        budgets.llm_api_error_retries,
+                        0,
+                        &detail,
+                    );
                     self.rebuild_with_server_denials(input).await;
                     self.transcript.interrupted = false;
                     if self.config.profile == Profile::Reference {
@@ -569,7 +589,8 @@ impl<B: Backend> Client<B> {
                 let attempt = budgets.conversation_busy_retries;
                 // First try to attach to the in-flight run by otid (§2.5).
                 let otid = policy::first_otid(input);
-                let mut body = json!({"otid": otid, "starting_after": 0, "batch_size": RESUME_BATCH_SIZE});
+                let mut body =
+                    json!({"otid": otid, "starting_after": 0, "batch_size": RESUME_BATCH_SIZE});
                 if self.config.conversation_id == "default" {
                     body["agent_id"] = json!(self.config.agent_id);
                 }
@@ -615,7 +636,9 @@ impl<B: Backend> Client<B> {
             PreStreamAction::Rethrow => {
                 budgets.reset_busy();
                 if has_approval(input)
-                    && policy::is_invalid_tool_call_ids_error(&serde_json::Value::String(detail.clone()))
+                    && policy::is_invalid_tool_call_ids_error(&serde_json::Value::String(
+                        detail.clone(),
+                    ))
                 {
                     return match self.show_server_approvals(turn).await {
                         Some(ApprovalStep::Send(items, _)) => {
@@ -724,7 +747,9 @@ impl<B: Backend> Client<B> {
             let Ok(mut stream) = self.send_with_shutdown_retry(&body, None).await else {
                 return;
             };
-            let d = self.drain_stream(turn, &mut stream, &input, started, None).await;
+            let d = self
+                .drain_stream(turn, &mut stream, &input, started, None)
+                .await;
             self.observe(Observation::ClientActedOn {
                 run_id: d.last_run_id.clone(),
                 stop_reason: d.stop_reason.as_str().into(),
@@ -746,7 +771,11 @@ impl<B: Backend> Client<B> {
                 .as_ref()
                 .and_then(|p| p.get("required"))
                 .and_then(|r| r.as_array())
-                .map(|a| a.iter().filter_map(|k| k.as_str().map(str::to_string)).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|k| k.as_str().map(str::to_string))
+                        .collect()
+                })
                 .unwrap_or_default();
             if !keys.is_empty() {
                 required.insert(t.name.clone(), keys);
@@ -771,17 +800,28 @@ impl<B: Backend> Client<B> {
                 policy::UNEXPECTED_EMPTY_APPROVALS
             )));
         }
-        let c = classify_approvals(approvals, &self.config.permissions, &self.classify_options());
+        let c = classify_approvals(
+            approvals,
+            &self.config.permissions,
+            &self.classify_options(),
+        );
         let mut decisions: Vec<Decision> = Vec::new();
         let mut human_involved = false;
         let mut unanswered: Vec<Approval> = Vec::new();
         for a in approvals {
             let id = &a.tool_call_id;
-            if let Some(d) = c.auto_denied.iter().find(|x| &x.approval.tool_call_id == id) {
+            if let Some(d) = c
+                .auto_denied
+                .iter()
+                .find(|x| &x.approval.tool_call_id == id)
+            {
                 let origin = if a.tool_name.is_empty() || d.missing_required_args.is_some() {
                     Origin::Incomplete
                 } else if d.permission.as_ref().is_some_and(|p| {
-                    matches!(p.decision, approvals::Permission::Ask | approvals::Permission::AlwaysAsk)
+                    matches!(
+                        p.decision,
+                        approvals::Permission::Ask | approvals::Permission::AlwaysAsk
+                    )
                 }) {
                     Origin::HeadlessAsk
                 } else {
@@ -792,7 +832,11 @@ impl<B: Backend> Client<B> {
                     reason: d.deny_reason.clone().unwrap_or_default(),
                     origin,
                 });
-            } else if c.auto_allowed.iter().any(|x| &x.approval.tool_call_id == id) {
+            } else if c
+                .auto_allowed
+                .iter()
+                .any(|x| &x.approval.tool_call_id == id)
+            {
                 decisions.push(Decision::Approve {
                     approval: a.clone(),
                     comment: None,
@@ -865,7 +909,11 @@ impl<B: Backend> Client<B> {
 
     /// Runs a batch on the workspace with simulated durations; returns results (in decision
     /// order, or completion order with the planted defect) and whether an interrupt cut it.
-    async fn execute_batch(&mut self, turn: u32, decisions: &[Decision]) -> (Vec<ApprovalResult>, bool) {
+    async fn execute_batch(
+        &mut self,
+        turn: u32,
+        decisions: &[Decision],
+    ) -> (Vec<ApprovalResult>, bool) {
         let scheme = if self.config.bugs.no_resource_locks {
             LockScheme::Unlocked
         } else {
@@ -939,7 +987,13 @@ impl<B: Backend> Client<B> {
         };
         let check = self.interrupt.clone();
         let aborted = move || check.aborted();
-        let batch = approvals::execute_approval_batch(decisions, &self.config.cwd, scheme, &aborted, runner);
+        let batch = approvals::execute_approval_batch(
+            decisions,
+            &self.config.cwd,
+            scheme,
+            &aborted,
+            runner,
+        );
         tokio::pin!(batch);
         let mut interrupted = false;
         let mut results = match interrupt_after {
@@ -1024,7 +1078,11 @@ impl<B: Backend> Client<B> {
     /// generation, queue results for the next send, fire-and-forget cancel. The published
     /// client queues "Interrupted by user" for every executing tool unless the batch had
     /// completed; the reference keeps the real results of tools that finished.
-    fn on_tools_interrupted(&mut self, decisions: &[Decision], results: Vec<ApprovalResult>) -> TurnOutcome {
+    fn on_tools_interrupted(
+        &mut self,
+        decisions: &[Decision],
+        results: Vec<ApprovalResult>,
+    ) -> TurnOutcome {
         if self.config.mode == Mode::Headless {
             // Tool results produced after an interrupt are not sent (§9.2).
             return self.interrupted_outcome();
@@ -1078,7 +1136,11 @@ impl<B: Backend> Client<B> {
     fn fallback_detail(d: &DrainResult) -> String {
         d.fallback_error
             .clone()
-            .or_else(|| d.error_info.as_ref().map(|e| e.detail.clone().unwrap_or_else(|| e.message.clone())))
+            .or_else(|| {
+                d.error_info
+                    .as_ref()
+                    .map(|e| e.detail.clone().unwrap_or_else(|| e.message.clone()))
+            })
             .unwrap_or_default()
     }
 

@@ -16,7 +16,7 @@ use hyper::{Method, Response, StatusCode};
 use serde_json::{Value, json};
 
 use super::{
-    APPROVAL_PENDING_DETAIL, Run, ServerConfig, SharedStore, StoredMessage, StoredToolCall, Store,
+    APPROVAL_PENDING_DETAIL, Run, ServerConfig, SharedStore, Store, StoredMessage, StoredToolCall,
     detail, finish_run, ids, record, stream_response,
 };
 use crate::model::env::Env;
@@ -39,7 +39,10 @@ pub enum SendFault {
     /// A pending approval appears on the conversation now (as if another client had left one);
     /// `http_409`: the send is answered with the 409 conflict (reference B.5.3), else the
     /// server's in-band conflict (captures d1-d8, letta_e2e d3).
-    ApprovalAppears { call: StoredToolCall, http_409: bool },
+    ApprovalAppears {
+        call: StoredToolCall,
+        http_409: bool,
+    },
     /// client-only: start the run, then answer 409 busy naming it (a server that does not
     /// dedupe a duplicate); the client can attach to it by otid.
     BusyOwnRun,
@@ -96,7 +99,12 @@ pub fn apply_send_fault<E: Env>(
 
 /// Leaves a pending approval on a conversation: an assistant message calling `call`, with no
 /// result (what a client that died mid-approval, or another client, leaves behind).
-pub fn plant_pending_approval<E: Env>(env: &E, st: &mut Store, conv_id: &str, call: StoredToolCall) {
+pub fn plant_pending_approval<E: Env>(
+    env: &E,
+    st: &mut Store,
+    conv_id: &str,
+    call: StoredToolCall,
+) {
     let id = format!("message-{}", st.uuid());
     let Some(conv) = st.conversations.get_mut(conv_id) else {
         return;
@@ -181,7 +189,9 @@ fn unescape(s: &str) -> String {
     while i < b.len() {
         if b[i] == b'%'
             && i + 2 < b.len()
-            && let Some(h) = s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok())
+            && let Some(h) = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
         {
             out.push(h);
             i += 3;
@@ -426,7 +436,11 @@ pub async fn route<E: Env>(
                         || statuses.contains(&r.get("status").and_then(Value::as_str).unwrap_or(""))
                 })
                 .collect();
-            runs.sort_by_key(|r| r.get("created_at").and_then(Value::as_str).map(str::to_string));
+            runs.sort_by_key(|r| {
+                r.get("created_at")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            });
             if get("order").as_deref() != Some("asc") {
                 runs.reverse();
             }
@@ -453,7 +467,12 @@ pub async fn route<E: Env>(
             let ids: Vec<String> = v
                 .get("run_ids")
                 .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
                 .unwrap_or_default();
             let mut st = store.lock().unwrap();
             let cancelled: Vec<String> = ids

@@ -334,8 +334,16 @@ async fn route<E: Env>(
         let body = http::read_body(req.into_body(), 1 << 20)
             .await
             .unwrap_or_default();
-        return client_support::route(&env, &config, &store, &method, &parts, query.as_deref(), &body)
-            .await;
+        return client_support::route(
+            &env,
+            &config,
+            &store,
+            &method,
+            &parts,
+            query.as_deref(),
+            &body,
+        )
+        .await;
     }
     match (method, parts.as_slice()) {
         (Method::POST, ["v1", "conversations", conv, "messages"]) => {

@@ -422,7 +422,8 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
     }
     // client-model (interim): an empty model response is an `llm_api_error` whose detail
     // carries "empty content in" (letta-protocol.md §3.7; legacy error type llm_empty_response).
-    if text.is_empty() && stored_calls.is_empty() && provider_stop != Some(ProviderStop::MaxTokens) {
+    if text.is_empty() && stored_calls.is_empty() && provider_stop != Some(ProviderStop::MaxTokens)
+    {
         fail_run(
             &env,
             &mut st,

@@ -21,7 +21,11 @@ fn ap(id: &str, name: &str, args: &str) -> Approval {
 #[test]
 fn a5_resource_keys() {
     for t in GLOBAL_LOCK_TOOLS {
-        assert_eq!(resource_key(t, "{}", "/w").as_deref(), Some(GLOBAL_KEY), "{t}");
+        assert_eq!(
+            resource_key(t, "{}", "/w").as_deref(),
+            Some(GLOBAL_KEY),
+            "{t}"
+        );
     }
     for t in FILE_PATH_TOOLS {
         assert_eq!(
@@ -225,8 +229,10 @@ fn a5_abort_failures_and_unparseable_args() {
     ];
     let (r, _) = run_batch(&d, LockScheme::PerKey, &|_| 0, false);
     assert_eq!(r[0], ApprovalResult::interrupted("a"));
-    assert!(matches!(&r[1], ApprovalResult::Tool { tool_return: Some(Content::Text(t)), status, .. }
-        if t == "Error executing tool: kaboom" && status == "error"));
+    assert!(
+        matches!(&r[1], ApprovalResult::Tool { tool_return: Some(Content::Text(t)), status, .. }
+        if t == "Error executing tool: kaboom" && status == "error")
+    );
 }
 
 // ---- A.5.1 normalisation ---------------------------------------------------------------------
@@ -261,11 +267,16 @@ fn a51_normalize_approval_results() {
             stderr: None
         }]
     );
-    assert!(matches!(&normalize_approval_results(&[legacy(None)], &[], false)[0],
-        ApprovalItem::Tool { tool_return: Content::Text(t), status, .. } if t.is_empty() && status == "success"));
+    assert!(
+        matches!(&normalize_approval_results(&[legacy(None)], &[], false)[0],
+        ApprovalItem::Tool { tool_return: Content::Text(t), status, .. } if t.is_empty() && status == "success")
+    );
     // Interrupted ids forced to error; others untouched.
     let out = normalize_approval_results(
-        &[tool("call-1", Some(Content::Text("x".into())), None), tool("call-2", Some(Content::Text("y".into())), None)],
+        &[
+            tool("call-1", Some(Content::Text("x".into())), None),
+            tool("call-2", Some(Content::Text("y".into())), None),
+        ],
         &["call-1".into()],
         false,
     );
@@ -273,11 +284,19 @@ fn a51_normalize_approval_results() {
     assert!(matches!(&out[1], ApprovalItem::Tool { status, .. } if status == "success"));
     // Legacy text fallback.
     let t = tool("c", Some(Content::Text(INTERRUPTED_BY_USER.into())), None);
-    assert!(matches!(&normalize_approval_results(std::slice::from_ref(&t), &[], true)[0], ApprovalItem::Tool { status, .. } if status == "error"));
-    assert!(matches!(&normalize_approval_results(&[t], &[], false)[0], ApprovalItem::Tool { status, .. } if status == "success"));
+    assert!(
+        matches!(&normalize_approval_results(std::slice::from_ref(&t), &[], true)[0], ApprovalItem::Tool { status, .. } if status == "error")
+    );
+    assert!(
+        matches!(&normalize_approval_results(&[t], &[], false)[0], ApprovalItem::Tool { status, .. } if status == "success")
+    );
     // Approval comment on a string return.
     let out = normalize_approval_results(
-        &[tool("c", Some(Content::Text("bash output".into())), Some("Ship it"))],
+        &[tool(
+            "c",
+            Some(Content::Text("bash output".into())),
+            Some("Ship it"),
+        )],
         &[],
         false,
     );
@@ -292,9 +311,14 @@ fn a51_normalize_approval_results() {
         ])
     );
     // On a structured return the comment is prepended; image parts are kept.
-    let img = json!({"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}});
+    let img =
+        json!({"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}});
     let out = normalize_approval_results(
-        &[tool("c", Some(Content::Parts(vec![img.clone()])), Some("ok"))],
+        &[tool(
+            "c",
+            Some(Content::Parts(vec![img.clone()])),
+            Some("ok"),
+        )],
         &[],
         false,
     );
@@ -309,13 +333,21 @@ fn a51_normalize_approval_results() {
     assert_eq!(p[1], img);
     // On a null return only the comment remains; a blank comment changes nothing.
     let out = normalize_approval_results(&[tool("c", None, Some("ok"))], &[], false);
-    assert!(matches!(&out[0], ApprovalItem::Tool { tool_return: Content::Parts(p), .. } if p.len() == 1));
+    assert!(
+        matches!(&out[0], ApprovalItem::Tool { tool_return: Content::Parts(p), .. } if p.len() == 1)
+    );
     let out = normalize_approval_results(
-        &[tool("c", Some(Content::Parts(vec![img.clone()])), Some("  "))],
+        &[tool(
+            "c",
+            Some(Content::Parts(vec![img.clone()])),
+            Some("  "),
+        )],
         &[],
         false,
     );
-    assert!(matches!(&out[0], ApprovalItem::Tool { tool_return: Content::Parts(p), .. } if p == &vec![img.clone()]));
+    assert!(
+        matches!(&out[0], ApprovalItem::Tool { tool_return: Content::Parts(p), .. } if p == &vec![img.clone()])
+    );
     // Denials pass through.
     assert_eq!(
         normalize_approval_results(&[ApprovalResult::denial("d", "why")], &[], false),
@@ -334,10 +366,8 @@ fn opts_with_bash_schema() -> ClassifyOptions {
         require_args_for_auto_approve: true,
         ..Default::default()
     };
-    o.required_args.insert(
-        "Bash".into(),
-        vec!["command".into(), "description".into()],
-    );
+    o.required_args
+        .insert("Bash".into(), vec!["command".into(), "description".into()]);
     o.required_args
         .insert("exec_command".into(), vec!["cmd".into()]);
     o
@@ -353,7 +383,8 @@ fn unrestricted() -> PermissionRules {
 #[test]
 fn a53_missing_required_args() {
     let mut o = opts_with_bash_schema();
-    o.required_args.insert("Bash".into(), vec!["command".into()]);
+    o.required_args
+        .insert("Bash".into(), vec!["command".into()]);
     let c = classify_approvals(
         &[ap("t", "Bash", r#"{"description":"d"}"#)],
         &unrestricted(),
@@ -411,8 +442,16 @@ fn a53_always_ask_and_treat_ask_as_deny() {
         rules: vec![("Bash(git push:*)".into(), Permission::AlwaysAsk)],
         default: Permission::Allow,
     };
-    let push = ap("t", "Bash", r#"{"command":"git push origin main","description":"d"}"#);
-    let c = classify_approvals(std::slice::from_ref(&push), &rules, &opts_with_bash_schema());
+    let push = ap(
+        "t",
+        "Bash",
+        r#"{"command":"git push origin main","description":"d"}"#,
+    );
+    let c = classify_approvals(
+        std::slice::from_ref(&push),
+        &rules,
+        &opts_with_bash_schema(),
+    );
     assert_eq!(c.needs_user_input.len(), 1);
     assert_eq!(
         c.needs_user_input[0].permission,
@@ -494,6 +533,14 @@ fn human_answers_in_order_last_repeats() {
     assert_eq!(Human::default().answer(), HumanAnswer::Never);
     assert!(pattern_matches("*", "X", &json!({})));
     assert!(pattern_matches("Bash*", "BashOutput", &json!({})));
-    assert!(!pattern_matches("Bash(ls)", "Bash", &json!({"command":"ls -l"})));
-    assert!(pattern_matches("Bash(ls)", "Bash", &json!({"command":"ls"})));
+    assert!(!pattern_matches(
+        "Bash(ls)",
+        "Bash",
+        &json!({"command":"ls -l"})
+    ));
+    assert!(pattern_matches(
+        "Bash(ls)",
+        "Bash",
+        &json!({"command":"ls"})
+    ));
 }

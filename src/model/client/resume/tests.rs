@@ -71,7 +71,10 @@ fn run(
 ) -> (DrainResult, ResumeInfo) {
     let mock = mock.clone();
     on_sim(async move {
-        let mut src = ScriptedSource::new(initial.into_iter().map(|e| (0, e)).collect(), ScriptEnd::Eof);
+        let mut src = ScriptedSource::new(
+            initial.into_iter().map(|e| (0, e)).collect(),
+            ScriptEnd::Eof,
+        );
         let mut t = Transcript::default();
         let opts = ResumeOptions {
             policy,
@@ -107,7 +110,10 @@ fn starting_afters(mock: &MockBackend) -> Vec<u64> {
 }
 
 fn count(mock: &MockBackend, prefix: &str) -> usize {
-    mock.calls().iter().filter(|c| c.starts_with(prefix)).count()
+    mock.calls()
+        .iter()
+        .filter(|c| c.starts_with(prefix))
+        .count()
 }
 
 #[test]
@@ -116,16 +122,27 @@ fn a21_retries_the_same_run_when_the_first_resume_request_fails() {
     {
         let mut st = mock.state.lock().unwrap();
         st.run_streams.push_back(err500());
-        st.run_streams.push_back(ok(vec![ping(2), stop("end_turn")]));
+        st.run_streams
+            .push_back(ok(vec![ping(2), stop("end_turn")]));
     }
-    let (r, info) = run(&mock, vec![ping(1), throw("initial stream disconnected")], policy3(), Some(ctx()));
+    let (r, info) = run(
+        &mock,
+        vec![ping(1), throw("initial stream disconnected")],
+        policy3(),
+        Some(ctx()),
+    );
     assert_eq!(r.stop_reason, StopReason::EndTurn);
     assert_eq!(r.last_run_id.as_deref(), Some("run-1"));
     assert_eq!(r.last_seq_id, Some(2));
     assert_eq!(starting_afters(&mock), vec![1, 1]);
     assert_eq!(info.attempts, 2);
     // Every resume body has batch_size 1000 (letta-protocol.md §2.5).
-    assert!(mock.calls().iter().filter(|c| c.starts_with("stream_run")).all(|c| c.contains("\"batch_size\":1000")));
+    assert!(
+        mock.calls()
+            .iter()
+            .filter(|c| c.starts_with("stream_run"))
+            .all(|c| c.contains("\"batch_size\":1000"))
+    );
 }
 
 #[test]
@@ -134,7 +151,8 @@ fn a21_advances_the_cursor_when_a_resumed_stream_also_disconnects() {
     {
         let mut st = mock.state.lock().unwrap();
         st.run_streams.push_back(ok(vec![ping(2), throw("again")]));
-        st.run_streams.push_back(ok(vec![ping(3), stop("end_turn")]));
+        st.run_streams
+            .push_back(ok(vec![ping(3), stop("end_turn")]));
         st.run_default = Some(Ok(json!({"id": "run-1", "status": "running"})));
     }
     let (r, _) = run(&mock, vec![ping(1), throw("x")], policy3(), Some(ctx()));
@@ -148,17 +166,28 @@ fn a21_replays_a_generic_error_stop_when_the_run_is_still_active() {
     let mock = MockBackend::default();
     {
         let mut st = mock.state.lock().unwrap();
-        st.runs.push_back(Ok(json!({"id": "run-1", "status": "running"})));
-        st.run_streams.push_back(ok(vec![ping(3), stop("end_turn")]));
+        st.runs
+            .push_back(Ok(json!({"id": "run-1", "status": "running"})));
+        st.run_streams
+            .push_back(ok(vec![ping(3), stop("end_turn")]));
     }
-    let (r, _) = run(&mock, vec![ping(1), ping(2), stop("error")], policy3(), Some(ctx()));
+    let (r, _) = run(
+        &mock,
+        vec![ping(1), ping(2), stop("error")],
+        policy3(),
+        Some(ctx()),
+    );
     assert_eq!(r.stop_reason, StopReason::EndTurn);
     assert_eq!(count(&mock, "stream_run"), 1);
     assert_eq!(count(&mock, "retrieve_run"), 1);
 
     // Without a policy (TUI) a generic error stop with a stop chunk is never replayed.
     let mock = MockBackend::default();
-    mock.state.lock().unwrap().runs.push_back(Ok(json!({"id": "run-1", "status": "running"})));
+    mock.state
+        .lock()
+        .unwrap()
+        .runs
+        .push_back(Ok(json!({"id": "run-1", "status": "running"})));
     let (r, info) = run(&mock, vec![ping(1), stop("error")], None, Some(ctx()));
     assert_eq!(r.stop_reason, StopReason::Error);
     assert_eq!(count(&mock, "stream_run"), 0);
@@ -201,9 +230,17 @@ fn a21_preserves_the_initial_stream_error_after_retries_are_exhausted() {
         }
         // No retrieveRun: lookups fail and the loop keeps going.
     }
-    let (r, info) = run(&mock, vec![ping(1), throw("initial stream disconnected")], policy3(), Some(ctx()));
+    let (r, info) = run(
+        &mock,
+        vec![ping(1), throw("initial stream disconnected")],
+        policy3(),
+        Some(ctx()),
+    );
     assert_eq!(r.stop_reason, StopReason::Error);
-    assert_eq!(r.fallback_error.as_deref(), Some("initial stream disconnected"));
+    assert_eq!(
+        r.fallback_error.as_deref(),
+        Some("initial stream disconnected")
+    );
     assert_eq!(count(&mock, "stream_run"), 3);
     assert_eq!(info.attempts, 3);
 }
@@ -260,18 +297,32 @@ fn otid_source_when_no_run_id_and_otid_known() {
     let mut cx = ctx();
     cx.conversation_id = "default".into();
     cx.stream_otid = Some("otid-123".into());
-    let (r, info) = run(&mock, vec![throw("dropped before any chunk")], None, Some(cx));
+    let (r, info) = run(
+        &mock,
+        vec![throw("dropped before any chunk")],
+        None,
+        Some(cx),
+    );
     assert_eq!(r.stop_reason, StopReason::EndTurn);
     assert_eq!(info.source, Some(ResumeSource::Otid("otid-123".into())));
     let call = &mock.calls()[0];
     assert!(call.starts_with("stream_conversation default "), "{call}");
-    let body: Value = serde_json::from_str(call.trim_start_matches("stream_conversation default ")).unwrap();
-    assert_eq!(body, json!({"otid": "otid-123", "starting_after": 0, "batch_size": 1000, "agent_id": "agent-1"}));
+    let body: Value =
+        serde_json::from_str(call.trim_start_matches("stream_conversation default ")).unwrap();
+    assert_eq!(
+        body,
+        json!({"otid": "otid-123", "starting_after": 0, "batch_size": 1000, "agent_id": "agent-1"})
+    );
     // Approval-pending conflicts are not resumable.
     let mock = MockBackend::default();
     let (r, info) = run(
         &mock,
-        vec![ping(1), throw("CONFLICT: Cannot send a new message: The agent is waiting for approval on a tool call.")],
+        vec![
+            ping(1),
+            throw(
+                "CONFLICT: Cannot send a new message: The agent is waiting for approval on a tool call.",
+            ),
+        ],
         None,
         Some(ctx()),
     );
@@ -290,7 +341,8 @@ fn ms(iso: &str) -> u64 {
 fn a22_discovery() {
     let found = |lists: Vec<(&str, Vec<Value>)>, cx: RequestContext| {
         let mock = MockBackend::default();
-        mock.state.lock().unwrap().run_lists = lists.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        mock.state.lock().unwrap().run_lists =
+            lists.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
         let m2 = mock.clone();
         let id = on_sim(async move { discover_fallback_run_id(&m2, &cx).await });
         (id, mock.calls())
@@ -300,18 +352,31 @@ fn a22_discovery() {
     cx.resolved_conversation_id = "conv-123".into();
     cx.request_started_at_ms = ms("2026-01-01T10:01:00Z");
     let (id, calls) = found(
-        vec![("conversation_id=conv-123", vec![json!({"id": "run-new", "status": "running", "created_at": "2026-01-01T10:01:10Z"})])],
+        vec![(
+            "conversation_id=conv-123",
+            vec![
+                json!({"id": "run-new", "status": "running", "created_at": "2026-01-01T10:01:10Z"}),
+            ],
+        )],
         cx.clone(),
     );
     assert_eq!(id.as_deref(), Some("run-new"));
-    assert_eq!(calls[0], "list_runs conversation_id=conv-123&statuses=running&order=desc&limit=1");
+    assert_eq!(
+        calls[0],
+        "list_runs conversation_id=conv-123&statuses=running&order=desc&limit=1"
+    );
 
     let mut d = ctx();
     d.conversation_id = "default".into();
     d.resolved_conversation_id = "default".into();
     d.agent_id = "agent-test".into();
     let (id, calls) = found(
-        vec![("agent_id=agent-test", vec![json!({"id": "run-agent", "status": "running", "created_at": "2026-01-01T10:01:10Z"})])],
+        vec![(
+            "agent_id=agent-test",
+            vec![
+                json!({"id": "run-agent", "status": "running", "created_at": "2026-01-01T10:01:10Z"}),
+            ],
+        )],
         d,
     );
     assert_eq!(id.as_deref(), Some("run-agent"));
@@ -326,16 +391,27 @@ fn a22_discovery() {
     let mut old = cx.clone();
     old.request_started_at_ms = ms("2026-01-01T10:00:00Z");
     let (id, _) = found(
-        vec![("conversation_id=conv-123", vec![json!({"id": "run-old", "status": "running", "created_at": "2026-01-01T09:59:58Z"})])],
+        vec![(
+            "conversation_id=conv-123",
+            vec![
+                json!({"id": "run-old", "status": "running", "created_at": "2026-01-01T09:59:58Z"}),
+            ],
+        )],
         old.clone(),
     );
     assert_eq!(id, None);
     let (id, _) = found(
-        vec![("conversation_id=conv-123", vec![json!({"id": "run-c", "status": "created", "created_at": "2026-01-01T10:01:10Z"})])],
+        vec![(
+            "conversation_id=conv-123",
+            vec![json!({"id": "run-c", "status": "created", "created_at": "2026-01-01T10:01:10Z"})],
+        )],
         old,
     );
     assert_eq!(id, None);
-    assert_eq!(ms("2026-01-01T10:01:10.500+01:00"), ms("2026-01-01T09:01:10.500Z"));
+    assert_eq!(
+        ms("2026-01-01T10:01:10.500+01:00"),
+        ms("2026-01-01T09:01:10.500Z")
+    );
     assert_eq!(parse_iso8601_ms("nope"), None);
 }
 
@@ -364,7 +440,10 @@ fn approval_merge_across_the_resume_boundary() {
         &[ap("t1", "", "and\":1}"), ap("t3", "Grep", "{}")],
         false,
     );
-    assert_eq!(a, vec![ap("t1", "Bash", "{\"command\":1}"), ap("t3", "Grep", "{}")]);
+    assert_eq!(
+        a,
+        vec![ap("t1", "Bash", "{\"command\":1}"), ap("t3", "Grep", "{}")]
+    );
     // end_turn with original approvals → requires_approval with the originals.
     let (s, a) = merge_after_resume(&StopReason::EndTurn, &orig, &[], false);
     assert_eq!((s, a), (StopReason::RequiresApproval, orig.clone()));
@@ -384,10 +463,18 @@ fn approval_merge_across_the_resume_boundary() {
 fn replayable_runs() {
     assert!(is_replayable_run(&json!({"status": "created"})));
     assert!(is_replayable_run(&json!({"status": "running"})));
-    assert!(is_replayable_run(&json!({"status": "completed", "stop_reason": "end_turn"})));
-    assert!(!is_replayable_run(&json!({"status": "completed", "stop_reason": "error"})));
-    assert!(!is_replayable_run(&json!({"status": "completed", "stop_reason": "llm_api_error"})));
-    assert!(!is_replayable_run(&json!({"status": "running", "metadata": {"error": {"x": 1}}})));
+    assert!(is_replayable_run(
+        &json!({"status": "completed", "stop_reason": "end_turn"})
+    ));
+    assert!(!is_replayable_run(
+        &json!({"status": "completed", "stop_reason": "error"})
+    ));
+    assert!(!is_replayable_run(
+        &json!({"status": "completed", "stop_reason": "llm_api_error"})
+    ));
+    assert!(!is_replayable_run(
+        &json!({"status": "running", "metadata": {"error": {"x": 1}}})
+    ));
     assert!(!is_replayable_run(&json!({"status": "failed"})));
     assert!(!is_replayable_run(&json!({"status": "cancelled"})));
 }

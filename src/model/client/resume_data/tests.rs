@@ -25,7 +25,10 @@ fn a61_extract_approvals() {
         {"tool_call_id": "a", "name": "Bash", "arguments": "{}"},
         {"tool_call_id": "b", "name": "web_search", "arguments": "{}"},
         {"tool_call_id": "c", "name": "Read", "arguments": "{}"}]});
-    let names: Vec<String> = extract_approvals(&three).into_iter().map(|a| a.tool_name).collect();
+    let names: Vec<String> = extract_approvals(&three)
+        .into_iter()
+        .map(|a| a.tool_name)
+        .collect();
     assert_eq!(names, vec!["Bash", "web_search", "Read"]);
 
     let legacy = json!({"id": "m", "tool_call": {"tool_call_id": "call-legacy", "name": "Write", "arguments": "{}"}});
@@ -42,15 +45,23 @@ fn a61_extract_approvals() {
 
     assert!(extract_approvals(&json!({"id": "m"})).is_empty());
     let bare = extract_approvals(&json!({"id": "m", "tool_calls": [{"tool_call_id": "z"}]}));
-    assert_eq!((bare[0].tool_name.as_str(), bare[0].tool_args.as_str()), ("", ""));
+    assert_eq!(
+        (bare[0].tool_name.as_str(), bare[0].tool_args.as_str()),
+        ("", "")
+    );
     // A single-object tool_calls (the real server's token-streaming shape) counts.
-    let single = json!({"id": "m", "tool_calls": {"tool_call_id": "s", "name": "Bash", "arguments": "{}"}});
+    let single =
+        json!({"id": "m", "tool_calls": {"tool_call_id": "s", "name": "Bash", "arguments": "{}"}});
     assert_eq!(extract_approvals(&single)[0].tool_call_id, "s");
 }
 
 // ---- A.6.2 getResumeDataFromBackend ---------------------------------------------------------
 
-fn resume(mock: &MockBackend, conv: &str, history: bool) -> (Result<ResumeData, Value>, Vec<String>) {
+fn resume(
+    mock: &MockBackend,
+    conv: &str,
+    history: bool,
+) -> (Result<ResumeData, Value>, Vec<String>) {
     let m = mock.clone();
     let conv = conv.to_string();
     let r = on_sim(async move { get_resume_data(&m, "agent-1", &conv, history).await });
@@ -62,15 +73,24 @@ fn count(calls: &[String], prefix: &str) -> usize {
 }
 
 fn bash_pending(id: &str) -> Value {
-    approval_msg(id, json!([{"tool_call_id": "tool-1", "name": "Bash", "arguments": "{}"}]))
+    approval_msg(
+        id,
+        json!([{"tool_call_id": "tool-1", "name": "Bash", "arguments": "{}"}]),
+    )
 }
 
 #[test]
 fn a62_is_resumed_conversation() {
     assert!(is_resumed_conversation(None));
-    assert!(!is_resumed_conversation(Some(&json!({"summary": null, "in_context_message_ids": []}))));
-    assert!(is_resumed_conversation(Some(&json!({"summary": "x", "in_context_message_ids": []}))));
-    assert!(is_resumed_conversation(Some(&json!({"in_context_message_ids": ["m"]}))));
+    assert!(!is_resumed_conversation(Some(
+        &json!({"summary": null, "in_context_message_ids": []})
+    )));
+    assert!(is_resumed_conversation(Some(
+        &json!({"summary": "x", "in_context_message_ids": []})
+    )));
+    assert!(is_resumed_conversation(Some(
+        &json!({"in_context_message_ids": ["m"]})
+    )));
 }
 
 #[test]
@@ -78,8 +98,11 @@ fn a62_history_off_named_conversation() {
     let mock = MockBackend::default();
     {
         let mut st = mock.state.lock().unwrap();
-        st.conversation = Some(Ok(json!({"id": "conv-1", "in_context_message_ids": ["msg-last"]})));
-        st.messages.push(("msg-last".into(), Ok(vec![bash_pending("msg-last")])));
+        st.conversation = Some(Ok(
+            json!({"id": "conv-1", "in_context_message_ids": ["msg-last"]}),
+        ));
+        st.messages
+            .push(("msg-last".into(), Ok(vec![bash_pending("msg-last")])));
     }
     let (r, calls) = resume(&mock, "conv-1", false);
     let r = r.unwrap();
@@ -97,8 +120,11 @@ fn a62_history_off_default_conversation_prefers_in_context_ids() {
     let mock = MockBackend::default();
     {
         let mut st = mock.state.lock().unwrap();
-        st.agent = Some(Ok(json!({"id": "agent-1", "in_context_message_ids": ["msg-live"], "message_ids": ["msg-stale"]})));
-        st.messages.push(("msg-live".into(), Ok(vec![bash_pending("msg-live")])));
+        st.agent = Some(Ok(
+            json!({"id": "agent-1", "in_context_message_ids": ["msg-live"], "message_ids": ["msg-stale"]}),
+        ));
+        st.messages
+            .push(("msg-live".into(), Ok(vec![bash_pending("msg-live")])));
         st.messages.push(("msg-stale".into(), Ok(vec![])));
     }
     let (r, calls) = resume(&mock, "default", false);
@@ -114,8 +140,13 @@ fn a62_default_conversation_falls_back_to_message_ids() {
         let mock = MockBackend::default();
         {
             let mut st = mock.state.lock().unwrap();
-            st.agent = Some(Ok(json!({"id": "agent-1", "message_ids": ["msg-pending-approval"]})));
-            st.messages.push(("msg-pending-approval".into(), Ok(vec![bash_pending("msg-pending-approval")])));
+            st.agent = Some(Ok(
+                json!({"id": "agent-1", "message_ids": ["msg-pending-approval"]}),
+            ));
+            st.messages.push((
+                "msg-pending-approval".into(),
+                Ok(vec![bash_pending("msg-pending-approval")]),
+            ));
         }
         let (r, calls) = resume(&mock, "default", history);
         assert_eq!(count(&calls, "retrieve_message msg-pending-approval"), 1);
@@ -135,7 +166,10 @@ fn a62_default_conversation_with_empty_in_context_ids_lists_one_row() {
     let (r, calls) = resume(&mock, "default", false);
     assert_eq!(count(&calls, "retrieve_message"), 0);
     assert_eq!(
-        calls.iter().find(|c| c.starts_with("list_agent_messages")).unwrap(),
+        calls
+            .iter()
+            .find(|c| c.starts_with("list_agent_messages"))
+            .unwrap(),
         "list_agent_messages agent-1 conversation_id=default&limit=1&order=desc&include_return_message_types=user_message&include_return_message_types=assistant_message&include_return_message_types=reasoning_message&include_return_message_types=event_message&include_return_message_types=summary_message&include_return_message_types=approval_request_message&include_return_message_types=tool_return_message&include_return_message_types=approval_response_message"
     );
     assert_eq!(r.unwrap().pending_approvals[0].tool_call_id, "tool-1");
@@ -150,15 +184,23 @@ fn a62_history_enabled_by_default_lists_50() {
     let mock = MockBackend::default();
     {
         let mut st = mock.state.lock().unwrap();
-        st.conversation = Some(Ok(json!({"id": "conv-1", "in_context_message_ids": ["u1"]})));
-        st.conversation_messages = Some(Ok(vec![msg("a1", "assistant_message", "2026-01-01T00:00:02Z"), msg("u1", "user_message", "2026-01-01T00:00:01Z")]));
+        st.conversation = Some(Ok(
+            json!({"id": "conv-1", "in_context_message_ids": ["u1"]}),
+        ));
+        st.conversation_messages = Some(Ok(vec![
+            msg("a1", "assistant_message", "2026-01-01T00:00:02Z"),
+            msg("u1", "user_message", "2026-01-01T00:00:01Z"),
+        ]));
     }
     let (r, calls) = resume(&mock, "conv-1", true);
     let r = r.unwrap();
     assert!(calls[0].contains("limit=50&order=desc"), "{calls:?}");
     assert!(r.pending_approvals.is_empty());
     assert_eq!(r.message_history.len(), 2);
-    assert!(r.warnings.is_empty(), "an empty conversation gives no warning");
+    assert!(
+        r.warnings.is_empty(),
+        "an empty conversation gives no warning"
+    );
 }
 
 #[test]
@@ -166,8 +208,14 @@ fn a62_stale_in_context_id_404s() {
     let mock = MockBackend::default();
     {
         let mut st = mock.state.lock().unwrap();
-        st.conversation = Some(Ok(json!({"id": "conv-1", "in_context_message_ids": ["gone"]})));
-        st.conversation_messages = Some(Ok(vec![msg("ui-msg-earlier", "user_message", "2026-01-01T00:00:01Z")]));
+        st.conversation = Some(Ok(
+            json!({"id": "conv-1", "in_context_message_ids": ["gone"]}),
+        ));
+        st.conversation_messages = Some(Ok(vec![msg(
+            "ui-msg-earlier",
+            "user_message",
+            "2026-01-01T00:00:01Z",
+        )]));
         // `gone` is not scripted: the mock answers 404.
     }
     let (r, _) = resume(&mock, "conv-1", true);
@@ -182,7 +230,10 @@ fn a62_stale_in_context_id_404s() {
     // Any other failure gives empty data.
     let mock = MockBackend::default();
     mock.state.lock().unwrap().conversation = Some(Err(json!({"status": 500, "message": "500"})));
-    assert_eq!(resume(&mock, "conv-x", true).0.unwrap(), ResumeData::default());
+    assert_eq!(
+        resume(&mock, "conv-x", true).0.unwrap(),
+        ResumeData::default()
+    );
 }
 
 #[test]
@@ -191,10 +242,15 @@ fn a62_full_scan_with_no_assistant_rows_warns() {
     {
         let mut st = mock.state.lock().unwrap();
         st.conversation = Some(Ok(json!({"id": "conv-1", "in_context_message_ids": []})));
-        st.conversation_messages = Some(Ok((0..50).map(|i| msg(&format!("u{i}"), "user_message", "2026-01-01T00:00:01Z")).collect()));
+        st.conversation_messages = Some(Ok((0..50)
+            .map(|i| msg(&format!("u{i}"), "user_message", "2026-01-01T00:00:01Z"))
+            .collect()));
     }
     let r = resume(&mock, "conv-1", true).0.unwrap();
-    assert_eq!(r.warnings, vec!["Backfill scan found 0 assistant messages in last 50 messages".to_string()]);
+    assert_eq!(
+        r.warnings,
+        vec!["Backfill scan found 0 assistant messages in last 50 messages".to_string()]
+    );
 }
 
 #[test]
@@ -203,9 +259,14 @@ fn a62_tail_with_all_variants_or_partial_tail() {
     let mock = MockBackend::default();
     {
         let mut st = mock.state.lock().unwrap();
-        st.conversation = Some(Ok(json!({"id": "conv-1", "in_context_message_ids": ["msg-live"]})));
+        st.conversation = Some(Ok(
+            json!({"id": "conv-1", "in_context_message_ids": ["msg-live"]}),
+        ));
         st.conversation_messages = Some(Ok(vec![
-            approval_msg("msg-live:tool:tool-1:request", json!([{"tool_call_id": "tool-1", "name": "Bash"}])),
+            approval_msg(
+                "msg-live:tool:tool-1:request",
+                json!([{"tool_call_id": "tool-1", "name": "Bash"}]),
+            ),
             msg("u0", "user_message", "2026-01-01T00:00:00Z"),
         ]));
     }
@@ -218,8 +279,13 @@ fn a62_tail_with_all_variants_or_partial_tail() {
     let mock = MockBackend::default();
     {
         let mut st = mock.state.lock().unwrap();
-        st.conversation = Some(Ok(json!({"id": "conv-1", "in_context_message_ids": ["msg-live"]})));
-        st.conversation_messages = Some(Ok(vec![approval_msg("msg-live:tool:tool-1:request", json!([{"tool_call_id": "tool-1", "name": "Bash"}]))]));
+        st.conversation = Some(Ok(
+            json!({"id": "conv-1", "in_context_message_ids": ["msg-live"]}),
+        ));
+        st.conversation_messages = Some(Ok(vec![approval_msg(
+            "msg-live:tool:tool-1:request",
+            json!([{"tool_call_id": "tool-1", "name": "Bash"}]),
+        )]));
         st.messages.push(("msg-live".into(), Ok(vec![
             approval_msg("msg-live:tool:tool-1:request", json!([{"tool_call_id": "tool-1", "name": "Bash"}])),
             json!({"id": "msg-live:tool:tool-1:return", "message_type": "tool_return_message", "tool_call_id": "tool-1", "status": "success"}),
@@ -241,23 +307,38 @@ fn a62_ordering_and_completed_variants() {
         msg("q", "approval_request_message", t),
         msg("u", "user_message", t),
     ];
-    let ids: Vec<String> = dedupe_and_sort(&rows).iter().map(|m| m["id"].as_str().unwrap().to_string()).collect();
+    let ids: Vec<String> = dedupe_and_sort(&rows)
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(ids, vec!["u", "q", "r", "a"]);
     // Completed local approval variants are not pending.
     let v = vec![
-        approval_msg("ui-msg-1:tool:call-1:request", json!([{"tool_call_id": "call-1", "name": "Bash"}])),
+        approval_msg(
+            "ui-msg-1:tool:call-1:request",
+            json!([{"tool_call_id": "call-1", "name": "Bash"}]),
+        ),
         json!({"id": "ui-msg-1:tool:call-1:return", "message_type": "tool_return_message", "tool_call_id": "call-1"}),
     ];
     assert!(pending_from_variants(&v).is_empty());
     // Many variants under one source id: exactly one pending.
     let v = vec![
-        approval_msg("ui-msg-122:tool:call-old:request", json!([{"tool_call_id": "call-old", "name": "Bash"}])),
+        approval_msg(
+            "ui-msg-122:tool:call-old:request",
+            json!([{"tool_call_id": "call-old", "name": "Bash"}]),
+        ),
         json!({"id": "ui-msg-122:tool:call-old:return", "message_type": "tool_return_message", "tool_returns": [{"tool_call_id": "call-old"}]}),
-        approval_msg("ui-msg-122:tool:call-latest:request", json!([{"tool_call_id": "call-latest", "name": "ApplyPatch"}])),
+        approval_msg(
+            "ui-msg-122:tool:call-latest:request",
+            json!([{"tool_call_id": "call-latest", "name": "ApplyPatch"}]),
+        ),
     ];
     let p = pending_from_variants(&v);
     assert_eq!(p.len(), 1);
-    assert_eq!((p[0].tool_call_id.as_str(), p[0].tool_name.as_str()), ("call-latest", "ApplyPatch"));
+    assert_eq!(
+        (p[0].tool_call_id.as_str(), p[0].tool_name.as_str()),
+        ("call-latest", "ApplyPatch")
+    );
     // approval_response_message completes too.
     let v = vec![
         approval_msg("m", json!([{"tool_call_id": "x", "name": "Bash"}])),
@@ -274,7 +355,10 @@ fn a62_ordering_and_completed_variants() {
         json!({"id": "z", "message_type": "user_message", "date": "garbage"}),
         json!({"message_type": "user_message"}),
     ];
-    let ids: Vec<String> = dedupe_and_sort(&rows).iter().map(|m| m["id"].as_str().unwrap().to_string()).collect();
+    let ids: Vec<String> = dedupe_and_sort(&rows)
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(ids, vec!["z", "x"]);
 }
 
@@ -293,26 +377,65 @@ fn a63_prepare_message_history() {
         "event_message",
         "summary_message",
     ];
-    let rows: Vec<Value> = types.iter().enumerate().map(|(i, t)| msg(&format!("m{i}"), t, "x")).collect();
+    let rows: Vec<Value> = types
+        .iter()
+        .enumerate()
+        .map(|(i, t)| msg(&format!("m{i}"), t, "x"))
+        .collect();
     assert_eq!(prepare_message_history(&rows).len(), 9);
 
     // 14 users with an approval/return pair after u12 and a final assistant → starts at u5.
-    let mut rows: Vec<Value> = (1..=12).map(|i| msg(&format!("u{i}"), "user_message", "x")).collect();
+    let mut rows: Vec<Value> = (1..=12)
+        .map(|i| msg(&format!("u{i}"), "user_message", "x"))
+        .collect();
     rows.push(msg("tool-12", "approval_request_message", "x"));
     rows.push(msg("return-12", "tool_return_message", "x"));
     rows.push(msg("u13", "user_message", "x"));
     rows.push(msg("a1", "assistant_message", "x"));
-    let ids: Vec<String> = prepare_message_history(&rows).iter().map(|m| m["id"].as_str().unwrap().to_string()).collect();
-    assert_eq!(ids, vec!["u5", "u6", "u7", "u8", "u9", "u10", "u11", "u12", "tool-12", "return-12", "u13", "a1"]);
+    let ids: Vec<String> = prepare_message_history(&rows)
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        ids,
+        vec![
+            "u5",
+            "u6",
+            "u7",
+            "u8",
+            "u9",
+            "u10",
+            "u11",
+            "u12",
+            "tool-12",
+            "return-12",
+            "u13",
+            "a1"
+        ]
+    );
 
     // Leading orphan tool returns are dropped.
-    let rows = vec![msg("r1", "tool_return_message", "x"), msg("r2", "tool_return_message", "x"), msg("a", "assistant_message", "x")];
+    let rows = vec![
+        msg("r1", "tool_return_message", "x"),
+        msg("r2", "tool_return_message", "x"),
+        msg("a", "assistant_message", "x"),
+    ];
     let out = prepare_message_history(&rows);
     assert_eq!(out[0]["id"], "a");
 
     // The cap: at most 40 renderable messages.
     let rows: Vec<Value> = (0..60)
-        .map(|i| msg(&format!("t{i}"), if i % 2 == 0 { "approval_request_message" } else { "tool_return_message" }, "x"))
+        .map(|i| {
+            msg(
+                &format!("t{i}"),
+                if i % 2 == 0 {
+                    "approval_request_message"
+                } else {
+                    "tool_return_message"
+                },
+                "x",
+            )
+        })
         .collect();
     assert_eq!(prepare_message_history(&rows).len(), 40);
     // Non-renderable types are dropped.

@@ -101,7 +101,13 @@ fn run(
 }
 
 fn quick(events: Vec<(u64, SdkEvent)>, end: ScriptEnd, opts: DrainOptions) -> Drained {
-    run(events, end, opts, Lookup::new(Ok(Some("running"))), Interrupt::default())
+    run(
+        events,
+        end,
+        opts,
+        Lookup::new(Ok(Some("running"))),
+        Interrupt::default(),
+    )
 }
 
 const STOP_LLM: &str = r#"{"message_type":"stop_reason","stop_reason":"llm_api_error"}"#;
@@ -130,7 +136,12 @@ fn a11_preserves_llm_api_error_when_stream_throws_after_stop_reason() {
 fn a11_removes_incomplete_tools_from_terminal_llm_api_error_streams() {
     let d = quick(
         vec![
-            (0, c(r#"{"id":"m","message_type":"approval_request_message","tool_call":{"name":"exec_command","arguments":"{}","tool_call_id":"tc-failed-run"}}"#)),
+            (
+                0,
+                c(
+                    r#"{"id":"m","message_type":"approval_request_message","tool_call":{"name":"exec_command","arguments":"{}","tool_call_id":"tc-failed-run"}}"#,
+                ),
+            ),
             (0, c(STOP_LLM)),
             (0, throw("boom")),
         ],
@@ -141,11 +152,12 @@ fn a11_removes_incomplete_tools_from_terminal_llm_api_error_streams() {
         },
     );
     assert_eq!(d.result.stop_reason, StopReason::LlmApiError);
-    assert!(d
-        .transcript
-        .tools
-        .values()
-        .all(|l| l.phase == ToolPhase::Finished));
+    assert!(
+        d.transcript
+            .tools
+            .values()
+            .all(|l| l.phase == ToolPhase::Finished)
+    );
     assert!(!d.transcript.interrupted);
 }
 
@@ -153,7 +165,12 @@ fn a11_removes_incomplete_tools_from_terminal_llm_api_error_streams() {
 fn a11_coerces_end_turn_with_pending_approvals_into_requires_approval() {
     let d = quick(
         vec![
-            (0, c(r#"{"id":"message-approval-1","message_type":"approval_request_message","tool_call":{"name":"ShellCommand","arguments":"{\"command\":\"pwd\"}","tool_call_id":"tc-end-turn"}}"#)),
+            (
+                0,
+                c(
+                    r#"{"id":"message-approval-1","message_type":"approval_request_message","tool_call":{"name":"ShellCommand","arguments":"{\"command\":\"pwd\"}","tool_call_id":"tc-end-turn"}}"#,
+                ),
+            ),
             (0, c(STOP_END)),
         ],
         ScriptEnd::Eof,
@@ -177,7 +194,12 @@ fn a11_coerces_end_turn_with_pending_approvals_into_requires_approval() {
 fn a11_end_turn_removes_orphaned_tool_calls_entirely() {
     let d = quick(
         vec![
-            (0, c(r#"{"id":"m","message_type":"tool_call_message","tool_call":{"name":"Bash","arguments":"{\"comm","tool_call_id":"tc-orphan"}}"#)),
+            (
+                0,
+                c(
+                    r#"{"id":"m","message_type":"tool_call_message","tool_call":{"name":"Bash","arguments":"{\"comm","tool_call_id":"tc-orphan"}}"#,
+                ),
+            ),
             (0, c(STOP_END)),
         ],
         ScriptEnd::Eof,
@@ -191,7 +213,12 @@ fn a11_end_turn_removes_orphaned_tool_calls_entirely() {
 fn a11_stream_error_cancels_in_progress_tool_calls_by_default() {
     let events = || {
         vec![
-            (0, c(r#"{"id":"m","message_type":"tool_call_message","tool_call":{"name":"Bash","arguments":"{}","tool_call_id":"tc-1"}}"#)),
+            (
+                0,
+                c(
+                    r#"{"id":"m","message_type":"tool_call_message","tool_call":{"name":"Bash","arguments":"{}","tool_call_id":"tc-1"}}"#,
+                ),
+            ),
             (0, throw("socket hang up")),
         ]
     };
@@ -233,15 +260,27 @@ fn a11_already_aborted_signal_gives_cancelled() {
 fn a14_no_stop_reason_is_error_and_approvals_survive() {
     let d = quick(
         vec![
-            (0, c(r#"{"id":"p","message_type":"ping","run_id":"run-1","seq_id":1}"#)),
-            (0, c(r#"{"id":"m","message_type":"approval_request_message","run_id":"run-1","seq_id":2,"tool_call":{"name":"Bash","arguments":"{\"a","tool_call_id":"t1"}}"#)),
+            (
+                0,
+                c(r#"{"id":"p","message_type":"ping","run_id":"run-1","seq_id":1}"#),
+            ),
+            (
+                0,
+                c(
+                    r#"{"id":"m","message_type":"approval_request_message","run_id":"run-1","seq_id":2,"tool_call":{"name":"Bash","arguments":"{\"a","tool_call_id":"t1"}}"#,
+                ),
+            ),
         ],
         ScriptEnd::Eof,
         DrainOptions::default(),
     );
     assert_eq!(d.result.stop_reason, StopReason::Error);
     assert!(!d.result.saw_stop_chunk);
-    assert_eq!(d.result.approvals.len(), 1, "approvals survive for a resume");
+    assert_eq!(
+        d.result.approvals.len(),
+        1,
+        "approvals survive for a resume"
+    );
     assert_eq!(d.result.last_run_id.as_deref(), Some("run-1"));
     assert_eq!(d.result.last_seq_id, Some(2));
 }
@@ -256,7 +295,9 @@ fn a14_thrown_error_event_gives_run_id_and_message() {
                 SdkEvent::Thrown(Thrown {
                     kind: ThrownKind::ErrorEvent,
                     message: "An error occurred with the LLM request.".into(),
-                    error: Some(serde_json::json!({"run_id": "run-9", "message": "An error occurred with the LLM request.", "detail": "INTERNAL"})),
+                    error: Some(
+                        serde_json::json!({"run_id": "run-9", "message": "An error occurred with the LLM request.", "detail": "INTERNAL"}),
+                    ),
                 }),
             ),
         ],
@@ -290,7 +331,9 @@ fn sdk_frame_semantics() {
         sdk.on_frame(&f, &mut q);
     }
     assert_eq!(q.len(), 1, "the iterator stops at the throw");
-    assert!(matches!(&q[0], SdkEvent::Thrown(t) if t.message == "boom" && t.kind == ThrownKind::ErrorEvent));
+    assert!(
+        matches!(&q[0], SdkEvent::Thrown(t) if t.message == "boom" && t.kind == ThrownKind::ErrorEvent)
+    );
 
     // Malformed JSON throws; a non-JSON error body keeps its raw text as the message.
     for (bytes, msg) in [
@@ -302,7 +345,10 @@ fn sdk_frame_semantics() {
         for f in decode_all(bytes) {
             sdk.on_frame(&f, &mut q);
         }
-        assert!(matches!(&q[0], SdkEvent::Thrown(t) if t.message.contains(msg)), "{q:?}");
+        assert!(
+            matches!(&q[0], SdkEvent::Thrown(t) if t.message.contains(msg)),
+            "{q:?}"
+        );
     }
 }
 
@@ -312,7 +358,12 @@ fn sdk_frame_semantics() {
 fn a12_returns_requires_approval_when_body_never_ends_after_terminal_sequence() {
     let d = quick(
         vec![
-            (0, c(r#"{"id":"message-approval-1","message_type":"approval_request_message","tool_call":{"name":"UpdatePlan","arguments":"{\"plan\":\"[]\"}","tool_call_id":"tc-updateplan"}}"#)),
+            (
+                0,
+                c(
+                    r#"{"id":"message-approval-1","message_type":"approval_request_message","tool_call":{"name":"UpdatePlan","arguments":"{\"plan\":\"[]\"}","tool_call_id":"tc-updateplan"}}"#,
+                ),
+            ),
             (0, c(STOP_RA)),
             (0, c(USAGE)),
         ],
@@ -347,7 +398,10 @@ fn a12_returns_requires_approval_when_body_never_ends_after_terminal_sequence() 
 fn a12_returns_end_turn_when_body_never_ends_and_default_grace_is_2s() {
     let d = quick(
         vec![
-            (0, c(r#"{"id":"a","message_type":"assistant_message","content":"done"}"#)),
+            (
+                0,
+                c(r#"{"id":"a","message_type":"assistant_message","content":"done"}"#),
+            ),
             (0, c(STOP_END)),
             (0, c(USAGE)),
         ],
@@ -357,7 +411,11 @@ fn a12_returns_end_turn_when_body_never_ends_and_default_grace_is_2s() {
     assert_eq!(d.aborts, 1);
     assert_eq!(d.result.stop_reason, StopReason::EndTurn);
     assert!(d.result.saw_stop_chunk);
-    assert!(d.elapsed_ms >= 2000 && d.elapsed_ms < 2100, "{}", d.elapsed_ms);
+    assert!(
+        d.elapsed_ms >= 2000 && d.elapsed_ms < 2100,
+        "{}",
+        d.elapsed_ms
+    );
 }
 
 #[test]
@@ -379,7 +437,10 @@ fn a12_does_not_abort_a_stream_that_ends_normally() {
 fn a12_guard_does_not_fire_before_a_stop_reason() {
     let d = quick(
         vec![
-            (0, c(r#"{"id":"a","message_type":"assistant_message","content":"x"}"#)),
+            (
+                0,
+                c(r#"{"id":"a","message_type":"assistant_message","content":"x"}"#),
+            ),
             (90, c(STOP_END)),
         ],
         ScriptEnd::Eof,
@@ -415,12 +476,17 @@ fn a13_aborts_the_dead_read_when_the_run_completed_server_side() {
     );
     assert_eq!(d.aborts, 1);
     assert!(d.result.stall_reconciler_fired);
-    assert_eq!(d.result.stop_reason, StopReason::Error, "the resume path replays the tail");
-    assert!(d
-        .transcript
-        .status_lines
-        .iter()
-        .any(|l| l == STALL_RECONCILER_STATUS));
+    assert_eq!(
+        d.result.stop_reason,
+        StopReason::Error,
+        "the resume path replays the tail"
+    );
+    assert!(
+        d.transcript
+            .status_lines
+            .iter()
+            .any(|l| l == STALL_RECONCILER_STATUS)
+    );
 }
 
 #[test]
@@ -479,7 +545,12 @@ fn a13_chunk_arrival_re_arms_instead_of_firing() {
     let d = run(
         vec![
             (0, c(PING_RUN)),
-            (25, c(r#"{"id":"a","message_type":"assistant_message","content":"x","run_id":"run-1","seq_id":2}"#)),
+            (
+                25,
+                c(
+                    r#"{"id":"a","message_type":"assistant_message","content":"x","run_id":"run-1","seq_id":2}"#,
+                ),
+            ),
             (25, c(STOP_END)),
         ],
         ScriptEnd::Eof,
@@ -537,7 +608,12 @@ fn abort_generation_change_cancels_without_marking_tools() {
         async move {
             let mut src = ScriptedSource::new(
                 vec![
-                    (0, c(r#"{"id":"m","message_type":"approval_request_message","tool_call":{"name":"Bash","arguments":"{}","tool_call_id":"t"}}"#)),
+                    (
+                        0,
+                        c(
+                            r#"{"id":"m","message_type":"approval_request_message","tool_call":{"name":"Bash","arguments":"{}","tool_call_id":"t"}}"#,
+                        ),
+                    ),
                     (10, c(STOP_RA)),
                 ],
                 ScriptEnd::Eof,
@@ -565,7 +641,12 @@ fn abort_generation_change_cancels_without_marking_tools() {
         let i = Interrupt::default();
         let mut src = ScriptedSource::new(
             vec![
-                (0, c(r#"{"id":"m","message_type":"approval_request_message","tool_call":{"name":"Bash","arguments":"{}","tool_call_id":"t"}}"#)),
+                (
+                    0,
+                    c(
+                        r#"{"id":"m","message_type":"approval_request_message","tool_call":{"name":"Bash","arguments":"{}","tool_call_id":"t"}}"#,
+                    ),
+                ),
                 (10, c(STOP_RA)),
             ],
             ScriptEnd::Eof,
@@ -584,6 +665,9 @@ fn abort_generation_change_cancels_without_marking_tools() {
         (r, t, aborts.load(Ordering::SeqCst))
     });
     assert_eq!(d2.0.stop_reason, StopReason::Cancelled);
-    assert_eq!(d2.1.tools["t"].result_text.as_deref(), Some(INTERRUPTED_BY_USER));
+    assert_eq!(
+        d2.1.tools["t"].result_text.as_deref(),
+        Some(INTERRUPTED_BY_USER)
+    );
     assert_eq!(d2.2, 1);
 }
