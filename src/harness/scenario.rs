@@ -277,6 +277,9 @@ pub enum Fault {
     },
     /// The first `count` `POST /v1/runs/{id}/stream` requests are answered 500.
     RunStreamFails { count: u64 },
+    /// Before the client starts, a Bash tool call `call_stale_start` is left pending on the
+    /// client's conversation (a previous session died mid-approval; reference B.5.4).
+    PendingAtStart,
     // ---- client-model: client and user ------------------------------------------------------
     /// The user interrupts turn `turn`: `during = "stream"` after `after_chunk` processed chunks,
     /// or `during = "tools"` `after_ms` into its first tool batch.
@@ -322,6 +325,7 @@ impl fmt::Display for Fault {
                 write!(f, "approval_appears send={send} http_409={http_409}")
             }
             Fault::RunStreamFails { count } => write!(f, "run_stream_fails count={count}"),
+            Fault::PendingAtStart => write!(f, "pending_at_start"),
             Fault::Interrupt {
                 turn,
                 during,
@@ -558,7 +562,7 @@ impl Scenario {
                 | Fault::ApprovalAppears { send, .. } => {
                     (*send == 0).then_some("send numbers start at 1")
                 }
-                Fault::RunStreamFails { .. } => None,
+                Fault::RunStreamFails { .. } | Fault::PendingAtStart => None,
                 Fault::Interrupt {
                     turn,
                     during,

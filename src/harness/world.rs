@@ -176,6 +176,29 @@ pub fn world_parts(
         model: scenario.agent.model.clone(),
     }];
     let store = Arc::new(Mutex::new(Store::new(derive_seed(seed, "server"), &agents)));
+    // client-model: a pending approval left by a previous session.
+    if scenario
+        .faults
+        .iter()
+        .any(|f| matches!(f.get_ref(), Fault::PendingAtStart))
+    {
+        let env = SimEnv::new("server", trace.clone(), EPOCH_UNIX_MS);
+        let conv = if scenario.client.conversation == "default" {
+            scenario.agent.id.clone()
+        } else {
+            scenario.client.conversation.clone()
+        };
+        server::client_support::plant_pending_approval(
+            &env,
+            &mut store.lock().unwrap(),
+            &conv,
+            StoredToolCall {
+                id: "call_stale_start".into(),
+                name: "Bash".into(),
+                arguments: r#"{"command": "echo stale", "description": "left pending by a previous session"}"#.into(),
+            },
+        );
+    }
     let hooks: Arc<dyn StreamHooks> = Arc::new(PlannedFaults {
         faults: scenario
             .faults

@@ -215,10 +215,15 @@ pub fn variants(st: &Store, conv_id: &str, epoch_ms: u64) -> Vec<Value> {
     let Some(conv) = st.conversations.get(conv_id) else {
         return Vec::new();
     };
-    let mut out = Vec::new();
+    // The system message every conversation starts with (captures/letta_e2e: a fresh
+    // conversation's only in-context message; listings filter it out by type).
+    let mut out = vec![json!({
+        "id": format!("message-system-{conv_id}"), "date": ids::iso_date(epoch_ms),
+        "message_type": "system_message", "otid": null, "content": "You are a helpful agent.",
+    })];
     for (i, m) in conv.history.iter().enumerate() {
         // One second apart, in history order (the store keeps no write times).
-        let date = ids::iso_date(epoch_ms + (i as u64) * 1000);
+        let date = ids::iso_date(epoch_ms + (i as u64 + 1) * 1000);
         match m {
             StoredMessage::User { id, text, otid } => out.push(json!({
                 "id": id, "date": date, "message_type": "user_message", "otid": otid,

@@ -1,0 +1,75 @@
+//! The client mechanisms in simulation: every `scenarios/client_*.toml` passes in the
+//! `reference` profile on a spread of seeds (run twice each: `deterministic`), and in the
+//! `letta-code` profile it passes too, except for the invariants its `[[expect]]` table names
+//! (findings about the published client, docs/findings.md), which must fail.
+
+mod common;
+
+use common::{client_scenarios, load, outcomes, run, with_profile};
+use loopsim::harness::run::Verdict;
+
+#[test]
+fn every_client_scenario_passes_in_the_reference_profile() {
+    let files = client_scenarios();
+    assert!(files.len() >= 18, "only {} client scenarios", files.len());
+    for file in files {
+        let s = load(&file);
+        for seed in 0..4 {
+            let report = run(&s, seed, 2);
+            assert_eq!(report.verdict, Verdict::Pass, "{}", report.render());
+            assert!(report.expected.is_empty(), "{}", report.render());
+        }
+    }
+}
+
+#[test]
+fn every_client_scenario_in_the_letta_code_profile_passes_or_fails_as_its_finding_says() {
+    for file in client_scenarios() {
+        let s = with_profile(load(&file), "letta-code");
+        let expected: Vec<String> = s
+            .expect
+            .iter()
+            .filter(|e| e.get_ref().profile == "letta-code")
+            .map(|e| e.get_ref().invariant.clone())
+            .collect();
+        for seed in 0..3 {
+            let report = run(&s, seed, 2);
+            assert_eq!(report.verdict, Verdict::Pass, "{}", report.render());
+            let failed: Vec<&str> = report
+                .expected
+                .iter()
+                .filter(|(_, _, f)| *f)
+                .map(|(id, _, _)| *id)
+                .collect();
+            assert_eq!(failed, expected, "{}", report.render());
+            if !expected.is_empty() {
+                assert!(report.render().contains("XFAIL"), "{}", report.render());
+            }
+        }
+    }
+}
+
+#[test]
+fn outcomes_per_scenario() {
+    let expect = [
+        ("client_busy_attach", vec!["stopped: end_turn"]),
+        ("client_busy_wait", vec!["stopped: end_turn"]),
+        ("client_approval_pending", vec!["stopped: end_turn"]),
+        ("client_approval_pending_in_band", vec!["stopped: end_turn"]),
+        ("client_stale_at_start", vec!["stopped: end_turn"]),
+        ("client_crash_after_tools", vec!["crashed", "stopped: end_turn"]),
+        ("client_cut_stream_args", vec!["stopped: end_turn"]),
+        ("client_shutdown_503", vec!["stopped: end_turn"]),
+        ("client_llm_error_retryable", vec!["stopped: end_turn"]),
+        ("client_empty_response", vec!["stopped: end_turn"]),
+        ("client_lock_safety", vec!["stopped: end_turn"]),
+        ("client_headless_denial", vec!["stopped: end_turn"]),
+        ("client_stall_reconciler", vec!["stopped: end_turn"]),
+        ("client_eof_guard", vec!["stopped: end_turn"]),
+    ];
+    for (name, want) in expect {
+        let s = load(&common::scenario_path(&format!("{name}.toml")));
+        let report = run(&s, 1, 1);
+        assert_eq!(outcomes(&report), want, "{name}:\n{}", report.render());
+    }
+}
