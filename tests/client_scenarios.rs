@@ -57,7 +57,10 @@ fn outcomes_per_scenario() {
         ("client_approval_pending", vec!["stopped: end_turn"]),
         ("client_approval_pending_in_band", vec!["stopped: end_turn"]),
         ("client_stale_at_start", vec!["stopped: end_turn"]),
-        ("client_crash_after_tools", vec!["crashed", "stopped: end_turn"]),
+        (
+            "client_crash_after_tools",
+            vec!["crashed", "stopped: end_turn"],
+        ),
         ("client_cut_stream_args", vec!["stopped: end_turn"]),
         ("client_shutdown_503", vec!["stopped: end_turn"]),
         ("client_llm_error_retryable", vec!["stopped: end_turn"]),

@@ -73,5 +73,8 @@ pub fn violations<'a>(
 
 /// Trace lines containing `needle`.
 pub fn lines_with<'a>(r: &'a RunReport, needle: &str) -> Vec<&'a str> {
-    r.trace_text.lines().filter(|l| l.contains(needle)).collect()
+    r.trace_text
+        .lines()
+        .filter(|l| l.contains(needle))
+        .collect()
 }
