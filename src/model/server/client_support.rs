@@ -97,18 +97,30 @@ pub fn apply_send_fault<E: Env>(
     }
 }
 
-/// Leaves a pending approval on a conversation: an assistant message calling `call`, with no
-/// result (what a client that died mid-approval, or another client, leaves behind).
+/// Leaves a pending approval on a conversation: a user message, then an assistant message
+/// calling `call`, with no result (what a client that died mid-approval, or another client,
+/// leaves behind; captures/letta_e2e flow d's setup).
 pub fn plant_pending_approval<E: Env>(
     env: &E,
     st: &mut Store,
     conv_id: &str,
     call: StoredToolCall,
 ) {
+    let user_id = format!("message-{}", st.uuid());
+    let otid = format!("otid-other-{}", st.uuid());
     let id = format!("message-{}", st.uuid());
     let Some(conv) = st.conversations.get_mut(conv_id) else {
         return;
     };
+    conv.history.push(StoredMessage::User {
+        id: user_id,
+        text: "(an earlier turn whose approval was never answered)".into(),
+        otid: Some(otid.clone()),
+    });
+    env.observe(Observation::History {
+        conversation_id: conv_id.to_string(),
+        entry: HistoryEntry::User { otid: Some(otid) },
+    });
     conv.history.push(StoredMessage::Assistant {
         id: id.clone(),
         text: String::new(),
