@@ -29,7 +29,11 @@ fn every_client_scenario_in_the_letta_code_profile_passes_or_fails_as_its_findin
         let expected: Vec<String> = s
             .expect
             .iter()
-            .filter(|e| e.get_ref().profile == "letta-code")
+            .filter(|e| {
+                let e = e.get_ref();
+                e.profile == "letta-code"
+                    && e.mode.as_ref().is_none_or(|m| m == s.client.mode.get_ref())
+            })
             .map(|e| e.get_ref().invariant.clone())
             .collect();
         for seed in 0..3 {

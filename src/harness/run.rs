@@ -213,10 +213,11 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
     // counted; an expected failure that does not happen is itself a failure (the finding no
     // longer reproduces).
     let profile = scenario.scenario.client_profile.get_ref().clone();
+    let mode = scenario.client.mode.get_ref().clone();
     let mut unexpected_pass = false;
     for e in &scenario.expect {
         let e = e.get_ref();
-        if e.profile != profile {
+        if e.profile != profile || e.mode.as_ref().is_some_and(|m| *m != mode) {
             continue;
         }
         if let Some((id, violations)) = report

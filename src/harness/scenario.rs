@@ -194,6 +194,9 @@ fn yes() -> bool {
 #[serde(deny_unknown_fields)]
 pub struct ExpectedFailure {
     pub profile: String,
+    /// The client mode it applies to (`interactive` or `headless`); any mode when absent.
+    #[serde(default)]
+    pub mode: Option<String>,
     pub invariant: String,
     /// The anchor of the finding in docs/findings.md.
     pub finding: String,

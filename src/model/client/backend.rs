@@ -140,8 +140,10 @@ impl<B: Backend> RunStatusLookup for BackendLookup<'_, B> {
 /// The SDK retry behaviour for calls other than the send (letta-protocol.md §2.8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SdkRetries {
-    /// The published client: `maxRetries = 2` on every call but the send, 409 included
-    /// (letta-protocol.md §10.3 item 10).
+    /// The published client: `maxRetries = 2` on reads and cancels, 409 included
+    /// (letta-protocol.md §2.8, §10.3 item 10). The resume streams are not retried: the live
+    /// observation of 0.32.18 (reference B.5.6) shows one `POST /v1/runs/{id}/stream` per
+    /// attempt against a 500, although §2.5 reads the source as passing no `maxRetries`.
     Default,
     /// The reference: reads (`GET`) keep the SDK's retries, except on 409; writes and streams
     /// (resume, cancel) are never retried behind the caller's back.
@@ -276,8 +278,10 @@ impl<E: Env> HttpBackend<E> {
         method: &str,
         path: &str,
         body: Option<&Value>,
+        stream: bool,
     ) -> Result<hyper::Response<hyper::body::Incoming>, Thrown> {
         let retries = match (self.config.sdk_retries, method) {
+            (_, _) if stream => 0,
             (SdkRetries::Default, _) => policy::SDK_MAX_RETRIES,
             (SdkRetries::ReadsOnly, "GET") => policy::SDK_MAX_RETRIES,
             (SdkRetries::ReadsOnly, _) => 0,
@@ -318,7 +322,7 @@ impl<E: Env> HttpBackend<E> {
     }
 
     async fn json(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value, Thrown> {
-        let resp = self.exchange_retrying(method, path, body).await?;
+        let resp = self.exchange_retrying(method, path, body, false).await?;
         let bytes = tokio::time::timeout(
             self.config.request_timeout,
             http::read_body(resp.into_body(), 16 << 20),
@@ -344,7 +348,9 @@ impl<E: Env> HttpBackend<E> {
     }
 
     async fn stream(&self, path: &str, body: Value) -> Result<SseSource, Thrown> {
-        let resp = self.exchange_retrying("POST", path, Some(&body)).await?;
+        let resp = self
+            .exchange_retrying("POST", path, Some(&body), true)
+            .await?;
         Ok(SseSource::new(resp.into_body()))
     }
 }

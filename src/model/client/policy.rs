@@ -1141,6 +1141,13 @@ pub enum HeadlessPostStreamAction {
     },
     /// Invalid ids: rebuild the input from the server's resume data with fresh denials.
     ApprovalResync,
+    /// The reference only: the empty-response retry of §3.7 (500 ms · attempt, the nudge on the
+    /// last attempt) before any metadata-based decision.
+    EmptyResponseRetry {
+        delay_ms: u64,
+        attempt: u32,
+        nudge: bool,
+    },
     Fail,
 }
 
@@ -1156,6 +1163,9 @@ pub struct HeadlessPostStreamInput {
     pub honour_retryable_false: bool,
     /// `metadata.error` of the run, when the caller fetched it.
     pub run_meta: Option<RunErrorMeta>,
+    /// Retry an empty response as the TUI does (§3.7) before reading metadata (the reference:
+    /// an empty response is retryable whatever `retryable` its run says).
+    pub empty_response_step: bool,
 }
 
 /// The headless post-stream order (letta-protocol.md §3.10): approval-pending flag →
@@ -1181,6 +1191,23 @@ pub fn headless_post_stream_action(
         .as_ref()
         .and_then(|m| m.detail.clone())
         .unwrap_or_else(|| line.clone());
+    if input.empty_response_step
+        && stop == StopReason::LlmApiError
+        && is_empty_response_retryable(
+            Some("llm_error"),
+            &line,
+            budgets.empty_response_retries,
+            EMPTY_RESPONSE_MAX_RETRIES,
+        )
+    {
+        budgets.empty_response_retries += 1;
+        let attempt = budgets.empty_response_retries;
+        return HeadlessPostStreamAction::EmptyResponseRetry {
+            delay_ms: get_retry_delay_ms(DelayCategory::EmptyResponse, attempt, &line, None),
+            attempt,
+            nudge: attempt == EMPTY_RESPONSE_MAX_RETRIES,
+        };
+    }
     let vetoed = input.honour_retryable_false
         && input.run_meta.as_ref().and_then(|m| m.retryable) == Some(false);
     if stop == StopReason::LlmApiError && budgets.llm_budget_left() && !vetoed {

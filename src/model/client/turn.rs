@@ -1292,6 +1292,7 @@ impl<B: Backend> Client<B> {
             error_line: Some(line.clone()),
             honour_retryable_false: reference,
             run_meta: meta,
+            empty_response_step: reference,
         };
         match policy::headless_post_stream_action(&hi, budgets) {
             HeadlessPostStreamAction::ResolveAllPendingApprovals => {
@@ -1311,6 +1312,27 @@ impl<B: Backend> Client<B> {
                 self.retry_event("post_stream", attempt, delay_ms, &line);
                 if !self.wait(delay_ms, false).await {
                     return Some(self.interrupted_outcome());
+                }
+                *input = self.refresh(input);
+                None
+            }
+            HeadlessPostStreamAction::EmptyResponseRetry {
+                delay_ms,
+                attempt,
+                nudge,
+            } => {
+                self.retry_event("empty_response", attempt, delay_ms, &line);
+                if !self.wait(delay_ms, false).await {
+                    return Some(self.interrupted_outcome());
+                }
+                if nudge {
+                    let o = self.otid();
+                    input.push(MessageItem::Message(MessageCreate {
+                        kind: Some("message".into()),
+                        role: "system".into(),
+                        content: Content::Text(policy::EMPTY_RESPONSE_NUDGE.into()),
+                        otid: Some(o),
+                    }));
                 }
                 *input = self.refresh(input);
                 None

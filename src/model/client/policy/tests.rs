@@ -1013,6 +1013,28 @@ fn headless_post_stream_order() {
         headless_post_stream_action(&done, &mut b),
         HeadlessPostStreamAction::Done
     );
+    // The reference retries an empty response before reading metadata.
+    let empty = HeadlessPostStreamInput {
+        stop_reason: Some(StopReason::LlmApiError),
+        error_line: Some("LLM provider returned empty content in response".into()),
+        honour_retryable_false: true,
+        empty_response_step: true,
+        run_meta: Some(RunErrorMeta {
+            error_type: Some("llm_empty_response".into()),
+            detail: None,
+            retryable: Some(false),
+        }),
+        ..Default::default()
+    };
+    let mut b = Budgets::default();
+    assert_eq!(
+        headless_post_stream_action(&empty, &mut b),
+        HeadlessPostStreamAction::EmptyResponseRetry {
+            delay_ms: 500,
+            attempt: 1,
+            nudge: false
+        }
+    );
     let resync = HeadlessPostStreamInput {
         stop_reason: Some(StopReason::Error),
         error_line: Some("Invalid tool call IDs. Expected".into()),
