@@ -518,3 +518,6 @@ impl<B: Backend> Client<B> {
             .collect();
     }
 }
+
+#[cfg(test)]
+mod tests;
