@@ -146,8 +146,11 @@ pub const ALL: [&str; 10] = [
     DETERMINISTIC,
 ];
 
+/// An invariant's checker.
+pub type Checker = fn(&[TraceEvent]) -> Vec<Violation>;
+
 /// The client invariants checked on every run, with their checkers.
-pub fn client_invariants() -> [(&'static str, fn(&[TraceEvent]) -> Vec<Violation>); 8] {
+pub fn client_invariants() -> [(&'static str, Checker); 8] {
     [
         (NO_DOUBLE_EXECUTION, no_double_execution),
         (STREAM_GAPLESS, stream_gapless),

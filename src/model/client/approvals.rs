@@ -857,8 +857,8 @@ where
             }
         }
     };
-    let mut lanes: Vec<std::pin::Pin<Box<dyn Future<Output = Vec<(usize, ApprovalResult)>> + '_>>> =
-        Vec::new();
+    type Lane<'a> = std::pin::Pin<Box<dyn Future<Output = Vec<(usize, ApprovalResult)>> + 'a>>;
+    let mut lanes: Vec<Lane<'_>> = Vec::new();
     for i in buckets
         .denials
         .iter()

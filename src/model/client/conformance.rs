@@ -317,7 +317,7 @@ impl std::fmt::Display for Mismatch {
 }
 
 /// Compares two step sequences; statuses are compared only when both sides have one.
-pub fn compare(expected: &[Step], actual: &[Step]) -> Result<(), Mismatch> {
+pub fn compare(expected: &[Step], actual: &[Step]) -> Result<(), Box<Mismatch>> {
     let n = expected.len().max(actual.len());
     for i in 0..n {
         let (e, a) = (expected.get(i), actual.get(i));
@@ -331,11 +331,11 @@ pub fn compare(expected: &[Step], actual: &[Step]) -> Result<(), Mismatch> {
             _ => false,
         };
         if !same {
-            return Err(Mismatch {
+            return Err(Box::new(Mismatch {
                 index: i,
                 expected: e.cloned(),
                 actual: a.cloned(),
-            });
+            }));
         }
     }
     Ok(())

@@ -366,10 +366,12 @@ pub async fn get_resume_data<B: Backend>(
                 .first()
                 .and_then(|m| str_of(m, "id"))
                 .is_some_and(|id| source_id(id) == anchor);
-            if !pending.is_empty() && starts_inside && last_in_context.is_some() {
-                if let Some(all) = fetch(anchor.clone()).await {
-                    pending = pending_from_variants(&all);
-                }
+            if !pending.is_empty()
+                && starts_inside
+                && last_in_context.is_some()
+                && let Some(all) = fetch(anchor.clone()).await
+            {
+                pending = pending_from_variants(&all);
             }
             data.pending_approvals = pending;
         } else if last_in_context.is_some()

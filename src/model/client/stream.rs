@@ -43,7 +43,7 @@ pub const ACTIVE_RUN_STATUSES: [&str; 4] = ["created", "not_started", "pending",
 /// What the SDK's async iterator yields or throws (letta-protocol.md §1.1).
 #[derive(Debug, Clone, PartialEq)]
 pub enum SdkEvent {
-    Chunk(LettaChunk),
+    Chunk(Box<LettaChunk>),
     /// The iterator threw: an `event: error` (with `error` = its parsed JSON), a malformed
     /// `data:` payload (SyntaxError), or a transport failure.
     Thrown(Thrown),
@@ -123,7 +123,7 @@ impl SdkFrames {
             }
             Some(_) => {}
             None => match LettaChunk::from_json(&ev.data) {
-                Ok(c) => out.push_back(SdkEvent::Chunk(c)),
+                Ok(c) => out.push_back(SdkEvent::Chunk(Box::new(c))),
                 Err(e) => {
                     self.finished = true;
                     out.push_back(SdkEvent::Thrown(Thrown {
@@ -248,7 +248,9 @@ impl ScriptedSource {
                 .map(|j| {
                     (
                         0,
-                        SdkEvent::Chunk(LettaChunk::from_json(j).expect("test chunk parses")),
+                        SdkEvent::Chunk(Box::new(
+                            LettaChunk::from_json(j).expect("test chunk parses"),
+                        )),
                     )
                 })
                 .collect(),

@@ -15,7 +15,7 @@ use super::*;
 use crate::wire::letta::LettaChunk;
 
 fn c(json: &str) -> SdkEvent {
-    SdkEvent::Chunk(LettaChunk::from_json(json).unwrap())
+    SdkEvent::Chunk(Box::new(LettaChunk::from_json(json).unwrap()))
 }
 
 fn ok(events: Vec<SdkEvent>) -> StreamAnswer {

@@ -42,7 +42,7 @@ const PLANTED_BUSY_RETRIES: u32 = 5;
 /// What the pre-stream handler decided.
 enum PreStep {
     Retry,
-    Drained(DrainResult),
+    Drained(Box<DrainResult>),
     Done(TurnOutcome),
 }
 
@@ -101,7 +101,7 @@ impl<B: Backend> Client<B> {
                         .await
                     {
                         PreStep::Retry => continue,
-                        PreStep::Drained(d) => d,
+                        PreStep::Drained(d) => *d,
                         PreStep::Done(o) => return o,
                     }
                 }
@@ -606,7 +606,7 @@ impl<B: Backend> Client<B> {
                     if self.config.mode == Mode::Headless {
                         budgets.reset_busy();
                     }
-                    return PreStep::Drained(d);
+                    return PreStep::Drained(Box::new(d));
                 }
                 let delay = if self.config.bugs.unbounded_busy_retries {
                     policy::CONVERSATION_BUSY_BASE_DELAY_MS

@@ -14,7 +14,7 @@ use crate::model::client::stream::{ScriptEnd, ScriptedSource, SdkEvent, Thrown, 
 use crate::wire::letta::LettaChunk;
 
 fn c(json: &str) -> SdkEvent {
-    SdkEvent::Chunk(LettaChunk::from_json(json).unwrap())
+    SdkEvent::Chunk(Box::new(LettaChunk::from_json(json).unwrap()))
 }
 
 fn ping(seq: u64) -> SdkEvent {

@@ -49,7 +49,7 @@ impl RunStatusLookup for Lookup {
 }
 
 fn c(json: &str) -> SdkEvent {
-    SdkEvent::Chunk(LettaChunk::from_json(json).unwrap())
+    SdkEvent::Chunk(Box::new(LettaChunk::from_json(json).unwrap()))
 }
 
 fn throw(msg: &str) -> SdkEvent {
@@ -323,7 +323,7 @@ fn sdk_frame_semantics() {
     }
     // The named `message` event is dropped; nothing after [DONE] counts.
     assert_eq!(q.len(), 1);
-    assert!(matches!(&q[0], SdkEvent::Chunk(LettaChunk::Ping(_))));
+    assert!(matches!(&q[0], SdkEvent::Chunk(c) if matches!(**c, LettaChunk::Ping(_))));
 
     let mut q = VecDeque::new();
     let mut sdk = SdkFrames::default();
