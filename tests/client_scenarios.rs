@@ -11,7 +11,7 @@ use loopsim::harness::run::Verdict;
 #[test]
 fn every_client_scenario_passes_in_the_reference_profile() {
     let files = client_scenarios();
-    assert!(files.len() >= 18, "only {} client scenarios", files.len());
+    assert!(files.len() >= 20, "only {} client scenarios", files.len());
     for file in files {
         let s = load(&file);
         for seed in 0..4 {

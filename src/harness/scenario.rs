@@ -285,7 +285,8 @@ pub enum Fault {
     PendingAtStart,
     // ---- client-model: client and user ------------------------------------------------------
     /// The user interrupts turn `turn`: `during = "stream"` after `after_chunk` processed chunks,
-    /// or `during = "tools"` `after_ms` into its first tool batch.
+    /// `during = "tools"` `after_ms` into its first tool batch, or `during = "approval"` while
+    /// the approval dialog waits for the human.
     Interrupt {
         turn: u32,
         during: String,
@@ -575,8 +576,9 @@ impl Scenario {
                     _ if *turn == 0 => Some("turn numbers start at 1"),
                     ("stream", Some(n), None) if *n > 0 => None,
                     ("tools", None, Some(_)) => None,
+                    ("approval", None, None) => None,
                     _ => Some(
-                        "an interrupt is during = \"stream\" with after_chunk >= 1, or during = \"tools\" with after_ms",
+                        "an interrupt is during = \"stream\" with after_chunk >= 1, during = \"tools\" with after_ms, or during = \"approval\"",
                     ),
                 },
                 Fault::ClientCrash {

@@ -418,6 +418,7 @@ fn client_config(scenario: &Scenario, seed: u64) -> Result<ClientConfig, InputEr
                 turn: *turn,
                 when: match (during.as_str(), after_chunk, after_ms) {
                     ("tools", _, Some(ms)) => InterruptWhen::ToolsRunning { after_ms: *ms },
+                    ("approval", _, _) => InterruptWhen::AwaitingApproval,
                     (_, Some(n), _) => InterruptWhen::AfterChunk(*n),
                     _ => continue,
                 },

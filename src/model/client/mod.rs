@@ -135,6 +135,8 @@ pub enum InterruptWhen {
     AfterChunk(u32),
     /// While the turn's first tool batch runs, `after_ms` after it started.
     ToolsRunning { after_ms: u64 },
+    /// While the approval dialog waits for the human (who has not answered).
+    AwaitingApproval,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -334,6 +336,8 @@ pub struct Client<B: Backend> {
     transcript: stream::Transcript,
     /// Planted `reexecute_pending_on_restart`: approvals to execute with the first submission.
     planted_reexecute: Vec<stream_processor::Approval>,
+    /// The reference waits for an interrupt's cancel before the next submission.
+    pending_cancel: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// The client over HTTP on an [`Env`].
@@ -413,6 +417,7 @@ impl<B: Backend> Client<B> {
             override_model: None,
             transcript: stream::Transcript::default(),
             planted_reexecute: Vec::new(),
+            pending_cancel: None,
         }
     }
 

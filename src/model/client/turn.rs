@@ -66,6 +66,7 @@ fn has_approval(items: &[MessageItem]) -> bool {
 impl<B: Backend> Client<B> {
     /// One user turn.
     pub(super) async fn run_turn(&mut self, turn: u32, text: &str) -> TurnOutcome {
+        self.settle_cancel().await;
         self.interrupt.reset();
         self.turn_chunks = 0;
         self.tools_batches = 0;
@@ -125,8 +126,12 @@ impl<B: Backend> Client<B> {
                     .map(|a| a.tool_call_id.clone())
                     .collect(),
             });
-            if self.interrupt.aborted() || drained.stop_reason == StopReason::Cancelled {
+            if self.interrupt.aborted() {
                 return self.on_stream_interrupted(turn).await;
+            }
+            if drained.stop_reason == StopReason::Cancelled {
+                // The server cancelled the run; nobody interrupted this turn.
+                return TurnOutcome::Stopped("cancelled".into());
             }
             match drained.stop_reason {
                 StopReason::EndTurn => {
@@ -864,6 +869,17 @@ impl<B: Backend> Client<B> {
                 }
             }
         }
+        let interrupt_in_dialog = self
+            .config
+            .interrupts
+            .iter()
+            .any(|p| p.turn == turn && p.when == InterruptWhen::AwaitingApproval);
+        if !unanswered.is_empty() && interrupt_in_dialog && self.config.mode == Mode::Interactive {
+            return ApprovalStep::Done(
+                self.on_dialog_interrupted(turn, approvals, decisions, unanswered)
+                    .await,
+            );
+        }
         if !unanswered.is_empty() {
             for a in &unanswered {
                 self.observe(Observation::ClientDecision {
@@ -1036,7 +1052,7 @@ impl<B: Backend> Client<B> {
         }
     }
 
-    fn cancel_fire_and_forget(&self) {
+    fn cancel_fire_and_forget(&mut self) {
         // `cancelConversation(conversationId, or agentId for "default")` (§9.1).
         let target = if self.config.conversation_id == "default" {
             self.config.agent_id.clone()
@@ -1044,9 +1060,22 @@ impl<B: Backend> Client<B> {
             self.config.conversation_id.clone()
         };
         let backend = self.io.backend.clone();
-        tokio::spawn(async move {
+        let handle = tokio::spawn(async move {
             let _ = backend.cancel_conversation(&target).await;
         });
+        // The reference does not release the next submission before the cancel settled (the
+        // listener's rule, reference A.10.5); the published TUI's eager cancel is truly
+        // fire-and-forget and can race the next message (docs/findings.md).
+        if self.config.profile == Profile::Reference {
+            self.pending_cancel = Some(handle);
+        }
+    }
+
+    /// Waits (bounded) for a cancel the previous turn fired.
+    async fn settle_cancel(&mut self) {
+        if let Some(h) = self.pending_cancel.take() {
+            let _ = tokio::time::timeout(self.config.request_timeout, h).await;
+        }
     }
 
     /// Branch B (streaming) after the drain ended `cancelled` (interactive), or SIGINT
@@ -1069,6 +1098,56 @@ impl<B: Backend> Client<B> {
                 results: denials,
             });
         }
+        self.interrupted_conversation = Some(self.config.conversation_id.clone());
+        self.cancel_fire_and_forget();
+        self.interrupted_outcome()
+    }
+
+    /// Branch B while the approval dialog waits (letta-protocol.md §9.1): queue the
+    /// auto-handled results (the TUI ran the auto-allowed tools before it opened the dialog),
+    /// the auto-denials, and "User interrupted the stream" denials for the approvals awaiting
+    /// the user, in approval order; clear the dialog; fire-and-forget cancel.
+    async fn on_dialog_interrupted(
+        &mut self,
+        turn: u32,
+        approvals: &[Approval],
+        decisions: Vec<Decision>,
+        unanswered: Vec<Approval>,
+    ) -> TurnOutcome {
+        self.observe(Observation::ClientInterrupt {
+            turn,
+            during: "approval".into(),
+        });
+        for d in &decisions {
+            self.decision_event(d.approval(), &d.describe(), d.origin());
+        }
+        let (results, _) = self.execute_batch(turn, &decisions).await;
+        let mut queued = Vec::new();
+        for a in approvals {
+            if let Some(i) = decisions
+                .iter()
+                .position(|d| d.approval().tool_call_id == a.tool_call_id)
+            {
+                queued.push(results[i].clone());
+            } else if unanswered.iter().any(|u| u.tool_call_id == a.tool_call_id) {
+                self.decision_event(
+                    a,
+                    &format!("deny: {USER_INTERRUPTED_THE_STREAM}"),
+                    Origin::Interrupt,
+                );
+                queued.push(ApprovalResult::denial(
+                    &a.tool_call_id,
+                    USER_INTERRUPTED_THE_STREAM,
+                ));
+            }
+        }
+        self.generation += 1;
+        self.queued = Some(QueuedResults {
+            conversation_id: self.config.conversation_id.clone(),
+            generation: self.generation,
+            results: queued,
+        });
+        self.interrupt.bump_generation();
         self.interrupted_conversation = Some(self.config.conversation_id.clone());
         self.cancel_fire_and_forget();
         self.interrupted_outcome()
