@@ -80,3 +80,57 @@ fn outcomes_per_scenario() {
         assert_eq!(outcomes(&report), want, "{name}:\n{}", report.render());
     }
 }
+
+/// Robustness: a dropped connection or a stalled body at every frame of both responses of a
+/// tool turn, in both profiles and both modes, never crashes, never hangs (the run ends within
+/// its budget) and never breaks an invariant. A body that stalls before its first chunk gives
+/// the stall reconciler no run id to poll: only the 10-minute request timeout ends that read
+/// (then the resume by otid completes the turn), so the budget here is longer than that.
+#[test]
+fn a_drop_or_stall_at_any_frame_never_crashes_hangs_or_breaks_an_invariant() {
+    use common::{with_faults, with_mode};
+    use loopsim::harness::scenario::Fault;
+    let base = load(&common::scenario_path("client_cut_stream_args.toml"));
+    let mut runs = 0;
+    for profile in ["reference", "letta-code"] {
+        for mode in ["interactive", "headless"] {
+            for response in 1..=2 {
+                for frame in 0..=9 {
+                    for fault in [
+                        Fault::DropConnection {
+                            response,
+                            after_frame: frame,
+                        },
+                        Fault::Stall {
+                            response,
+                            after_frame: frame,
+                        },
+                    ] {
+                        // A stall before any chunk takes 10 simulated minutes: once per
+                        // response is enough.
+                        if matches!(fault, Fault::Stall { after_frame: 0, .. })
+                            && (profile, mode) != ("reference", "interactive")
+                        {
+                            continue;
+                        }
+                        let mut s = with_faults(
+                            with_mode(with_profile(base.clone(), profile), mode),
+                            vec![fault.clone()],
+                        );
+                        s.limits.sim_time_ms = 900_000;
+                        let report = run(&s, u64::from(frame as u32), 1);
+                        assert_eq!(
+                            report.verdict,
+                            Verdict::Pass,
+                            "{profile} {mode} {fault}:\n{}",
+                            report.render()
+                        );
+                        assert!(report.end_ms < s.limits.sim_time_ms);
+                        runs += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(runs, 154);
+}
