@@ -276,3 +276,52 @@ fn a_body_that_never_closes_before_its_stop_reason_is_bounded() {
         .collect();
     assert_eq!(delays, vec![1000, 2000, 4000]);
 }
+
+#[test]
+fn a34_an_abort_while_waiting_for_a_503_retry_ends_the_turn_after_one_attempt() {
+    let mock = MockBackend::default();
+    idle_conversation(&mock);
+    mock.state
+        .lock()
+        .unwrap()
+        .sends
+        .push_back(Err(policy::api_error(
+            503,
+            &json!({"error": "Service temporarily unavailable. Please retry your request.",
+            "errorCode": "cloud_api_shutting_down", "admitted": false, "retryable": true})
+            .to_string(),
+            &[("retry-after".into(), "10".into())],
+        )));
+    let m = mock.clone();
+    let (outcomes, elapsed) = on_sim(async move {
+        let io = ClientIo {
+            backend: m,
+            observe: Arc::new(|_| {}),
+            epoch_now_ms: Arc::new(|| 1_767_225_600_000),
+            workspace: Arc::new(Mutex::new(Workspace::new())),
+            progress: Default::default(),
+            crash: None,
+            turn: Arc::new(AtomicU32::new(0)),
+        };
+        let mut client = Client::new(config(vec![], true), io);
+        let interrupt = client.interrupt.clone();
+        let start = tokio::time::Instant::now();
+        let (outcomes, _) = tokio::join!(client.run(), async move {
+            tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+            interrupt.abort();
+        });
+        (outcomes, start.elapsed().as_millis() as u64)
+    });
+    assert!(
+        matches!(&outcomes[0], TurnOutcome::Interrupted(_)),
+        "{outcomes:?}"
+    );
+    assert!(elapsed < 10_000, "the 10 s wait was cut short: {elapsed}");
+    assert_eq!(
+        mock.calls()
+            .iter()
+            .filter(|c| c.starts_with("send"))
+            .count(),
+        1
+    );
+}
