@@ -35,7 +35,7 @@ pub fn run_once_tcp(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputEr
         let provider_task = tokio::spawn(provider::run(
             env("provider"),
             parts.provider.clone(),
-            parts.provider_calls.clone(),
+            parts.provider_state.clone(),
         ));
         let server_task = tokio::spawn(server::run(
             env("server"),

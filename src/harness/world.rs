@@ -4,7 +4,6 @@
 //! Seeds: one run seed; every consumer gets a seed derived from it by name
 //! ([`derive_seed`]), so adding a consumer never shifts another's stream.
 
-use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -15,8 +14,9 @@ use super::scenario::{Fault, InputError, Scenario};
 use super::trace::Trace;
 use crate::model::client::approvals::{Permission, PermissionRules};
 use crate::model::client::{Client, ClientBugs, ClientConfig, TurnOutcome};
+use crate::model::faults::NoFaults;
 use crate::model::observe::Observation;
-use crate::model::provider::{self, ProviderConfig, ProviderResponse};
+use crate::model::provider::{self, ProviderConfig, ProviderResponse, ProviderState};
 use crate::model::server::{
     self, AgentConfig, ServerBugs, ServerConfig, SharedStore, Store, StreamFault, StreamHooks,
 };
@@ -88,8 +88,8 @@ impl StreamHooks for PlannedFaults {
 /// Configs and durable state of one world, the same whichever network it runs on.
 pub struct WorldParts {
     pub provider: Arc<ProviderConfig>,
-    /// The provider's durable state: how many calls it has answered.
-    pub provider_calls: Arc<AtomicU32>,
+    /// The provider's durable state: calls answered, next cassette.
+    pub provider_state: Arc<Mutex<ProviderState>>,
     pub server: ServerConfig,
     /// The server's durable store.
     pub store: SharedStore,
@@ -142,8 +142,9 @@ pub fn world_parts(
         provider: Arc::new(ProviderConfig {
             port: PROVIDER_PORT,
             responses,
+            hooks: Arc::new(NoFaults),
         }),
-        provider_calls: Arc::new(AtomicU32::new(0)),
+        provider_state: Arc::new(Mutex::new(ProviderState::default())),
         server,
         store,
         client: client_config(scenario, seed)?,
@@ -170,13 +171,13 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
     {
         let trace = trace.clone();
         let config = parts.provider.clone();
-        let calls = parts.provider_calls.clone();
+        let state = parts.provider_state.clone();
         sim.host("provider", move || {
             let env = SimEnv::new("provider", trace.clone(), EPOCH_UNIX_MS);
             let config = config.clone();
-            let calls = calls.clone();
+            let state = state.clone();
             async move {
-                provider::run(env, config, calls)
+                provider::run(env, config, state)
                     .await
                     .map_err(|e| e.to_string().into())
             }

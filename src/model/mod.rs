@@ -3,6 +3,7 @@
 
 pub mod client;
 pub mod env;
+pub mod faults;
 pub mod http;
 pub mod observe;
 pub mod provider;
