@@ -2,10 +2,13 @@
 //! invariants and reports. It drives the models; the models never see it.
 
 pub mod cassettes;
+pub mod coverage;
 pub mod env;
+pub mod faults;
 pub mod invariants;
 pub mod run;
 pub mod scenario;
+pub mod swarm;
 pub mod tcp;
 pub mod trace;
 pub mod world;

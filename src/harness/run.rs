@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Once;
 
-use super::invariants::{self, DETERMINISTIC, TOOL_CALL_RESOLVED, Violation};
+use super::invariants::{self, DETERMINISTIC, TOOL_CALL_RESOLVED, TURN_TERMINATES, Violation};
 use super::scenario::{InputError, Scenario};
 use super::trace::{first_divergence, hash_text, render_events};
 use super::world::{RunOutput, run_once};
@@ -60,6 +60,8 @@ pub struct RunReport {
     /// (invariant id, violations); an empty list is a pass.
     pub invariants: Vec<(&'static str, Vec<Violation>)>,
     pub pending: Vec<(String, String)>,
+    /// Coverage goals this run reached (`harness::coverage`).
+    pub goals: Vec<&'static str>,
     pub verdict: Verdict,
 }
 
@@ -139,6 +141,7 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
         runs,
         invariants: Vec::new(),
         pending: Vec::new(),
+        goals: Vec::new(),
         verdict: Verdict::Pass,
     };
     let first = match run_guarded(scenario, seed)? {
@@ -161,6 +164,7 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
         events: first.trace.len(),
         end_ms: first.end_ms,
         pending: invariants::pending_tool_calls(&first.trace),
+        goals: super::coverage::reached(&first.trace),
         trace_text: text,
         ..base
     };
@@ -197,10 +201,29 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
         report.invariants.push((DETERMINISTIC, det));
     }
 
-    report.verdict = if report.invariants.iter().any(|(_, v)| !v.is_empty()) {
+    let liveness = first
+        .outcomes
+        .is_none()
+        .then(|| liveness_diagnosis(&first, scenario));
+    report.invariants.push((
+        TURN_TERMINATES,
+        liveness
+            .iter()
+            .map(|d| Violation {
+                invariant: TURN_TERMINATES,
+                event: None,
+                message: d.clone(),
+            })
+            .collect(),
+    ));
+    report.verdict = if report
+        .invariants
+        .iter()
+        .any(|(id, v)| *id != TURN_TERMINATES && !v.is_empty())
+    {
         Verdict::Correctness
-    } else if first.outcomes.is_none() {
-        Verdict::Liveness(liveness_diagnosis(&first, scenario))
+    } else if let Some(d) = liveness {
+        Verdict::Liveness(d)
     } else {
         Verdict::Pass
     };
@@ -208,13 +231,7 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
 }
 
 fn liveness_diagnosis(out: &RunOutput, scenario: &Scenario) -> String {
-    let last_client = out
-        .trace
-        .iter()
-        .rev()
-        .find(|e| e.host == "client")
-        .map(|e| e.render().trim().to_string())
-        .unwrap_or_else(|| "none".into());
+    let last_client = out.trace.iter().rev().find(|e| e.host == "client");
     let turn = out
         .trace
         .iter()
@@ -224,10 +241,47 @@ fn liveness_diagnosis(out: &RunOutput, scenario: &Scenario) -> String {
             _ => None,
         })
         .unwrap_or(0);
+    let waiting = match last_client.map(|e| &e.obs) {
+        Some(Observation::ClientSend { path, .. }) => {
+            format!("waiting for the response to POST {path}")
+        }
+        Some(Observation::ClientResponse { .. }) | Some(Observation::ClientChunk { .. }) => {
+            let last = out.trace.iter().rev().find_map(|e| match &e.obs {
+                Observation::ClientChunk { run_id, seq_id, .. } => Some(format!(
+                    "run {} after seq {}",
+                    run_id.as_deref().unwrap_or("?"),
+                    seq_id.map_or("-".to_string(), |s| s.to_string())
+                )),
+                _ => None,
+            });
+            format!(
+                "reading a stream ({})",
+                last.unwrap_or_else(|| "no chunk yet".into())
+            )
+        }
+        Some(_) | None => "between requests".into(),
+    };
+    let pending = invariants::pending_tool_calls(&out.trace);
+    let pending = if pending.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; tool calls awaiting approval: {}",
+            pending
+                .iter()
+                .map(|(_, id)| id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
     format!(
-        "the client did not finish within the {} ms budget ({}); turn {turn} stuck after its last event: {last_client}",
-        scenario.limits.sim_time_ms,
-        out.stopped.as_deref().unwrap_or("stopped")
+        "turn {turn} stuck {waiting}{pending}; the world healed at {} ms and the run stopped at {} ms ({}); last client event: {}",
+        scenario.limits.heal_at_ms,
+        out.end_ms,
+        out.stopped.as_deref().unwrap_or("stopped"),
+        last_client
+            .map(|e| e.render().trim().to_string())
+            .unwrap_or_else(|| "none".into())
     )
 }
 
@@ -308,8 +362,8 @@ impl RunReport {
             Verdict::Correctness => {
                 let _ = writeln!(s, "verdict   FAIL (correctness)");
             }
-            Verdict::Liveness(d) => {
-                let _ = writeln!(s, "verdict   FAIL (liveness): {d}");
+            Verdict::Liveness(_) => {
+                let _ = writeln!(s, "verdict   FAIL (liveness)");
             }
             Verdict::Crash(p) => {
                 let _ = writeln!(s, "verdict   CRASH: {p}");

@@ -204,28 +204,7 @@ impl Default for Permissions {
     }
 }
 
-/// An explicit fault.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Fault {
-    /// Reset the connection of the server's `response`-th streaming response (1-based) after it
-    /// has written `after_frame` frames.
-    DropConnection { response: u64, after_frame: u64 },
-}
-
-impl fmt::Display for Fault {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Fault::DropConnection {
-                response,
-                after_frame,
-            } => write!(
-                f,
-                "drop_connection response={response} after_frame={after_frame}"
-            ),
-        }
-    }
-}
+pub use super::faults::Fault;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -236,6 +215,20 @@ pub struct Limits {
     /// Upper bound on requests per user turn.
     #[serde(default = "default_requests")]
     pub requests_per_turn: u32,
+    /// When every fault stops and the world is repaired (partitions healed, crashed hosts
+    /// restarted). Safety is checked throughout; liveness is judged after this.
+    #[serde(default = "default_heal")]
+    pub heal_at_ms: u64,
+    /// After healing, every turn must end within this much simulated time (`turn-terminates`).
+    #[serde(default = "default_liveness")]
+    pub liveness_ms: u64,
+}
+
+fn default_heal() -> u64 {
+    120_000
+}
+fn default_liveness() -> u64 {
+    300_000
 }
 
 fn default_sim_time() -> u64 {
@@ -250,6 +243,8 @@ impl Default for Limits {
         Limits {
             sim_time_ms: default_sim_time(),
             requests_per_turn: default_requests(),
+            heal_at_ms: default_heal(),
+            liveness_ms: default_liveness(),
         }
     }
 }
@@ -263,6 +258,27 @@ pub struct Planted {
     /// Client otids mix in a process-wide counter (breaks deterministic).
     #[serde(default)]
     pub client_nondeterministic_otids: bool,
+    /// Client has no stall window: a silent stream is waited on forever (breaks turn-terminates).
+    #[serde(default)]
+    pub client_waits_forever_on_silence: bool,
+}
+
+impl Planted {
+    /// The invariants these switches are there to break (a canary must be caught by them).
+    pub fn expected_failures(&self) -> Vec<&'static str> {
+        use super::invariants::{DETERMINISTIC, TOOL_CALL_RESOLVED, TURN_TERMINATES};
+        let mut v = Vec::new();
+        if self.server_accepts_message_while_pending {
+            v.push(TOOL_CALL_RESOLVED);
+        }
+        if self.client_nondeterministic_otids {
+            v.push(DETERMINISTIC);
+        }
+        if self.client_waits_forever_on_silence {
+            v.push(TURN_TERMINATES);
+        }
+        v
+    }
 }
 
 impl Scenario {
@@ -371,9 +387,8 @@ impl Scenario {
             });
         }
         for f in &self.faults {
-            let Fault::DropConnection { response, .. } = f.get_ref();
-            if *response == 0 {
-                return Err(self.error_at(f.span(), "response numbers start at 1"));
+            if let Some(problem) = f.get_ref().problem() {
+                return Err(self.error_at(f.span(), problem));
             }
         }
         Ok(())

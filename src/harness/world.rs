@@ -10,16 +10,13 @@ use std::time::{Duration, UNIX_EPOCH};
 use sha2::{Digest, Sha256};
 
 use super::env::SimEnv;
+use super::faults::{FaultRuntime, NowFn, PlanHooks};
 use super::scenario::{Fault, InputError, Scenario};
 use super::trace::Trace;
 use crate::model::client::approvals::{Permission, PermissionRules};
 use crate::model::client::{Client, ClientBugs, ClientConfig, TurnOutcome};
-use crate::model::faults::NoFaults;
-use crate::model::observe::Observation;
 use crate::model::provider::{self, ProviderConfig, ProviderResponse, ProviderState};
-use crate::model::server::{
-    self, AgentConfig, ServerBugs, ServerConfig, SharedStore, Store, StreamFault, StreamHooks,
-};
+use crate::model::server::{self, AgentConfig, ServerBugs, ServerConfig, SharedStore, Store};
 use crate::model::tools::Workspace;
 use crate::wire::letta::ClientTool;
 
@@ -53,38 +50,6 @@ pub struct RunOutput {
     pub workspace: Workspace,
 }
 
-/// Reads the current time for fault reports; simulated under turmoil, real on TCP.
-pub type NowFn = Arc<dyn Fn() -> u64 + Send + Sync>;
-
-/// Stream faults from the scenario's explicit plan.
-struct PlannedFaults {
-    faults: Vec<Fault>,
-    trace: Trace,
-    now: NowFn,
-}
-
-impl StreamHooks for PlannedFaults {
-    fn before_frame(&self, response: u64, frame: u64) -> StreamFault {
-        for f in &self.faults {
-            let Fault::DropConnection {
-                response: r,
-                after_frame,
-            } = f;
-            if *r == response && frame == after_frame + 1 {
-                self.trace.push(
-                    (self.now)(),
-                    "harness",
-                    Observation::Fault {
-                        fault: f.to_string(),
-                    },
-                );
-                return StreamFault::Reset;
-            }
-        }
-        StreamFault::Pass
-    }
-}
-
 /// Configs and durable state of one world, the same whichever network it runs on.
 pub struct WorldParts {
     pub provider: Arc<ProviderConfig>,
@@ -111,15 +76,12 @@ pub fn world_parts(
         model: scenario.agent.model.clone(),
     }];
     let store = Arc::new(Mutex::new(Store::new(derive_seed(seed, "server"), &agents)));
-    let hooks: Arc<dyn StreamHooks> = Arc::new(PlannedFaults {
-        faults: scenario
-            .faults
-            .iter()
-            .map(|f| f.get_ref().clone())
-            .collect(),
-        trace: trace.clone(),
-        now,
-    });
+    let plan: Vec<Fault> = scenario
+        .faults
+        .iter()
+        .map(|f| f.get_ref().clone())
+        .collect();
+    let hooks = PlanHooks::new(&plan, trace, now);
     let server = ServerConfig {
         port: SERVER_PORT,
         provider_addr: format!("provider:{PROVIDER_PORT}"),
@@ -129,7 +91,7 @@ pub fn world_parts(
         bugs: ServerBugs {
             accept_message_while_pending: scenario.planted.server_accepts_message_while_pending,
         },
-        hooks,
+        hooks: hooks.clone(),
     };
     let workspace = Arc::new(Mutex::new(Workspace::with_files(
         scenario
@@ -142,7 +104,7 @@ pub fn world_parts(
         provider: Arc::new(ProviderConfig {
             port: PROVIDER_PORT,
             responses,
-            hooks: Arc::new(NoFaults),
+            hooks,
         }),
         provider_state: Arc::new(Mutex::new(ProviderState::default())),
         server,
@@ -157,6 +119,11 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
     let trace = Trace::new();
     let now: NowFn = Arc::new(|| turmoil::sim_elapsed().map_or(0, |d| d.as_millis() as u64));
     let parts = world_parts(scenario, seed, &trace, now)?;
+    let plan: Vec<Fault> = scenario
+        .faults
+        .iter()
+        .map(|f| f.get_ref().clone())
+        .collect();
 
     let mut builder = turmoil::Builder::new();
     builder
@@ -213,6 +180,9 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
         });
     }
 
+    let mut faults = FaultRuntime::new(&plan, scenario.network.latency_ms[1]);
+    let heal_at = scenario.limits.heal_at_ms;
+    let deadline = heal_at.saturating_add(scenario.limits.liveness_ms);
     let mut stopped = None;
     loop {
         match sim.step() {
@@ -222,6 +192,19 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
                 stopped = Some(e.to_string());
                 break;
             }
+        }
+        let now = sim.elapsed().as_millis() as u64;
+        if now >= heal_at {
+            faults.heal(&mut sim, now, &trace);
+        } else {
+            faults.on_step(&mut sim, now, &trace);
+        }
+        if now >= deadline {
+            stopped = Some(format!(
+                "not finished {} ms after the world healed at {heal_at} ms",
+                scenario.limits.liveness_ms
+            ));
+            break;
         }
     }
     let end_ms = sim.elapsed().as_millis() as u64;
@@ -273,6 +256,7 @@ fn client_config(scenario: &Scenario, seed: u64) -> Result<ClientConfig, InputEr
         request_timeout: Duration::from_secs(30),
         bugs: ClientBugs {
             nondeterministic_otids: scenario.planted.client_nondeterministic_otids,
+            waits_forever_on_silence: scenario.planted.client_waits_forever_on_silence,
         },
     })
 }

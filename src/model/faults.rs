@@ -3,7 +3,8 @@
 //! hooks from a fault plan. A model with no plan gets hooks that always answer "pass".
 
 /// What happens to one SSE frame a model is about to write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum StreamFault {
     Pass,
     /// Abort the connection before this frame (the peer sees an unexpected EOF).
