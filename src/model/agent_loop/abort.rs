@@ -15,7 +15,7 @@ struct AbortState {
 }
 
 /// The owning side: whoever holds it can abort the turn.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, Debug)]
 pub struct AbortController {
     signal: AbortSignal,
 }

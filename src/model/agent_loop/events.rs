@@ -349,6 +349,8 @@ pub enum LoopLiveOnlyEvent {
 }
 
 /// `LoopEvent`: the closed union of the 11 documented variants.
+// Events are built once and moved; boxing the recorded variant would only add noise.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum LoopEvent {

@@ -11,15 +11,15 @@
 //!
 //! Module map:
 //! - [`run_turn`](mod@run_turn): the turn loop and its input.
-//! - [`step`]: one provider step, stop-reason normalisation, projection fallbacks.
-//! - [`tool_call`]: the tool batch lifecycle, unexecuted calls, grace timeout.
-//! - [`scheduler`], [`access`]: conflict-aware execution scheduling.
-//! - [`retry`]: `chatWithRetry`.
-//! - [`events`]: recorded and live events, the dispatcher.
-//! - [`llm`], [`provider`]: the model seams and the stream adapter.
-//! - [`tool`], [`hooks`], [`result`], [`args`], [`schema`]: tool and hook surfaces.
-//! - [`abort`], [`clock`], [`log`], [`errors`], [`types`]: the small stuff.
-//! - [`host`]: a simulated host: transcript, message rebuild, compaction retry.
+//! - [`step`] — one provider step, stop-reason normalisation, projection fallbacks.
+//! - [`tool_call`] — the tool batch lifecycle, unexecuted calls, grace timeout.
+//! - [`scheduler`], [`access`] — conflict-aware execution scheduling.
+//! - [`retry`] — `chatWithRetry`.
+//! - [`events`] — recorded and live events, the dispatcher.
+//! - [`llm`], [`provider`] — the model seams and the stream adapter.
+//! - [`tool`], [`hooks`], [`result`], [`args`], [`schema`] — tool and hook surfaces.
+//! - [`abort`], [`clock`], [`log`], [`errors`], [`types`] — the small stuff.
+//! - [`host`] — a simulated host: transcript, message rebuild, compaction retry.
 
 pub mod abort;
 pub mod access;
@@ -55,7 +55,7 @@ pub use llm::{ChatParams, ChatResponse, ChatStreamSink, Llm};
 pub use provider::{ChatProvider, ChatRequest, StreamingLlm};
 pub use result::{ExecutableToolResult, ToolOutput, ToolResult};
 pub use run_turn::{RunTurnInput, message_builder, run_turn};
-pub use tool::{ExecutableTool, RunnableToolExecution, ToolExecution};
+pub use tool::{ExecutableTool, RunnableToolExecution, ToolExecuteContext, ToolExecution};
 pub use types::{
     ContentPart, FinishReason, Message, StepStopReason, TokenUsage, ToolCall, TurnResult,
     TurnStopReason,

@@ -198,6 +198,9 @@ fn child_path(path: &str, key: &str) -> String {
     format!("{path}/{escaped}")
 }
 
+/// A numeric keyword, its comparison text and its check.
+type NumberLimit = (&'static str, &'static str, fn(f64, f64) -> bool);
+
 fn check_number(
     keywords: &serde_json::Map<String, Value>,
     instance: &Value,
@@ -207,7 +210,7 @@ fn check_number(
     let Some(value) = instance.as_f64() else {
         return;
     };
-    let limits: [(&'static str, &str, fn(f64, f64) -> bool); 4] = [
+    let limits: [NumberLimit; 4] = [
         ("maximum", "<=", |v, l| v <= l),
         ("minimum", ">=", |v, l| v >= l),
         ("exclusiveMaximum", "<", |v, l| v < l),
