@@ -70,6 +70,10 @@ impl FakeLlm {
         self
     }
 
+    pub fn push(&self, script: Script) {
+        self.script.lock().unwrap().push_back(script);
+    }
+
     pub fn call_count(&self) -> usize {
         self.calls.lock().unwrap().len()
     }
