@@ -12,6 +12,12 @@ use super::tool::{RunnableToolExecution, SharedTool};
 use super::types::{StepStopReason, TerminalStopReason, TokenUsage, ToolCall};
 
 /// `LoopStepHookContext`.
+///
+/// Type-level lock (kimi-loop.md §7.14): no `model_name` (use `llm`).
+///
+/// ```compile_fail
+/// fn f(c: loopsim::model::agent_loop::hooks::StepHookContext<'_>) { let _ = c.model_name; }
+/// ```
 #[derive(Clone, Copy)]
 pub struct StepHookContext<'a> {
     /// The turn id.
@@ -47,6 +53,12 @@ pub struct StoppedStepContext<'a> {
 }
 
 /// `ToolExecutionHookContext`.
+///
+/// Type-level lock (kimi-loop.md §7.14): no `input` (use `args`).
+///
+/// ```compile_fail
+/// fn f(c: loopsim::model::agent_loop::hooks::ToolHookContext<'_>) { let _ = c.input; }
+/// ```
 #[derive(Clone, Copy)]
 pub struct ToolHookContext<'a> {
     /// The step context.

@@ -88,6 +88,12 @@ impl RequestTrace {
 
 /// The streaming callbacks of `LLMChatParams`. Deltas are synchronous and live-only; completed
 /// parts are recorded, so they are awaited and may fail (a transcript append failure).
+///
+/// Type-level lock (kimi-loop.md §7.14): no legacy `on_delta` / `on_content_part` callbacks.
+///
+/// ```compile_fail
+/// fn f(s: &dyn loopsim::model::agent_loop::ChatStreamSink) { s.on_delta("x"); }
+/// ```
 pub trait ChatStreamSink: Send + Sync {
     /// `onTextDelta`.
     fn on_text_delta(&self, delta: &str);
@@ -116,6 +122,12 @@ pub struct ChatParams<'a> {
 }
 
 /// `LLMChatResponse`. It carries no stop reason: the loop derives it (kimi-loop.md §4.1).
+///
+/// Type-level lock (kimi-loop.md §7.14): no `stop_reason`.
+///
+/// ```compile_fail
+/// fn f(r: &loopsim::model::agent_loop::ChatResponse) { let _ = &r.stop_reason; }
+/// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ChatResponse {
     /// The tool calls, in provider order.

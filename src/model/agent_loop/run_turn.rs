@@ -55,6 +55,15 @@ pub type StepUsageRecorder = Arc<
 pub type RequestTraceObserver = Arc<dyn Fn(&RequestTrace) + Send + Sync>;
 
 /// `RunTurnInput` (kimi-loop.md §2.6), plus the injected clock and PRNG.
+///
+/// Type-level locks (kimi-loop.md §7.14): none of the legacy fields exist.
+///
+/// ```compile_fail
+/// fn f(i: &loopsim::model::agent_loop::RunTurnInput) { let _ = &i.context; }
+/// ```
+/// ```compile_fail
+/// fn f(i: &loopsim::model::agent_loop::RunTurnInput) { let _ = &i.emit; }
+/// ```
 pub struct RunTurnInput {
     /// The turn id.
     pub turn_id: String,

@@ -86,6 +86,12 @@ pub enum ToolExecution {
 }
 
 /// `ExecutableTool`: kosong `Tool` plus `resolveExecution`.
+///
+/// Type-level lock (kimi-loop.md §7.14): no `input_schema` (use `parameters`).
+///
+/// ```compile_fail
+/// fn f(t: &dyn loopsim::model::agent_loop::ExecutableTool) { let _ = t.input_schema(); }
+/// ```
 pub trait ExecutableTool: Send + Sync {
     /// The name the model calls it by.
     fn name(&self) -> &str;
@@ -113,6 +119,12 @@ pub fn tool_spec(tool: &dyn ExecutableTool) -> ToolSpec {
 pub type SharedTool = Arc<dyn ExecutableTool>;
 
 /// `ExecutableToolContext` (without `args`: they were captured by `resolve_execution`).
+///
+/// Type-level lock (kimi-loop.md §7.14): no `args`.
+///
+/// ```compile_fail
+/// fn f(c: &loopsim::model::agent_loop::ToolExecuteContext) { let _ = &c.args; }
+/// ```
 #[derive(Clone)]
 pub struct ToolExecuteContext {
     /// The turn id.

@@ -80,6 +80,18 @@ impl From<TerminalStopReason> for StepStopReason {
 /// What a normal [`TurnResult`] can report (kimi-loop.md §2.1 `LoopTurnStopReason`). `tool_use`,
 /// `error` and `max_steps` are deliberately not members: errors and max-steps exhaustion are
 /// returned as `Err`, and compaction is a host retry, not a stop reason.
+///
+/// Type-level locks (kimi-loop.md §7.14): no `error`, `max_steps` or `tool_use`.
+///
+/// ```compile_fail
+/// let _ = loopsim::model::agent_loop::TurnStopReason::ToolUse;
+/// ```
+/// ```compile_fail
+/// let _ = loopsim::model::agent_loop::TurnStopReason::MaxSteps;
+/// ```
+/// ```compile_fail
+/// let _ = loopsim::model::agent_loop::TurnStopReason::Error;
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnStopReason {
@@ -251,6 +263,12 @@ impl ContentPart {
 
 /// A provider tool call (kosong `ToolCall`, kimi-loop.md §2.4). `arguments` is the raw JSON
 /// string as the provider produced it (or `None`); the loop parses it.
+///
+/// Type-level lock (kimi-loop.md §7.14): a tool call has raw `arguments`, no parsed `args`.
+///
+/// ```compile_fail
+/// fn f(call: &loopsim::model::agent_loop::ToolCall) { let _ = &call.args; }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCall {
