@@ -161,17 +161,13 @@ impl SseDecoder {
                 self.has_data = true;
                 self.dirty = true;
             }
-            "id" => {
-                if !value.contains('\0') {
-                    self.id = Some(value.to_string());
-                    self.dirty = true;
-                }
+            "id" if !value.contains('\0') => {
+                self.id = Some(value.to_string());
+                self.dirty = true;
             }
-            "retry" => {
-                if !value.is_empty() && value.bytes().all(|c| c.is_ascii_digit()) {
-                    self.retry = value.parse().ok();
-                    self.dirty = true;
-                }
+            "retry" if !value.is_empty() && value.bytes().all(|c| c.is_ascii_digit()) => {
+                self.retry = value.parse().ok();
+                self.dirty = true;
             }
             _ => {}
         }

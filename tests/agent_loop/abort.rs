@@ -51,7 +51,10 @@ async fn usage_of_a_step_aborted_during_tools_is_reported() {
     let executions = Executions::default();
     let started = Arc::new(Latch::default());
     let rig = Rig::new(vec![
-        tool_use(vec![call("echo", json!({"text": "x"}), "tc-1")], usage(100, 50)),
+        tool_use(
+            vec![call("echo", json!({"text": "x"}), "tc-1")],
+            usage(100, 50),
+        ),
         tool_use(vec![call("slow", json!({}), "tc-2")], usage(7, 11)),
     ])
     .tools(vec![echo(&executions), slow(&started, None)]);
@@ -63,7 +66,12 @@ async fn usage_of_a_step_aborted_during_tools_is_reported() {
     assert_eq!(result.stop_reason, TurnStopReason::Aborted);
     assert_eq!(result.usage.input_total(), 107);
     assert_eq!(result.usage.output, 61);
-    assert!(rig.sink.interrupted().iter().any(|e| e.reason == InterruptReason::Aborted));
+    assert!(
+        rig.sink
+            .interrupted()
+            .iter()
+            .any(|e| e.reason == InterruptReason::Aborted)
+    );
     assert_eq!(rig.sink.interrupted()[0].active_step, Some(2));
 }
 
@@ -92,8 +100,11 @@ async fn before_step_abort_returns_aborted_without_a_model_call() {
 #[tokio::test(start_paused = true)]
 async fn prepare_hook_abort_ends_the_turn_aborted() {
     let executions = Executions::default();
-    let rig = Rig::new(vec![tool_use(vec![call("echo", json!({"text": "x"}), "tc-1")], usage(1, 1))])
-        .tools(vec![echo(&executions)]);
+    let rig = Rig::new(vec![tool_use(
+        vec![call("echo", json!({"text": "x"}), "tc-1")],
+        usage(1, 1),
+    )])
+    .tools(vec![echo(&executions)]);
     let controller = rig.controller.clone();
     let rig = rig.hooks(TestHooks {
         prepare: Some(Box::new(move |_| {
@@ -117,14 +128,21 @@ async fn prepare_hook_abort_ends_the_turn_aborted() {
 #[tokio::test(start_paused = true)]
 async fn abort_during_a_tool_emits_exactly_one_interruption() {
     let started = Arc::new(Latch::default());
-    let rig = Rig::new(vec![tool_use(vec![call("slow", json!({}), "tc-1")], usage(1, 1))]).tools(vec![slow(&started, None)]);
+    let rig = Rig::new(vec![tool_use(
+        vec![call("slow", json!({}), "tc-1")],
+        usage(1, 1),
+    )])
+    .tools(vec![slow(&started, None)]);
     let (result, ()) = tokio::join!(rig.run(), async {
         started.wait().await;
         rig.controller.abort();
     });
     assert_eq!(result.unwrap().stop_reason, TurnStopReason::Aborted);
     assert_eq!(rig.sink.interrupted().len(), 1);
-    assert_eq!(text_of(&rig.transcript.result_for("tc-1")), "Tool \"slow\" was aborted");
+    assert_eq!(
+        text_of(&rig.transcript.result_for("tc-1")),
+        "Tool \"slow\" was aborted"
+    );
 }
 
 /// §7.6 #7
@@ -133,7 +151,10 @@ async fn queued_task_started_after_abort_is_not_executed() {
     let gate = Arc::new(Gate::default());
     let executions = Executions::default();
     let rig = Rig::new(vec![tool_use(
-        vec![call("gated", json!({}), "tc-gated"), call("echo", json!({"text": "x"}), "tc-echo")],
+        vec![
+            call("gated", json!({}), "tc-gated"),
+            call("echo", json!({"text": "x"}), "tc-echo"),
+        ],
         usage(1, 1),
     )])
     .tools(vec![gated("gated", &gate, None), echo(&executions)]);
@@ -149,14 +170,21 @@ async fn queued_task_started_after_abort_is_not_executed() {
     assert_eq!(rig.sink.tool_call_ids(), vec!["tc-gated", "tc-echo"]);
     assert_eq!(rig.sink.tool_result_ids(), vec!["tc-gated", "tc-echo"]);
     let echo_result = serde_json::to_value(rig.transcript.result_for("tc-echo").result).unwrap();
-    assert_eq!(echo_result, json!({"output": "Tool \"echo\" was aborted", "isError": true}));
+    assert_eq!(
+        echo_result,
+        json!({"output": "Tool \"echo\" was aborted", "isError": true})
+    );
 }
 
 /// §7.6 #8 (§9.2, #236)
 #[tokio::test(start_paused = true)]
 async fn user_cancellation_gets_the_user_interrupt_text() {
     let started = Arc::new(Latch::default());
-    let rig = Rig::new(vec![tool_use(vec![call("slow", json!({}), "tc-1")], usage(1, 1))]).tools(vec![slow(&started, None)]);
+    let rig = Rig::new(vec![tool_use(
+        vec![call("slow", json!({}), "tc-1")],
+        usage(1, 1),
+    )])
+    .tools(vec![slow(&started, None)]);
     let (result, ()) = tokio::join!(rig.run(), async {
         started.wait().await;
         rig.controller.abort_with(AbortError::user_cancellation());
@@ -166,7 +194,10 @@ async fn user_cancellation_gets_the_user_interrupt_text() {
     assert_ne!(text, "Tool \"slow\" was aborted");
     assert!(text.contains("not a system error"));
     assert!(text.contains("wait for the user"));
-    assert_eq!(rig.sink.interrupted()[0].interrupt_reason, InterruptCause::UserCancelled);
+    assert_eq!(
+        rig.sink.interrupted()[0].interrupt_reason,
+        InterruptCause::UserCancelled
+    );
 }
 
 /// §7.6 #9
@@ -175,7 +206,11 @@ async fn concurrent_tools_all_get_results_after_abort() {
     let started = Arc::new(Latch::default());
     let tool = slow(&started, Some(ToolAccesses::read_file("/test/slow")));
     let rig = Rig::new(vec![tool_use(
-        vec![call("slow", json!({}), "tc-1"), call("slow", json!({}), "tc-2"), call("slow", json!({}), "tc-3")],
+        vec![
+            call("slow", json!({}), "tc-1"),
+            call("slow", json!({}), "tc-2"),
+            call("slow", json!({}), "tc-3"),
+        ],
         usage(1, 1),
     )])
     .tools(vec![tool]);
@@ -197,7 +232,11 @@ async fn concurrent_tools_all_get_results_after_abort() {
 #[tokio::test(start_paused = true)]
 async fn tool_ignoring_abort_is_settled_by_the_grace_timeout() {
     let started = Arc::new(Latch::default());
-    let rig = Rig::new(vec![tool_use(vec![call("hang", json!({}), "tc-h")], usage(1, 1))]).tools(vec![hang(&started)]);
+    let rig = Rig::new(vec![tool_use(
+        vec![call("hang", json!({}), "tc-h")],
+        usage(1, 1),
+    )])
+    .tools(vec![hang(&started)]);
     let begin = tokio::time::Instant::now();
     let (result, aborted_at) = tokio::join!(rig.run(), async {
         started.wait().await;
@@ -209,7 +248,10 @@ async fn tool_ignoring_abort_is_settled_by_the_grace_timeout() {
     assert_eq!(waited.as_millis(), 2000);
     assert!(aborted_at >= begin);
     let record = serde_json::to_value(rig.transcript.result_for("tc-h").result).unwrap();
-    assert_eq!(record, json!({"output": "Tool \"hang\" aborted by grace timeout (2000ms)", "isError": true}));
+    assert_eq!(
+        record,
+        json!({"output": "Tool \"hang\" aborted by grace timeout (2000ms)", "isError": true})
+    );
     assert_eq!(rig.transcript.count("step.end"), 0);
 }
 
@@ -217,7 +259,11 @@ async fn tool_ignoring_abort_is_settled_by_the_grace_timeout() {
 #[tokio::test(start_paused = true)]
 async fn hanging_tool_without_abort_hangs_the_turn() {
     let started = Arc::new(Latch::default());
-    let rig = Rig::new(vec![tool_use(vec![call("hang", json!({}), "tc-h")], usage(1, 1))]).tools(vec![hang(&started)]);
+    let rig = Rig::new(vec![tool_use(
+        vec![call("hang", json!({}), "tc-h")],
+        usage(1, 1),
+    )])
+    .tools(vec![hang(&started)]);
     let outcome = tokio::time::timeout(std::time::Duration::from_secs(3600), rig.run()).await;
     assert!(outcome.is_err(), "a hanging tool must hang the turn");
     assert!(started.is_set());
@@ -227,8 +273,11 @@ async fn hanging_tool_without_abort_hangs_the_turn() {
 #[tokio::test(start_paused = true)]
 async fn abort_between_steps_has_no_active_step() {
     let executions = Executions::default();
-    let rig = Rig::new(vec![tool_use(vec![call("echo", json!({"text": "x"}), "tc-1")], usage(1, 1))])
-        .tools(vec![echo(&executions)]);
+    let rig = Rig::new(vec![tool_use(
+        vec![call("echo", json!({"text": "x"}), "tc-1")],
+        usage(1, 1),
+    )])
+    .tools(vec![echo(&executions)]);
     let controller = rig.controller.clone();
     let rig = rig.hooks(TestHooks {
         after_step: Some(Box::new(move |_| {
@@ -258,7 +307,10 @@ async fn abort_after_the_final_step_end_keeps_the_terminal_reason() {
         })),
         ..TestHooks::default()
     });
-    assert_eq!(rig.run().await.unwrap().stop_reason, TurnStopReason::EndTurn);
+    assert_eq!(
+        rig.run().await.unwrap().stop_reason,
+        TurnStopReason::EndTurn
+    );
     assert!(rig.sink.interrupted().is_empty());
 }
 
@@ -274,7 +326,10 @@ async fn error_after_abort_counts_as_abort() {
         })),
         ..TestHooks::default()
     });
-    assert_eq!(rig.run().await.unwrap().stop_reason, TurnStopReason::Aborted);
+    assert_eq!(
+        rig.run().await.unwrap().stop_reason,
+        TurnStopReason::Aborted
+    );
     assert_eq!(rig.sink.interrupted()[0].reason, InterruptReason::Aborted);
     assert_eq!(rig.sink.interrupted()[0].message, None);
 }

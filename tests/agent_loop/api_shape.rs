@@ -41,7 +41,8 @@ fn samples() -> Vec<serde_json::Value> {
 fn loop_event_is_a_closed_union_of_eleven_variants() {
     let mut recorded = 0;
     for sample in samples() {
-        let event: LoopEvent = serde_json::from_value(sample.clone()).unwrap_or_else(|e| panic!("{sample}: {e}"));
+        let event: LoopEvent =
+            serde_json::from_value(sample.clone()).unwrap_or_else(|e| panic!("{sample}: {e}"));
         assert_eq!(event.type_name(), sample["type"].as_str().unwrap());
         assert_eq!(serde_json::to_value(&event).unwrap(), sample);
         recorded += usize::from(matches!(event, LoopEvent::Recorded(_)));

@@ -60,9 +60,21 @@ fn schema_errors_use_ajv_wording_joined_by_semicolons() {
         validation_text(&schema, &json!({"extra": 1, "n": 0})).unwrap(),
         "must have required property 'text'; must NOT have additional property 'extra'; /n must be >= 1"
     );
-    assert_eq!(validation_text(&schema, &json!([1])).unwrap(), "must be object");
-    assert_eq!(validation_text(&schema, &json!({"text": 5})).unwrap(), "/text must be string");
+    assert_eq!(
+        validation_text(&schema, &json!([1])).unwrap(),
+        "must be object"
+    );
+    assert_eq!(
+        validation_text(&schema, &json!({"text": 5})).unwrap(),
+        "/text must be string"
+    );
     let enumerated = json!({"type": "string", "enum": ["a", "b"]});
-    assert_eq!(validation_text(&enumerated, &json!("c")).unwrap(), "must be equal to one of the allowed values");
-    assert_eq!(validation_text(&json!(7), &json!({})).unwrap(), "schema must be object or boolean");
+    assert_eq!(
+        validation_text(&enumerated, &json!("c")).unwrap(),
+        "must be equal to one of the allowed values"
+    );
+    assert_eq!(
+        validation_text(&json!(7), &json!({})).unwrap(),
+        "schema must be object or boolean"
+    );
 }

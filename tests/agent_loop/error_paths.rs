@@ -51,7 +51,10 @@ async fn model_error_logs_exactly_one_warning() {
 async fn abort_during_the_model_call_logs_nothing() {
     let rig = Rig::new(vec![]);
     rig.llm.push(Script::AbortThenFail(rig.controller.clone()));
-    assert_eq!(rig.run().await.unwrap().stop_reason, TurnStopReason::Aborted);
+    assert_eq!(
+        rig.run().await.unwrap().stop_reason,
+        TurnStopReason::Aborted
+    );
     assert!(rig.log.entries().is_empty());
 }
 
@@ -84,7 +87,10 @@ async fn max_steps_interruption_has_no_active_step() {
 async fn before_step_error_is_the_thrown_error() {
     let hook_error = LoopError::named("HookError", "hook failed");
     let thrown = hook_error.clone();
-    let rig = Rig::new(vec![]).hooks(TestHooks { before: Some(Box::new(move |_| Err(thrown.clone()))), ..TestHooks::default() });
+    let rig = Rig::new(vec![]).hooks(TestHooks {
+        before: Some(Box::new(move |_| Err(thrown.clone()))),
+        ..TestHooks::default()
+    });
     assert_eq!(rig.run().await.unwrap_err(), hook_error);
     let interrupted = rig.sink.interrupted();
     assert_eq!(interrupted.len(), 1);
@@ -103,7 +109,10 @@ async fn before_step_abort_error_returns_aborted() {
         })),
         ..TestHooks::default()
     });
-    assert_eq!(rig.run().await.unwrap().stop_reason, TurnStopReason::Aborted);
+    assert_eq!(
+        rig.run().await.unwrap().stop_reason,
+        TurnStopReason::Aborted
+    );
     let interrupted = rig.sink.interrupted();
     assert_eq!(interrupted.len(), 1);
     assert_eq!(interrupted[0].reason, InterruptReason::Aborted);
@@ -113,10 +122,15 @@ async fn before_step_abort_error_returns_aborted() {
 #[tokio::test(start_paused = true)]
 async fn abort_shaped_error_without_signal_returns_aborted() {
     let rig = Rig::new(vec![]).hooks(TestHooks {
-        before: Some(Box::new(|_| Err(LoopError::Aborted(AbortError::new("aborted"))))),
+        before: Some(Box::new(|_| {
+            Err(LoopError::Aborted(AbortError::new("aborted")))
+        })),
         ..TestHooks::default()
     });
-    assert_eq!(rig.run().await.unwrap().stop_reason, TurnStopReason::Aborted);
+    assert_eq!(
+        rig.run().await.unwrap().stop_reason,
+        TurnStopReason::Aborted
+    );
 }
 
 /// §7.7 #7
@@ -143,7 +157,10 @@ async fn failed_step_is_live_as_begin_without_end() {
 async fn transcript_failure_mid_batch_propagates() {
     let executions = Executions::default();
     let rig = Rig::new(vec![tool_use(
-        vec![call("echo", json!({"text": "a"}), "tc-a"), call("echo", json!({"text": "b"}), "tc-b")],
+        vec![
+            call("echo", json!({"text": "a"}), "tc-a"),
+            call("echo", json!({"text": "b"}), "tc-b"),
+        ],
         usage(1, 1),
     )])
     .tools(vec![echo(&executions)]);
@@ -160,12 +177,22 @@ async fn transcript_failure_mid_batch_propagates() {
 #[tokio::test(start_paused = true)]
 async fn interruption_carries_the_failed_requests_trace_id() {
     let executions = Executions::default();
-    let ok = map_response(tool_use(vec![call("echo", json!({"text": "a"}), "tc-a")], usage(1, 1)), |r| {
-        r.trace_id = Some("trace-A".into())
-    });
+    let ok = map_response(
+        tool_use(
+            vec![call("echo", json!({"text": "a"}), "tc-a")],
+            usage(1, 1),
+        ),
+        |r| r.trace_id = Some("trace-A".into()),
+    );
     let failure = LoopError::Provider(ProviderError::status(400, "bad").with_trace_id("trace-B"));
     let rig = Rig::new(vec![ok, Script::Fail(failure)]).tools(vec![echo(&executions)]);
     assert!(rig.run().await.is_err());
-    assert_eq!(rig.transcript.step_ends()[0].trace_id.as_deref(), Some("trace-A"));
-    assert_eq!(rig.sink.interrupted()[0].trace_id.as_deref(), Some("trace-B"));
+    assert_eq!(
+        rig.transcript.step_ends()[0].trace_id.as_deref(),
+        Some("trace-A")
+    );
+    assert_eq!(
+        rig.sink.interrupted()[0].trace_id.as_deref(),
+        Some("trace-B")
+    );
 }

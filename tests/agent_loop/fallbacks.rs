@@ -1,7 +1,6 @@
 //! `tool-exchange-fallback.e2e.test.ts` (kimi-loop.md §7.13): the one-shot strict and media
 //! projection resends of §4.7.
 
-
 use loopsim::model::agent_loop::errors::StatusClass;
 use loopsim::model::agent_loop::llm::Projection;
 use loopsim::model::agent_loop::*;
@@ -22,7 +21,11 @@ fn status(code: u16, message: &str) -> Script {
 }
 
 fn too_large() -> LoopError {
-    LoopError::Provider(ProviderError::status_class(413, StatusClass::RequestTooLarge, "Request exceeds the maximum size"))
+    LoopError::Provider(ProviderError::status_class(
+        413,
+        StatusClass::RequestTooLarge,
+        "Request exceeds the maximum size",
+    ))
 }
 
 fn seen_texts(rig: &Rig) -> Vec<String> {
@@ -37,7 +40,11 @@ fn seen_texts(rig: &Rig) -> Vec<String> {
 }
 
 fn projections(rig: &Rig) -> Vec<Option<Projection>> {
-    rig.llm.calls().iter().map(|call| call.fields.projection).collect()
+    rig.llm
+        .calls()
+        .iter()
+        .map(|call| call.fields.projection)
+        .collect()
 }
 
 struct Strict {
@@ -54,11 +61,20 @@ fn strict_rig(first: Script) -> Strict {
 
 async fn assert_strict_resend(message: &str) {
     let Strict { rig, strict } = strict_rig(status(400, message));
-    assert_eq!(rig.run().await.unwrap().stop_reason, TurnStopReason::EndTurn);
+    assert_eq!(
+        rig.run().await.unwrap().stop_reason,
+        TurnStopReason::EndTurn
+    );
     assert_eq!(rig.llm.call_count(), 2);
     assert_eq!(strict.get(), 1);
-    assert_eq!(seen_texts(&rig), vec!["normal projection", "strict projection"]);
-    assert_eq!(rig.llm.calls()[1].messages, vec![Message::user("strict projection")]);
+    assert_eq!(
+        seen_texts(&rig),
+        vec!["normal projection", "strict projection"]
+    );
+    assert_eq!(
+        rig.llm.calls()[1].messages,
+        vec![Message::user("strict projection")]
+    );
     assert_eq!(projections(&rig), vec![None, Some(Projection::Strict)]);
 }
 
@@ -77,7 +93,10 @@ async fn missing_tool_call_id_gets_one_strict_resend() {
 /// §7.13 #3
 #[tokio::test(start_paused = true)]
 async fn orphan_tool_role_gets_one_strict_resend() {
-    assert_strict_resend("Messages with role 'tool' must be a response to a preceding message with 'tool_calls'").await;
+    assert_strict_resend(
+        "Messages with role 'tool' must be a response to a preceding message with 'tool_calls'",
+    )
+    .await;
 }
 
 /// §7.13 #4
@@ -92,10 +111,15 @@ async fn unrelated_400_gets_no_resend() {
 /// §7.13 #5
 #[tokio::test(start_paused = true)]
 async fn failing_strict_resend_propagates_after_two_calls() {
-    let adjacency = "messages.3: `tool_use` ids were found without `tool_result` blocks immediately after";
+    let adjacency =
+        "messages.3: `tool_use` ids were found without `tool_result` blocks immediately after";
     let error = LoopError::Provider(ProviderError::status(400, adjacency));
     let strict = Counter::default();
-    let mut rig = Rig::new(vec![Script::Fail(error.clone()), Script::Fail(error.clone()), Script::Fail(error.clone())]);
+    let mut rig = Rig::new(vec![
+        Script::Fail(error.clone()),
+        Script::Fail(error.clone()),
+        Script::Fail(error.clone()),
+    ]);
     rig.input.build_messages_strict = Some(counted("strict projection", &strict));
     assert_eq!(rig.run().await.unwrap_err(), error);
     assert_eq!(rig.llm.call_count(), 2);
@@ -109,13 +133,23 @@ async fn strict_projection_is_not_sticky() {
     let strict = Counter::default();
     let mut rig = Rig::new(vec![
         status(400, "roles must alternate between user and assistant"),
-        tool_use(vec![call("echo", json!({"text": "x"}), "tc-1")], usage(1, 1)),
+        tool_use(
+            vec![call("echo", json!({"text": "x"}), "tc-1")],
+            usage(1, 1),
+        ),
         end_turn("ok", usage(1, 1)),
     ])
     .tools(vec![echo(&executions)]);
     rig.input.build_messages_strict = Some(counted("strict projection", &strict));
     rig.run().await.unwrap();
-    assert_eq!(seen_texts(&rig), vec!["normal projection", "strict projection", "normal projection"]);
+    assert_eq!(
+        seen_texts(&rig),
+        vec![
+            "normal projection",
+            "strict projection",
+            "normal projection"
+        ]
+    );
 }
 
 struct Media {
@@ -127,7 +161,12 @@ struct Media {
 }
 
 fn media_rig(script: Vec<Script>, with_stripped: bool) -> Media {
-    let (normal, degraded, strict, stripped) = (Counter::default(), Counter::default(), Counter::default(), Counter::default());
+    let (normal, degraded, strict, stripped) = (
+        Counter::default(),
+        Counter::default(),
+        Counter::default(),
+        Counter::default(),
+    );
     let executions = Executions::default();
     let mut rig = Rig::new(script).tools(vec![echo(&executions)]);
     rig.input.build_messages = counted("normal projection", &normal);
@@ -136,7 +175,13 @@ fn media_rig(script: Vec<Script>, with_stripped: bool) -> Media {
     if with_stripped {
         rig.input.build_messages_media_stripped = Some(counted("stripped projection", &stripped));
     }
-    Media { rig, normal, degraded, strict, stripped }
+    Media {
+        rig,
+        normal,
+        degraded,
+        strict,
+        stripped,
+    }
 }
 
 fn echo_step(id: &str) -> Script {
@@ -146,19 +191,31 @@ fn echo_step(id: &str) -> Script {
 /// §7.13 #6 (§9.10)
 #[tokio::test(start_paused = true)]
 async fn request_too_large_resends_degraded_once() {
-    let media = media_rig(vec![Script::Fail(too_large()), end_turn("ok", usage(1, 1))], false);
-    assert_eq!(media.rig.run().await.unwrap().stop_reason, TurnStopReason::EndTurn);
+    let media = media_rig(
+        vec![Script::Fail(too_large()), end_turn("ok", usage(1, 1))],
+        false,
+    );
+    assert_eq!(
+        media.rig.run().await.unwrap().stop_reason,
+        TurnStopReason::EndTurn
+    );
     assert_eq!(media.rig.llm.call_count(), 2);
     assert_eq!(media.degraded.get(), 1);
     assert_eq!(media.strict.get(), 0);
-    assert_eq!(seen_texts(&media.rig), vec!["normal projection", "degraded projection"]);
+    assert_eq!(
+        seen_texts(&media.rig),
+        vec!["normal projection", "degraded projection"]
+    );
 }
 
 /// §7.13 #7
 #[tokio::test(start_paused = true)]
 async fn plain_413_status_is_not_request_too_large() {
     let media = media_rig(vec![status(413, "Request failed")], false);
-    assert_eq!(media.rig.run().await.unwrap_err().message(), "Request failed");
+    assert_eq!(
+        media.rig.run().await.unwrap_err().message(),
+        "Request failed"
+    );
     assert_eq!(media.rig.llm.call_count(), 1);
     assert_eq!(media.degraded.get(), 0);
 }
@@ -166,7 +223,14 @@ async fn plain_413_status_is_not_request_too_large() {
 /// §7.13 #8
 #[tokio::test(start_paused = true)]
 async fn degraded_resend_failing_again_without_stripped_propagates() {
-    let media = media_rig(vec![Script::Fail(too_large()), Script::Fail(too_large()), Script::Fail(too_large())], false);
+    let media = media_rig(
+        vec![
+            Script::Fail(too_large()),
+            Script::Fail(too_large()),
+            Script::Fail(too_large()),
+        ],
+        false,
+    );
     assert_eq!(media.rig.run().await.unwrap_err(), too_large());
     assert_eq!(media.rig.llm.call_count(), 2);
     assert_eq!(media.degraded.get(), 1);
@@ -176,14 +240,24 @@ async fn degraded_resend_failing_again_without_stripped_propagates() {
 #[tokio::test(start_paused = true)]
 async fn sticky_stripped_step_rethrows_a_later_413() {
     let media = media_rig(
-        vec![Script::Fail(too_large()), Script::Fail(too_large()), echo_step("tc-stripped"), Script::Fail(too_large())],
+        vec![
+            Script::Fail(too_large()),
+            Script::Fail(too_large()),
+            echo_step("tc-stripped"),
+            Script::Fail(too_large()),
+        ],
         true,
     );
     assert_eq!(media.rig.run().await.unwrap_err(), too_large());
     assert_eq!(media.rig.llm.call_count(), 4);
     assert_eq!(
         seen_texts(&media.rig),
-        vec!["normal projection", "degraded projection", "stripped projection", "stripped projection"]
+        vec![
+            "normal projection",
+            "degraded projection",
+            "stripped projection",
+            "stripped projection"
+        ]
     );
     assert_eq!(projections(&media.rig)[3], Some(Projection::MediaStripped));
     assert_eq!(media.rig.transcript.count("tool.result"), 1);
@@ -193,14 +267,27 @@ async fn sticky_stripped_step_rethrows_a_later_413() {
 #[tokio::test(start_paused = true)]
 async fn sticky_degraded_step_moves_on_to_stripped() {
     let media = media_rig(
-        vec![Script::Fail(too_large()), echo_step("tc-1"), Script::Fail(too_large()), end_turn("ok", usage(1, 1))],
+        vec![
+            Script::Fail(too_large()),
+            echo_step("tc-1"),
+            Script::Fail(too_large()),
+            end_turn("ok", usage(1, 1)),
+        ],
         true,
     );
-    assert_eq!(media.rig.run().await.unwrap().stop_reason, TurnStopReason::EndTurn);
+    assert_eq!(
+        media.rig.run().await.unwrap().stop_reason,
+        TurnStopReason::EndTurn
+    );
     assert_eq!(media.rig.llm.call_count(), 4);
     assert_eq!(
         seen_texts(&media.rig),
-        vec!["normal projection", "degraded projection", "degraded projection", "stripped projection"]
+        vec![
+            "normal projection",
+            "degraded projection",
+            "degraded projection",
+            "stripped projection"
+        ]
     );
     let projections = projections(&media.rig);
     assert_eq!(projections[2], Some(Projection::MediaDegraded));
@@ -212,22 +299,48 @@ async fn sticky_degraded_step_moves_on_to_stripped() {
 #[tokio::test(start_paused = true)]
 async fn image_format_error_on_degraded_resend_goes_stripped() {
     let media = media_rig(
-        vec![Script::Fail(too_large()), status(400, "unsupported image format"), end_turn("ok", usage(1, 1))],
+        vec![
+            Script::Fail(too_large()),
+            status(400, "unsupported image format"),
+            end_turn("ok", usage(1, 1)),
+        ],
         true,
     );
-    assert_eq!(media.rig.run().await.unwrap().stop_reason, TurnStopReason::EndTurn);
+    assert_eq!(
+        media.rig.run().await.unwrap().stop_reason,
+        TurnStopReason::EndTurn
+    );
     assert_eq!(media.rig.llm.call_count(), 3);
-    assert_eq!(seen_texts(&media.rig), vec!["normal projection", "degraded projection", "stripped projection"]);
+    assert_eq!(
+        seen_texts(&media.rig),
+        vec![
+            "normal projection",
+            "degraded projection",
+            "stripped projection"
+        ]
+    );
     assert_eq!(
         projections(&media.rig),
-        vec![None, Some(Projection::MediaDegraded), Some(Projection::MediaStripped)]
+        vec![
+            None,
+            Some(Projection::MediaDegraded),
+            Some(Projection::MediaStripped)
+        ]
     );
 }
 
 /// §7.13 #12
 #[tokio::test(start_paused = true)]
 async fn every_level_failing_stops_after_three_attempts() {
-    let media = media_rig(vec![Script::Fail(too_large()), Script::Fail(too_large()), Script::Fail(too_large()), Script::Fail(too_large())], true);
+    let media = media_rig(
+        vec![
+            Script::Fail(too_large()),
+            Script::Fail(too_large()),
+            Script::Fail(too_large()),
+            Script::Fail(too_large()),
+        ],
+        true,
+    );
     assert_eq!(media.rig.run().await.unwrap_err(), too_large());
     assert_eq!(media.rig.llm.call_count(), 3);
     assert_eq!(media.stripped.get(), 1);
@@ -236,10 +349,23 @@ async fn every_level_failing_stops_after_three_attempts() {
 /// §7.13 #13
 #[tokio::test(start_paused = true)]
 async fn degraded_projection_is_sticky_for_the_turn() {
-    let media = media_rig(vec![Script::Fail(too_large()), echo_step("tc-1"), end_turn("ok", usage(1, 1))], false);
-    assert_eq!(media.rig.run().await.unwrap().stop_reason, TurnStopReason::EndTurn);
+    let media = media_rig(
+        vec![
+            Script::Fail(too_large()),
+            echo_step("tc-1"),
+            end_turn("ok", usage(1, 1)),
+        ],
+        false,
+    );
+    assert_eq!(
+        media.rig.run().await.unwrap().stop_reason,
+        TurnStopReason::EndTurn
+    );
     assert_eq!(media.rig.llm.call_count(), 3);
-    assert_eq!(seen_texts(&media.rig)[1..], ["degraded projection", "degraded projection"]);
+    assert_eq!(
+        seen_texts(&media.rig)[1..],
+        ["degraded projection", "degraded projection"]
+    );
     assert_eq!(media.normal.get(), 1);
     assert_eq!(media.degraded.get(), 2);
     assert_eq!(media.rig.transcript.count("tool.result"), 1);
@@ -248,8 +374,17 @@ async fn degraded_projection_is_sticky_for_the_turn() {
 /// §4.7 item 2: an image-format 400 on the normal projection goes straight to stripped.
 #[tokio::test(start_paused = true)]
 async fn image_format_error_goes_stripped_directly() {
-    let media = media_rig(vec![status(400, "Could not process image"), end_turn("ok", usage(1, 1))], true);
+    let media = media_rig(
+        vec![
+            status(400, "Could not process image"),
+            end_turn("ok", usage(1, 1)),
+        ],
+        true,
+    );
     media.rig.run().await.unwrap();
-    assert_eq!(seen_texts(&media.rig), vec!["normal projection", "stripped projection"]);
+    assert_eq!(
+        seen_texts(&media.rig),
+        vec!["normal projection", "stripped projection"]
+    );
     assert_eq!(media.degraded.get(), 0);
 }

@@ -12,13 +12,22 @@ use crate::util::*;
 
 fn batch_ab() -> Vec<Script> {
     vec![
-        tool_use(vec![call("echo", json!({"text": "a"}), "tc-a"), call("echo", json!({"text": "b"}), "tc-b")], usage(1, 1)),
+        tool_use(
+            vec![
+                call("echo", json!({"text": "a"}), "tc-a"),
+                call("echo", json!({"text": "b"}), "tc-b"),
+            ],
+            usage(1, 1),
+        ),
         end_turn("done", usage(1, 1)),
     ]
 }
 
 fn one(call_: ToolCall) -> Vec<Script> {
-    vec![tool_use(vec![call_], usage(1, 1)), end_turn("done", usage(1, 1))]
+    vec![
+        tool_use(vec![call_], usage(1, 1)),
+        end_turn("done", usage(1, 1)),
+    ]
 }
 
 /// §7.5 #1
@@ -26,9 +35,18 @@ fn one(call_: ToolCall) -> Vec<Script> {
 async fn before_step_returning_nothing_lets_the_step_run() {
     let counter = Counter::default();
     let seen = counter.clone();
-    let hooks = TestHooks { before: Some(Box::new(move |_| { seen.bump(); Ok(None) })), ..TestHooks::default() };
+    let hooks = TestHooks {
+        before: Some(Box::new(move |_| {
+            seen.bump();
+            Ok(None)
+        })),
+        ..TestHooks::default()
+    };
     let rig = Rig::new(vec![end_turn("x", usage(1, 1))]).hooks(hooks);
-    assert_eq!(rig.run().await.unwrap().stop_reason, TurnStopReason::EndTurn);
+    assert_eq!(
+        rig.run().await.unwrap().stop_reason,
+        TurnStopReason::EndTurn
+    );
     assert_eq!(counter.get(), 1);
 }
 
@@ -36,7 +54,12 @@ async fn before_step_returning_nothing_lets_the_step_run() {
 #[tokio::test(start_paused = true)]
 async fn before_step_block_fails_the_turn_with_its_reason() {
     let hooks = TestHooks {
-        before: Some(Box::new(|_| Ok(Some(BeforeStepDecision { block: true, reason: Some("policy says no".into()) })))),
+        before: Some(Box::new(|_| {
+            Ok(Some(BeforeStepDecision {
+                block: true,
+                reason: Some("policy says no".into()),
+            }))
+        })),
         ..TestHooks::default()
     };
     let rig = Rig::new(vec![end_turn("x", usage(1, 1))]).hooks(hooks);
@@ -44,14 +67,22 @@ async fn before_step_block_fails_the_turn_with_its_reason() {
     assert_eq!(error.message(), "policy says no");
     assert_eq!(rig.llm.call_count(), 0);
     assert_eq!(rig.transcript.count("step.begin"), 0);
-    assert_eq!(rig.sink.interrupted()[0].reason, events::InterruptReason::Error);
+    assert_eq!(
+        rig.sink.interrupted()[0].reason,
+        events::InterruptReason::Error
+    );
 }
 
 /// §4.6: a block without a reason reads `Step <N> was blocked`.
 #[tokio::test(start_paused = true)]
 async fn before_step_block_without_reason_names_the_step() {
     let hooks = TestHooks {
-        before: Some(Box::new(|_| Ok(Some(BeforeStepDecision { block: true, reason: None })))),
+        before: Some(Box::new(|_| {
+            Ok(Some(BeforeStepDecision {
+                block: true,
+                reason: None,
+            }))
+        })),
         ..TestHooks::default()
     };
     let rig = Rig::new(vec![]).hooks(hooks);
@@ -61,7 +92,10 @@ async fn before_step_block_without_reason_names_the_step() {
 /// §7.5 #3
 #[tokio::test(start_paused = true)]
 async fn before_step_error_is_rethrown() {
-    let hooks = TestHooks { before: Some(Box::new(|_| Err(LoopError::plain("hook crashed")))), ..TestHooks::default() };
+    let hooks = TestHooks {
+        before: Some(Box::new(|_| Err(LoopError::plain("hook crashed")))),
+        ..TestHooks::default()
+    };
     let rig = Rig::new(vec![end_turn("x", usage(1, 1))]).hooks(hooks);
     assert_eq!(rig.run().await.unwrap_err().message(), "hook crashed");
     assert_eq!(rig.llm.call_count(), 0);
@@ -74,13 +108,20 @@ async fn before_step_context_carries_turn_step_signal_and_llm() {
     let sink = seen.clone();
     let hooks = TestHooks {
         before: Some(Box::new(move |ctx| {
-            sink.lock().unwrap().push((ctx.turn_id.to_owned(), ctx.step_number, ctx.signal.aborted(), ctx.llm.model_name().to_owned()));
+            sink.lock().unwrap().push((
+                ctx.turn_id.to_owned(),
+                ctx.step_number,
+                ctx.signal.aborted(),
+                ctx.llm.model_name().to_owned(),
+            ));
             Ok(None)
         })),
         ..TestHooks::default()
     };
     let executions = Executions::default();
-    let mut rig = Rig::new(one(call("echo", json!({"text": "x"}), "tc-1"))).tools(vec![echo(&executions)]).hooks(hooks);
+    let mut rig = Rig::new(one(call("echo", json!({"text": "x"}), "tc-1")))
+        .tools(vec![echo(&executions)])
+        .hooks(hooks);
     rig.input.turn_id = "turn-foo".into();
     rig.run().await.unwrap();
     assert_eq!(
@@ -99,14 +140,22 @@ async fn after_step_sees_the_effective_reason_and_step_usage() {
     let sink = seen.clone();
     let hooks = TestHooks {
         after_step: Some(Box::new(move |ctx| {
-            sink.lock().unwrap().push((ctx.stop_reason, ctx.step.step_number, ctx.usage.input_other, ctx.usage.output));
+            sink.lock().unwrap().push((
+                ctx.stop_reason,
+                ctx.step.step_number,
+                ctx.usage.input_other,
+                ctx.usage.output,
+            ));
             Ok(None)
         })),
         ..TestHooks::default()
     };
     let rig = Rig::new(vec![end_turn("x", usage(1, 2))]).hooks(hooks);
     rig.run().await.unwrap();
-    assert_eq!(*seen.lock().unwrap(), vec![(StepStopReason::EndTurn, 1, 1, 2)]);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![(StepStopReason::EndTurn, 1, 1, 2)]
+    );
     assert_eq!(rig.sink.count("step.end"), 1);
 }
 
@@ -116,11 +165,17 @@ async fn after_step_errors_are_swallowed() {
     let counter = Counter::default();
     let seen = counter.clone();
     let hooks = TestHooks {
-        after_step: Some(Box::new(move |_| { seen.bump(); Err(LoopError::plain("observer crashed")) })),
+        after_step: Some(Box::new(move |_| {
+            seen.bump();
+            Err(LoopError::plain("observer crashed"))
+        })),
         ..TestHooks::default()
     };
     let rig = Rig::new(vec![end_turn("x", usage(1, 1))]).hooks(hooks);
-    assert_eq!(rig.run().await.unwrap().stop_reason, TurnStopReason::EndTurn);
+    assert_eq!(
+        rig.run().await.unwrap().stop_reason,
+        TurnStopReason::EndTurn
+    );
     assert_eq!(counter.get(), 1);
 }
 
@@ -130,19 +185,32 @@ async fn after_step_errors_are_swallowed() {
 async fn after_step_stop_turn_ends_a_tool_step() {
     let executions = Executions::default();
     let hooks = TestHooks {
-        after_step: Some(Box::new(|_| Ok(Some(AfterStepDecision { stop_turn: true })))),
+        after_step: Some(Box::new(|_| {
+            Ok(Some(AfterStepDecision { stop_turn: true }))
+        })),
         ..TestHooks::default()
     };
-    let rig = Rig::new(one(call("echo", json!({"text": "x"}), "tc-1"))).tools(vec![echo(&executions)]).hooks(hooks);
+    let rig = Rig::new(one(call("echo", json!({"text": "x"}), "tc-1")))
+        .tools(vec![echo(&executions)])
+        .hooks(hooks);
     let result = rig.run().await.unwrap();
     assert_eq!(result.stop_reason, TurnStopReason::EndTurn);
     assert_eq!(rig.llm.call_count(), 1);
-    assert_eq!(rig.transcript.step_ends()[0].finish_reason, StepStopReason::ToolUse);
+    assert_eq!(
+        rig.transcript.step_ends()[0].finish_reason,
+        StepStopReason::ToolUse
+    );
 }
 
-fn batch_ids_hook(seen: &Arc<Mutex<Vec<Vec<String>>>>) -> impl Fn(&[ToolCall]) + Send + Sync + use<> {
+fn batch_ids_hook(
+    seen: &Arc<Mutex<Vec<Vec<String>>>>,
+) -> impl Fn(&[ToolCall]) + Send + Sync + use<> {
     let seen = seen.clone();
-    move |calls: &[ToolCall]| seen.lock().unwrap().push(calls.iter().map(|c| c.id.clone()).collect())
+    move |calls: &[ToolCall]| {
+        seen.lock()
+            .unwrap()
+            .push(calls.iter().map(|c| c.id.clone()).collect())
+    }
 }
 
 /// §7.5 #7
@@ -150,25 +218,47 @@ fn batch_ids_hook(seen: &Arc<Mutex<Vec<Vec<String>>>>) -> impl Fn(&[ToolCall]) +
 async fn prepare_hook_sees_the_whole_batch() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let record = batch_ids_hook(&seen);
-    let hooks = TestHooks { prepare: Some(Box::new(move |ctx| { record(ctx.tool_calls); Ok(None) })), ..TestHooks::default() };
+    let hooks = TestHooks {
+        prepare: Some(Box::new(move |ctx| {
+            record(ctx.tool_calls);
+            Ok(None)
+        })),
+        ..TestHooks::default()
+    };
     let executions = Executions::default();
-    let rig = Rig::new(batch_ab()).tools(vec![echo(&executions)]).hooks(hooks);
+    let rig = Rig::new(batch_ab())
+        .tools(vec![echo(&executions)])
+        .hooks(hooks);
     rig.run().await.unwrap();
-    assert_eq!(*seen.lock().unwrap(), vec![vec!["tc-a", "tc-b"], vec!["tc-a", "tc-b"]]);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![vec!["tc-a", "tc-b"], vec!["tc-a", "tc-b"]]
+    );
 }
 
 /// §7.5 #8
 #[tokio::test(start_paused = true)]
 async fn prepare_hook_block_produces_an_error_result() {
     let hooks = TestHooks {
-        prepare: Some(Box::new(|_| Ok(Some(PrepareDecision { block: true, reason: Some("forbidden".into()), ..PrepareDecision::default() })))),
+        prepare: Some(Box::new(|_| {
+            Ok(Some(PrepareDecision {
+                block: true,
+                reason: Some("forbidden".into()),
+                ..PrepareDecision::default()
+            }))
+        })),
         ..TestHooks::default()
     };
     let executions = Executions::default();
-    let rig = Rig::new(one(call("echo", json!({"text": "x"}), "tc-1"))).tools(vec![echo(&executions)]).hooks(hooks);
+    let rig = Rig::new(one(call("echo", json!({"text": "x"}), "tc-1")))
+        .tools(vec![echo(&executions)])
+        .hooks(hooks);
     rig.run().await.unwrap();
     assert_eq!(executions.count(), 0);
-    for result in [rig.transcript.result_for("tc-1"), rig.sink.live_result("tc-1")] {
+    for result in [
+        rig.transcript.result_for("tc-1"),
+        rig.sink.live_result("tc-1"),
+    ] {
         assert!(result.result.is_error);
         assert!(text_of(&result).contains("forbidden"));
     }
@@ -178,18 +268,33 @@ async fn prepare_hook_block_produces_an_error_result() {
 #[tokio::test(start_paused = true)]
 async fn prepare_hook_rewrites_args() {
     let hooks = TestHooks {
-        prepare: Some(Box::new(|_| Ok(Some(PrepareDecision { updated_args: Some(json!({"text": "rewritten"})), ..PrepareDecision::default() })))),
+        prepare: Some(Box::new(|_| {
+            Ok(Some(PrepareDecision {
+                updated_args: Some(json!({"text": "rewritten"})),
+                ..PrepareDecision::default()
+            }))
+        })),
         ..TestHooks::default()
     };
     let executions = Executions::default();
-    let rig = Rig::new(one(call("echo", json!({"text": "x"}), "tc-1"))).tools(vec![echo(&executions)]).hooks(hooks);
+    let rig = Rig::new(one(call("echo", json!({"text": "x"}), "tc-1")))
+        .tools(vec![echo(&executions)])
+        .hooks(hooks);
     rig.run().await.unwrap();
     assert_eq!(executions.all()[0].args, json!({"text": "rewritten"}));
-    assert_eq!(rig.transcript.tool_calls()[0].args, json!({"text": "rewritten"}));
-    let live_args: Vec<_> = rig.sink.recorded().into_iter().filter_map(|e| match e {
-        LoopRecordedEvent::ToolCall(c) => Some(c.args),
-        _ => None,
-    }).collect();
+    assert_eq!(
+        rig.transcript.tool_calls()[0].args,
+        json!({"text": "rewritten"})
+    );
+    let live_args: Vec<_> = rig
+        .sink
+        .recorded()
+        .into_iter()
+        .filter_map(|e| match e {
+            LoopRecordedEvent::ToolCall(c) => Some(c.args),
+            _ => None,
+        })
+        .collect();
     assert_eq!(live_args, vec![json!({"text": "rewritten"})]);
 }
 
@@ -197,28 +302,52 @@ async fn prepare_hook_rewrites_args() {
 #[tokio::test(start_paused = true)]
 async fn rewritten_args_are_revalidated() {
     let hooks = TestHooks {
-        prepare: Some(Box::new(|_| Ok(Some(PrepareDecision { updated_args: Some(json!({"text": 123})), ..PrepareDecision::default() })))),
+        prepare: Some(Box::new(|_| {
+            Ok(Some(PrepareDecision {
+                updated_args: Some(json!({"text": 123})),
+                ..PrepareDecision::default()
+            }))
+        })),
         ..TestHooks::default()
     };
     let executions = Executions::default();
-    let rig = Rig::new(one(call("echo", json!({"text": "x"}), "tc-1"))).tools(vec![echo(&executions)]).hooks(hooks);
+    let rig = Rig::new(one(call("echo", json!({"text": "x"}), "tc-1")))
+        .tools(vec![echo(&executions)])
+        .hooks(hooks);
     rig.run().await.unwrap();
     assert_eq!(executions.count(), 0);
     let result = rig.transcript.result_for("tc-1");
     assert!(result.result.is_error);
     assert!(text_of(&result).contains("after prepareToolExecution hook"));
-    assert_eq!(text_of(&result), "Invalid args for tool \"echo\" after prepareToolExecution hook: /text must be string");
+    assert_eq!(
+        text_of(&result),
+        "Invalid args for tool \"echo\" after prepareToolExecution hook: /text must be string"
+    );
 }
 
 /// §7.5 #11
 #[tokio::test(start_paused = true)]
 async fn throwing_prepare_hook_becomes_an_error_result() {
-    let hooks = TestHooks { prepare: Some(Box::new(|_| Err(LoopError::plain("prepareToolExecution crashed")))), ..TestHooks::default() };
+    let hooks = TestHooks {
+        prepare: Some(Box::new(|_| {
+            Err(LoopError::plain("prepareToolExecution crashed"))
+        })),
+        ..TestHooks::default()
+    };
     let executions = Executions::default();
-    let rig = Rig::new(one(call("echo", json!({"text": "x"}), "tc-1"))).tools(vec![echo(&executions)]).hooks(hooks);
-    assert_eq!(rig.run().await.unwrap().stop_reason, TurnStopReason::EndTurn);
+    let rig = Rig::new(one(call("echo", json!({"text": "x"}), "tc-1")))
+        .tools(vec![echo(&executions)])
+        .hooks(hooks);
+    assert_eq!(
+        rig.run().await.unwrap().stop_reason,
+        TurnStopReason::EndTurn
+    );
     assert_eq!(executions.count(), 0);
-    assert!(text_of(&rig.transcript.result_for("tc-1")).to_lowercase().contains("preparetoolexecution"));
+    assert!(
+        text_of(&rig.transcript.result_for("tc-1"))
+            .to_lowercase()
+            .contains("preparetoolexecution")
+    );
 }
 
 /// §7.5 #12
@@ -226,11 +355,22 @@ async fn throwing_prepare_hook_becomes_an_error_result() {
 async fn authorize_hook_sees_the_whole_batch() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let record = batch_ids_hook(&seen);
-    let hooks = TestHooks { authorize: Some(Box::new(move |ctx| { record(ctx.tool.tool_calls); Ok(None) })), ..TestHooks::default() };
+    let hooks = TestHooks {
+        authorize: Some(Box::new(move |ctx| {
+            record(ctx.tool.tool_calls);
+            Ok(None)
+        })),
+        ..TestHooks::default()
+    };
     let executions = Executions::default();
-    let rig = Rig::new(batch_ab()).tools(vec![echo(&executions)]).hooks(hooks);
+    let rig = Rig::new(batch_ab())
+        .tools(vec![echo(&executions)])
+        .hooks(hooks);
     rig.run().await.unwrap();
-    assert_eq!(*seen.lock().unwrap(), vec![vec!["tc-a", "tc-b"], vec!["tc-a", "tc-b"]]);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![vec!["tc-a", "tc-b"], vec!["tc-a", "tc-b"]]
+    );
 }
 
 /// §9.5 (#643): a policy can block a call because of what else is in the batch.
@@ -238,27 +378,41 @@ async fn authorize_hook_sees_the_whole_batch() {
 async fn authorize_hook_can_block_on_batch_size() {
     let hooks = TestHooks {
         authorize: Some(Box::new(|ctx| {
-            Ok((ctx.tool.tool_calls.len() > 1 && ctx.tool.tool_call.id == "tc-a").then(|| AuthorizeDecision {
-                block: true,
-                reason: Some("must run alone".into()),
-                ..AuthorizeDecision::default()
-            }))
+            Ok(
+                (ctx.tool.tool_calls.len() > 1 && ctx.tool.tool_call.id == "tc-a").then(|| {
+                    AuthorizeDecision {
+                        block: true,
+                        reason: Some("must run alone".into()),
+                        ..AuthorizeDecision::default()
+                    }
+                }),
+            )
         })),
         ..TestHooks::default()
     };
     let executions = Executions::default();
-    let rig = Rig::new(batch_ab()).tools(vec![echo(&executions)]).hooks(hooks);
+    let rig = Rig::new(batch_ab())
+        .tools(vec![echo(&executions)])
+        .hooks(hooks);
     rig.run().await.unwrap();
     assert_eq!(executions.ids(), vec!["tc-b"]);
-    assert_eq!(text_of(&rig.transcript.result_for("tc-a")), "must run alone");
+    assert_eq!(
+        text_of(&rig.transcript.result_for("tc-a")),
+        "must run alone"
+    );
 }
 
 /// §4.6: a throwing authorize hook blocks with a fixed text.
 #[tokio::test(start_paused = true)]
 async fn throwing_authorize_hook_blocks_the_call() {
-    let hooks = TestHooks { authorize: Some(Box::new(|_| Err(LoopError::plain("policy down")))), ..TestHooks::default() };
+    let hooks = TestHooks {
+        authorize: Some(Box::new(|_| Err(LoopError::plain("policy down")))),
+        ..TestHooks::default()
+    };
     let executions = Executions::default();
-    let rig = Rig::new(one(call("echo", json!({"text": "x"}), "tc-1"))).tools(vec![echo(&executions)]).hooks(hooks);
+    let rig = Rig::new(one(call("echo", json!({"text": "x"}), "tc-1")))
+        .tools(vec![echo(&executions)])
+        .hooks(hooks);
     rig.run().await.unwrap();
     assert_eq!(executions.count(), 0);
     assert_eq!(
@@ -271,7 +425,12 @@ async fn throwing_authorize_hook_blocks_the_call() {
 #[tokio::test(start_paused = true)]
 async fn description_is_computed_from_rewritten_args() {
     let hooks = TestHooks {
-        prepare: Some(Box::new(|_| Ok(Some(PrepareDecision { updated_args: Some(json!({"text": "rewritten"})), ..PrepareDecision::default() })))),
+        prepare: Some(Box::new(|_| {
+            Ok(Some(PrepareDecision {
+                updated_args: Some(json!({"text": "rewritten"})),
+                ..PrepareDecision::default()
+            }))
+        })),
         ..TestHooks::default()
     };
     let executions = Executions::default();
@@ -279,47 +438,77 @@ async fn description_is_computed_from_rewritten_args() {
         .tools(vec![echo_with(&executions, None, Some("Echoing <text>"))])
         .hooks(hooks);
     rig.run().await.unwrap();
-    assert_eq!(rig.transcript.tool_calls()[0].description.as_deref(), Some("Echoing rewritten"));
+    assert_eq!(
+        rig.transcript.tool_calls()[0].description.as_deref(),
+        Some("Echoing rewritten")
+    );
 }
 
 /// §7.5 #14
 #[tokio::test(start_paused = true)]
 async fn resolve_execution_error_is_reported() {
-    let tool = TestTool::new("desc", any_object(), |_| Err(LoopError::plain("description crashed")));
+    let tool = TestTool::arc("desc", any_object(), |_| {
+        Err(LoopError::plain("description crashed"))
+    });
     let rig = Rig::new(one(call("desc", json!({}), "tc-1"))).tools(vec![tool]);
     rig.run().await.unwrap();
     let text = text_of(&rig.transcript.result_for("tc-1"));
     assert!(text.contains("failed to resolve execution"));
-    assert_eq!(text, "Tool \"desc\" failed to resolve execution: description crashed");
-    assert!(rig.log.entries().iter().any(|e| e.message == "tool execution setup failed"));
+    assert_eq!(
+        text,
+        "Tool \"desc\" failed to resolve execution: description crashed"
+    );
+    assert!(
+        rig.log
+            .entries()
+            .iter()
+            .any(|e| e.message == "tool execution setup failed")
+    );
 }
 
 /// §7.5 #15
 #[tokio::test(start_paused = true)]
 async fn path_security_error_result_is_exact() {
-    let tool = TestTool::new("guarded", any_object(), |_| Err(LoopError::named("PathSecurityError", "path policy denied")));
+    let tool = TestTool::arc("guarded", any_object(), |_| {
+        Err(LoopError::named("PathSecurityError", "path policy denied"))
+    });
     let rig = Rig::new(one(call("guarded", json!({}), "tc-1"))).tools(vec![tool]);
     rig.run().await.unwrap();
     let encoded = serde_json::to_value(rig.transcript.result_for("tc-1").result).unwrap();
-    assert_eq!(encoded, json!({"isError": true, "output": "path policy denied"}));
+    assert_eq!(
+        encoded,
+        json!({"isError": true, "output": "path policy denied"})
+    );
 }
 
 /// §7.5 #16
 #[tokio::test(start_paused = true)]
 async fn resolve_execution_may_return_an_error_result() {
-    let tool = TestTool::new("resolved", any_object(), |_| Ok(ToolExecution::Error(json!({"isError": true, "output": "resolved error"}))));
+    let tool = TestTool::arc("resolved", any_object(), |_| {
+        Ok(ToolExecution::Error(
+            json!({"isError": true, "output": "resolved error"}),
+        ))
+    });
     let rig = Rig::new(one(call("resolved", json!({}), "tc-1"))).tools(vec![tool]);
     rig.run().await.unwrap();
     let encoded = serde_json::to_value(rig.transcript.result_for("tc-1").result).unwrap();
-    assert_eq!(encoded, json!({"isError": true, "output": "resolved error"}));
+    assert_eq!(
+        encoded,
+        json!({"isError": true, "output": "resolved error"})
+    );
 }
 
 /// §7.5 #17
 #[tokio::test(start_paused = true)]
 async fn finalize_hook_replaces_the_result() {
-    let hooks = TestHooks { finalize: Some(Box::new(|_| Ok(Some(json!({"output": "redacted"}))))), ..TestHooks::default() };
+    let hooks = TestHooks {
+        finalize: Some(Box::new(|_| Ok(Some(json!({"output": "redacted"}))))),
+        ..TestHooks::default()
+    };
     let executions = Executions::default();
-    let rig = Rig::new(one(call("echo", json!({"text": "secret"}), "tc-1"))).tools(vec![echo(&executions)]).hooks(hooks);
+    let rig = Rig::new(one(call("echo", json!({"text": "secret"}), "tc-1")))
+        .tools(vec![echo(&executions)])
+        .hooks(hooks);
     rig.run().await.unwrap();
     assert_eq!(executions.count(), 1);
     assert_eq!(text_of(&rig.transcript.result_for("tc-1")), "redacted");
@@ -329,9 +518,14 @@ async fn finalize_hook_replaces_the_result() {
 /// §7.5 #18
 #[tokio::test(start_paused = true)]
 async fn throwing_finalize_hook_never_persists_raw_output() {
-    let hooks = TestHooks { finalize: Some(Box::new(|_| Err(LoopError::plain("finalizer down")))), ..TestHooks::default() };
+    let hooks = TestHooks {
+        finalize: Some(Box::new(|_| Err(LoopError::plain("finalizer down")))),
+        ..TestHooks::default()
+    };
     let executions = Executions::default();
-    let rig = Rig::new(one(call("echo", json!({"text": "secret"}), "tc-1"))).tools(vec![echo(&executions)]).hooks(hooks);
+    let rig = Rig::new(one(call("echo", json!({"text": "secret"}), "tc-1")))
+        .tools(vec![echo(&executions)])
+        .hooks(hooks);
     rig.run().await.unwrap();
     let recorded = rig.transcript.result_for("tc-1");
     assert!(recorded.result.is_error);
@@ -344,9 +538,17 @@ async fn throwing_finalize_hook_never_persists_raw_output() {
 async fn finalize_hook_runs_for_failed_tools() {
     let counter = Counter::default();
     let seen = counter.clone();
-    let hooks = TestHooks { finalize: Some(Box::new(move |_| { seen.bump(); Ok(None) })), ..TestHooks::default() };
+    let hooks = TestHooks {
+        finalize: Some(Box::new(move |_| {
+            seen.bump();
+            Ok(None)
+        })),
+        ..TestHooks::default()
+    };
     let executions = Executions::default();
-    let rig = Rig::new(one(call("fail", json!({}), "tc-1"))).tools(vec![fail(&executions, "tool blew up")]).hooks(hooks);
+    let rig = Rig::new(one(call("fail", json!({}), "tc-1")))
+        .tools(vec![fail(&executions, "tool blew up")])
+        .hooks(hooks);
     rig.run().await.unwrap();
     assert_eq!(counter.get(), 1);
     assert!(rig.sink.live_result("tc-1").result.is_error);
@@ -362,7 +564,9 @@ async fn finalize_hook_runs_for_preflight_rejections() {
             seen.bump();
             assert!(ctx.tool.tool.is_none());
             let text = ctx.result.output.as_text().unwrap_or_default().to_owned();
-            Ok(Some(json!({"output": format!("finalized: {text}"), "isError": ctx.result.is_error})))
+            Ok(Some(
+                json!({"output": format!("finalized: {text}"), "isError": ctx.result.is_error}),
+            ))
         })),
         ..TestHooks::default()
     };
@@ -376,13 +580,23 @@ async fn finalize_hook_runs_for_preflight_rejections() {
 /// §4.3: a finalize hook can add stop-turn (it cannot clear it).
 #[tokio::test(start_paused = true)]
 async fn finalize_hook_can_add_stop_turn() {
-    let hooks = TestHooks { finalize: Some(Box::new(|_| Ok(Some(json!({"output": "stop here", "stopTurn": true}))))), ..TestHooks::default() };
+    let hooks = TestHooks {
+        finalize: Some(Box::new(|_| {
+            Ok(Some(json!({"output": "stop here", "stopTurn": true})))
+        })),
+        ..TestHooks::default()
+    };
     let executions = Executions::default();
-    let rig = Rig::new(one(call("echo", json!({"text": "x"}), "tc-1"))).tools(vec![echo(&executions)]).hooks(hooks);
+    let rig = Rig::new(one(call("echo", json!({"text": "x"}), "tc-1")))
+        .tools(vec![echo(&executions)])
+        .hooks(hooks);
     let result = rig.run().await.unwrap();
     assert_eq!(result.stop_reason, TurnStopReason::EndTurn);
     assert_eq!(rig.llm.call_count(), 1);
-    assert_eq!(rig.transcript.step_ends()[0].finish_reason, StepStopReason::EndTurn);
+    assert_eq!(
+        rig.transcript.step_ends()[0].finish_reason,
+        StepStopReason::EndTurn
+    );
 }
 
 fn continue_hooks(answers: Vec<Option<bool>>, counter: &Counter) -> TestHooks {
@@ -402,8 +616,12 @@ fn continue_hooks(answers: Vec<Option<bool>>, counter: &Counter) -> TestHooks {
 #[tokio::test(start_paused = true)]
 async fn should_continue_false_stops() {
     let counter = Counter::default();
-    let rig = Rig::new(vec![end_turn("x", usage(1, 1))]).hooks(continue_hooks(vec![Some(false)], &counter));
-    assert_eq!(rig.run().await.unwrap().stop_reason, TurnStopReason::EndTurn);
+    let rig = Rig::new(vec![end_turn("x", usage(1, 1))])
+        .hooks(continue_hooks(vec![Some(false)], &counter));
+    assert_eq!(
+        rig.run().await.unwrap().stop_reason,
+        TurnStopReason::EndTurn
+    );
     assert_eq!(counter.get(), 1);
 }
 
@@ -423,8 +641,12 @@ async fn should_continue_true_runs_another_step() {
 #[tokio::test(start_paused = true)]
 async fn should_continue_returning_nothing_stops() {
     let counter = Counter::default();
-    let rig = Rig::new(vec![end_turn("x", usage(1, 1))]).hooks(continue_hooks(vec![None], &counter));
-    assert_eq!(rig.run().await.unwrap().stop_reason, TurnStopReason::EndTurn);
+    let rig =
+        Rig::new(vec![end_turn("x", usage(1, 1))]).hooks(continue_hooks(vec![None], &counter));
+    assert_eq!(
+        rig.run().await.unwrap().stop_reason,
+        TurnStopReason::EndTurn
+    );
     assert_eq!(counter.get(), 1);
 }
 

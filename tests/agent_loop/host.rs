@@ -20,7 +20,12 @@ use crate::util::*;
 fn host(script: Vec<Script>, sink: &Arc<CollectingSink>) -> (Host, Arc<FakeLlm>) {
     let llm = Arc::new(FakeLlm::new(script));
     let executions = Executions::default();
-    let mut parts = HostParts::new(llm.clone(), Arc::new(TokioClock::new(1_000)), Arc::new(LoopPrng::from_seed(3)), sink.clone());
+    let mut parts = HostParts::new(
+        llm.clone(),
+        Arc::new(TokioClock::new(1_000)),
+        Arc::new(LoopPrng::from_seed(3)),
+        sink.clone(),
+    );
     parts.tools = vec![echo(&executions)];
     (Host::new(parts), llm)
 }
@@ -68,10 +73,22 @@ async fn recorded_events_rebuild_the_next_request() {
     assert_eq!(step_two, vec![Role::User, Role::Assistant, Role::Tool]);
     let request = &calls[2].messages;
     let roles: Vec<Role> = request.iter().map(|m| m.role).collect();
-    assert_eq!(roles, vec![Role::User, Role::Assistant, Role::Tool, Role::Assistant, Role::User]);
+    assert_eq!(
+        roles,
+        vec![
+            Role::User,
+            Role::Assistant,
+            Role::Tool,
+            Role::Assistant,
+            Role::User
+        ]
+    );
     assert_eq!(texts(&request[1]), "Calling echo.");
     assert_eq!(request[1].tool_calls[0].id, "tc-1");
-    assert_eq!(request[1].tool_calls[0].arguments.as_deref(), Some("{\"text\":\"x\"}"));
+    assert_eq!(
+        request[1].tool_calls[0].arguments.as_deref(),
+        Some("{\"text\":\"x\"}")
+    );
     assert_eq!(request[2].tool_call_id.as_deref(), Some("tc-1"));
     assert_eq!(texts(&request[2]), "x");
     assert_eq!(texts(&request[3]), "done");
@@ -86,24 +103,45 @@ async fn wire_log_round_trips_and_replays_to_the_same_context() {
     host.prompt("read it", &AbortSignal::never()).await;
     let jsonl = host.wire_log().to_jsonl();
     let first: serde_json::Value = serde_json::from_str(jsonl.lines().next().unwrap()).unwrap();
-    assert_eq!(first, json!({"type": "metadata", "protocol_version": "1.4", "created_at": 1000}));
-    assert!(jsonl.lines().any(|l| l.contains("\"type\":\"context.append_loop_event\"") && l.contains("\"step.begin\"")));
+    assert_eq!(
+        first,
+        json!({"type": "metadata", "protocol_version": "1.4", "created_at": 1000})
+    );
+    assert!(
+        jsonl
+            .lines()
+            .any(|l| l.contains("\"type\":\"context.append_loop_event\"")
+                && l.contains("\"step.begin\""))
+    );
     let records = WireLog::parse(&jsonl, "session-a").unwrap();
     let replayed = Host::replay(&records).unwrap();
     assert_eq!(replayed.history(), host.history().as_slice());
-    assert_eq!(project(replayed.history(), ProjectionMode::Normal), host.messages());
+    assert_eq!(
+        project(replayed.history(), ProjectionMode::Normal),
+        host.messages()
+    );
 }
 
 /// §8.2: a truncated last line is tolerated; a corrupt line elsewhere is an error.
 #[test]
 fn wire_log_tolerates_only_a_truncated_last_line() {
     let mut log = WireLog::new();
-    log.append(&WireRecord::UsageRecord { model: "m".into(), usage: usage(1, 1), time: 5 }, 5);
+    log.append(
+        &WireRecord::UsageRecord {
+            model: "m".into(),
+            usage: usage(1, 1),
+            time: 5,
+        },
+        5,
+    );
     let whole = log.to_jsonl();
     let truncated = format!("{whole}{{\"type\":\"usage.rec");
     assert_eq!(WireLog::parse(&truncated, "s").unwrap().len(), 2);
     let corrupt = format!("{{oops\n{whole}");
-    assert_eq!(WireLog::parse(&corrupt, "s").unwrap_err().0, "wire.jsonl: corrupted line 1 in s");
+    assert_eq!(
+        WireLog::parse(&corrupt, "s").unwrap_err().0,
+        "wire.jsonl: corrupted line 1 in s"
+    );
 }
 
 /// §8.1: context overflow is a host retry: compact, rerun with the same turn id; the failed run
@@ -111,7 +149,11 @@ fn wire_log_tolerates_only_a_truncated_last_line() {
 #[tokio::test(start_paused = true)]
 async fn context_overflow_compacts_and_reruns_the_turn() {
     let sink = Arc::new(CollectingSink::default());
-    let overflow = LoopError::Provider(ProviderError::status_class(400, StatusClass::ContextOverflow, "prompt is too long"));
+    let overflow = LoopError::Provider(ProviderError::status_class(
+        400,
+        StatusClass::ContextOverflow,
+        "prompt is too long",
+    ));
     let mut script = tool_turn();
     script.push(Script::Fail(overflow));
     script.push(end_turn("short answer", usage(1, 1)));
@@ -119,7 +161,10 @@ async fn context_overflow_compacts_and_reruns_the_turn() {
     let signal = AbortSignal::never();
     host.prompt("read it", &signal).await;
     let outcome = host.prompt("and now?", &signal).await;
-    assert_eq!(outcome.status, TurnStatus::Completed(TurnStopReason::EndTurn));
+    assert_eq!(
+        outcome.status,
+        TurnStatus::Completed(TurnStopReason::EndTurn)
+    );
     assert_eq!(outcome.compactions, 1);
     assert_eq!(outcome.turn_id, "2");
     assert_eq!(outcome.result.unwrap().steps, 1);
@@ -138,21 +183,33 @@ async fn context_overflow_compacts_and_reruns_the_turn() {
         })
         .collect();
     assert_eq!(&begins[2..], &[("2".to_owned(), 1), ("2".to_owned(), 1)]);
-    assert!(host.wire_log().to_jsonl().contains("\"type\":\"context.compaction\""));
+    assert!(
+        host.wire_log()
+            .to_jsonl()
+            .contains("\"type\":\"context.compaction\"")
+    );
 }
 
 /// §8.1: the overflow budget is bounded; the last overflow is reported as a failure.
 #[tokio::test(start_paused = true)]
 async fn repeated_overflow_fails_after_the_compaction_budget() {
     let sink = Arc::new(CollectingSink::default());
-    let overflow = || Script::Fail(LoopError::Provider(ProviderError::status_class(400, StatusClass::ContextOverflow, "too long")));
+    let overflow = || {
+        Script::Fail(LoopError::Provider(ProviderError::status_class(
+            400,
+            StatusClass::ContextOverflow,
+            "too long",
+        )))
+    };
     let mut script = tool_turn();
     script.extend([overflow(), overflow(), overflow()]);
     let (host, llm) = host(script, &sink);
     let signal = AbortSignal::never();
     host.prompt("read it", &signal).await;
     let outcome = host.prompt("second", &signal).await;
-    assert!(matches!(outcome.status, TurnStatus::Failed { ref code, .. } if code == "APIContextOverflowError"));
+    assert!(
+        matches!(outcome.status, TurnStatus::Failed { ref code, .. } if code == "APIContextOverflowError")
+    );
     assert_eq!(outcome.compactions, 2);
     assert_eq!(llm.call_count(), 2 + 3);
     assert_eq!(sink.interrupted().len(), 3);
@@ -162,16 +219,29 @@ async fn repeated_overflow_fails_after_the_compaction_budget() {
 #[tokio::test(start_paused = true)]
 async fn turn_end_mapping() {
     let sink = Arc::new(CollectingSink::default());
-    let (host, _) = host(vec![response(vec![ContentPart::text("no")], vec![], StepStopReason::Filtered)], &sink);
+    let (host, _) = host(
+        vec![response(
+            vec![ContentPart::text("no")],
+            vec![],
+            StepStopReason::Filtered,
+        )],
+        &sink,
+    );
     let outcome = host.prompt("x", &AbortSignal::never()).await;
     assert_eq!(
         outcome.status,
-        TurnStatus::Failed { code: "provider.filtered".into(), message: "Provider safety policy blocked the response.".into() }
+        TurnStatus::Failed {
+            code: "provider.filtered".into(),
+            message: "Provider safety policy blocked the response.".into()
+        }
     );
     let controller = AbortController::new();
     controller.abort();
     let (host, _) = host_with_empty(&sink);
-    assert_eq!(host.prompt("x", &controller.signal()).await.status, TurnStatus::Cancelled);
+    assert_eq!(
+        host.prompt("x", &controller.signal()).await.status,
+        TurnStatus::Cancelled
+    );
 }
 
 fn host_with_empty(sink: &Arc<CollectingSink>) -> (Host, Arc<FakeLlm>) {
@@ -179,7 +249,11 @@ fn host_with_empty(sink: &Arc<CollectingSink>) -> (Host, Arc<FakeLlm>) {
 }
 
 fn begin(uuid: &str) -> LoopRecordedEvent {
-    LoopRecordedEvent::StepBegin(StepBeginEvent { uuid: uuid.into(), turn_id: "1".into(), step: 1 })
+    LoopRecordedEvent::StepBegin(StepBeginEvent {
+        uuid: uuid.into(),
+        turn_id: "1".into(),
+        step: 1,
+    })
 }
 
 fn tool_call_event(step_uuid: &str, id: &str) -> LoopRecordedEvent {
@@ -199,7 +273,12 @@ fn tool_call_event(step_uuid: &str, id: &str) -> LoopRecordedEvent {
 }
 
 fn result_event(id: &str, result: ToolResult) -> LoopRecordedEvent {
-    LoopRecordedEvent::ToolResult(ToolResultEvent { parent_uuid: id.into(), tool_call_id: id.into(), result, trace_id: None })
+    LoopRecordedEvent::ToolResult(ToolResultEvent {
+        parent_uuid: id.into(),
+        tool_call_id: id.into(),
+        result,
+        trace_id: None,
+    })
 }
 
 /// §8.3: a new `step.begin` closes calls left pending; a result for an unknown id is dropped;
@@ -212,16 +291,27 @@ fn fold_closes_pending_calls_drops_strays_and_defers_messages() {
     context.apply(&tool_call_event("s1", "tc-1")).unwrap();
     context.apply(&tool_call_event("s1", "tc-2")).unwrap();
     context.append_message(ContextMessage::user(vec![ContentPart::text("steer")]));
-    context.apply(&result_event("tc-1", ToolResult::error("x"))).unwrap();
-    context.apply(&result_event("tc-ghost", ToolResult::error("y"))).unwrap();
+    context
+        .apply(&result_event("tc-1", ToolResult::error("x")))
+        .unwrap();
+    context
+        .apply(&result_event("tc-ghost", ToolResult::error("y")))
+        .unwrap();
     assert_eq!(context.pending_tool_calls(), ["tc-2"]);
     assert_eq!(context.history().len(), 3);
     context.apply(&begin("s2")).unwrap();
     let history = context.history();
     assert_eq!(history[3].tool_call_id.as_deref(), Some("tc-2"));
-    assert_eq!(history[3].content, vec![ContentPart::text(INTERRUPTED_TOOL_OUTPUT)]);
+    assert_eq!(
+        history[3].content,
+        vec![ContentPart::text(INTERRUPTED_TOOL_OUTPUT)]
+    );
     assert_eq!(texts(&history[4].to_message()), "steer");
-    assert!(context.apply(&tool_call_event("no-such-step", "tc-3")).is_err());
+    assert!(
+        context
+            .apply(&tool_call_event("no-such-step", "tc-3"))
+            .is_err()
+    );
 }
 
 /// §8.3 rendering: error status, empty placeholder, note.
@@ -233,12 +323,40 @@ fn projector_renders_tool_results() {
     for id in ["a", "b", "c"] {
         context.apply(&tool_call_event("s1", id)).unwrap();
     }
-    context.apply(&result_event("a", ToolResult::error("boom"))).unwrap();
-    context.apply(&result_event("b", ToolResult { output: ToolOutput::Text("Tool output is empty.".into()), is_error: false, note: None, truncated: false })).unwrap();
-    context.apply(&result_event("c", ToolResult { output: ToolOutput::Text("ok".into()), is_error: false, note: Some("<system>n</system>".into()), truncated: false })).unwrap();
+    context
+        .apply(&result_event("a", ToolResult::error("boom")))
+        .unwrap();
+    context
+        .apply(&result_event(
+            "b",
+            ToolResult {
+                output: ToolOutput::Text("Tool output is empty.".into()),
+                is_error: false,
+                note: None,
+                truncated: false,
+            },
+        ))
+        .unwrap();
+    context
+        .apply(&result_event(
+            "c",
+            ToolResult {
+                output: ToolOutput::Text("ok".into()),
+                is_error: false,
+                note: Some("<system>n</system>".into()),
+                truncated: false,
+            },
+        ))
+        .unwrap();
     let messages = project(context.history(), ProjectionMode::Normal);
-    assert_eq!(texts(&messages[2]), "<system>ERROR: Tool execution failed.</system>\nboom");
-    assert_eq!(texts(&messages[3]), "<system>Tool output is empty.</system>");
+    assert_eq!(
+        texts(&messages[2]),
+        "<system>ERROR: Tool execution failed.</system>\nboom"
+    );
+    assert_eq!(
+        texts(&messages[3]),
+        "<system>Tool output is empty.</system>"
+    );
     assert_eq!(texts(&messages[4]), "ok\n<system>n</system>");
 }
 
@@ -256,7 +374,10 @@ fn projector_repairs_the_tool_exchange() {
     let normal = project(context.history(), ProjectionMode::Normal);
     assert_eq!(texts(&normal[0]), "one\n\ntwo");
     let roles: Vec<Role> = normal.iter().map(|m| m.role).collect();
-    assert_eq!(roles, vec![Role::User, Role::Assistant, Role::Tool, Role::Assistant]);
+    assert_eq!(
+        roles,
+        vec![Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+    );
     assert!(texts(&normal[2]).contains("interrupted"));
     let strict = project(context.history(), ProjectionMode::Strict);
     assert_eq!(strict.last().unwrap().role, Role::Tool);
@@ -267,13 +388,25 @@ fn projector_repairs_the_tool_exchange() {
 #[test]
 fn replay_closes_pending_calls() {
     let records = vec![
-        WireRecord::AppendMessage { message: ContextMessage::user(vec![ContentPart::text("go")]), time: 0 },
-        WireRecord::AppendLoopEvent { event: begin("s1"), time: 0 },
-        WireRecord::AppendLoopEvent { event: tool_call_event("s1", "tc-1"), time: 0 },
+        WireRecord::AppendMessage {
+            message: ContextMessage::user(vec![ContentPart::text("go")]),
+            time: 0,
+        },
+        WireRecord::AppendLoopEvent {
+            event: begin("s1"),
+            time: 0,
+        },
+        WireRecord::AppendLoopEvent {
+            event: tool_call_event("s1", "tc-1"),
+            time: 0,
+        },
     ];
     let context = Host::replay(&records).unwrap();
     assert!(context.pending_tool_calls().is_empty());
-    assert_eq!(context.history().last().unwrap().content, vec![ContentPart::text(INTERRUPTED_TOOL_OUTPUT)]);
+    assert_eq!(
+        context.history().last().unwrap().content,
+        vec![ContentPart::text(INTERRUPTED_TOOL_OUTPUT)]
+    );
     assert_eq!(
         abandoned_tool_output("the turn was cancelled"),
         "Tool call did not complete: the turn was cancelled before its result was recorded. Do not assume the tool completed successfully."
@@ -287,11 +420,40 @@ fn compaction_cuts_are_safe() {
     context.append_message(ContextMessage::user(vec![ContentPart::text("go")]));
     context.apply(&begin("s1")).unwrap();
     context.apply(&tool_call_event("s1", "tc-1")).unwrap();
-    context.apply(&result_event("tc-1", ToolResult::error("x"))).unwrap();
+    context
+        .apply(&result_event("tc-1", ToolResult::error("x")))
+        .unwrap();
     context.apply(&begin("s2")).unwrap();
     let history = context.history();
     assert!(!is_safe_cut(history, 0));
     assert!(is_safe_cut(history, 1));
     assert!(!is_safe_cut(history, 2));
     assert!(is_safe_cut(history, 3));
+}
+
+async fn conversation_log(seed: u64) -> String {
+    let sink = Arc::new(CollectingSink::default());
+    let llm = Arc::new(
+        FakeLlm::new(tool_turn())
+            .with_classifier(loopsim::model::agent_loop::provider::is_retryable_generate_error),
+    );
+    let executions = Executions::default();
+    let mut parts = HostParts::new(
+        llm,
+        Arc::new(TokioClock::new(0)),
+        Arc::new(LoopPrng::from_seed(seed)),
+        sink,
+    );
+    parts.tools = vec![echo(&executions)];
+    let host = Host::new(parts);
+    host.prompt("read it", &AbortSignal::never()).await;
+    host.wire_log().to_jsonl()
+}
+
+/// deterministic: the same seed gives the same record log byte for byte; uuids come from it.
+#[tokio::test(start_paused = true)]
+async fn same_seed_same_bytes() {
+    let first = conversation_log(11).await;
+    assert_eq!(first, conversation_log(11).await);
+    assert_ne!(first, conversation_log(12).await);
 }

@@ -21,14 +21,23 @@ struct Bench {
 
 impl Bench {
     fn new() -> Self {
-        Self { scheduler: ToolScheduler::new(), names: Vec::new(), gates: Vec::new() }
+        Self {
+            scheduler: ToolScheduler::new(),
+            names: Vec::new(),
+            gates: Vec::new(),
+        }
     }
 
     fn add(&mut self, name: &'static str, accesses: ToolAccesses) -> TaskId {
         self.add_outcome(name, accesses, Ok(name))
     }
 
-    fn add_outcome(&mut self, name: &'static str, accesses: ToolAccesses, outcome: Outcome) -> TaskId {
+    fn add_outcome(
+        &mut self,
+        name: &'static str,
+        accesses: ToolAccesses,
+        outcome: Outcome,
+    ) -> TaskId {
         let gate = Arc::new(Gate::default());
         self.gates.push(gate.clone());
         self.names.push(name);
@@ -52,7 +61,11 @@ impl Bench {
     }
 
     fn started(&self) -> Vec<&'static str> {
-        self.scheduler.start_log().iter().map(|id| self.names[id.0]).collect()
+        self.scheduler
+            .start_log()
+            .iter()
+            .map(|id| self.names[id.0])
+            .collect()
     }
 
     fn release(&mut self, name: &str) {
@@ -70,7 +83,9 @@ impl Bench {
             self.drive();
         }
         assert!(self.scheduler.is_idle());
-        (0..self.names.len()).map(|i| self.scheduler.take_result(TaskId(i)).expect("result")).collect()
+        (0..self.names.len())
+            .map(|i| self.scheduler.take_result(TaskId(i)).expect("result"))
+            .collect()
     }
 }
 
@@ -148,7 +163,11 @@ fn a_recursive_read_covers_a_write_below_it() {
 #[test]
 fn a_rejected_writer_still_releases_the_reader() {
     let mut bench = Bench::new();
-    bench.add_outcome("writer", ToolAccesses::write_file("a"), Err("writer failed"));
+    bench.add_outcome(
+        "writer",
+        ToolAccesses::write_file("a"),
+        Err("writer failed"),
+    );
     bench.add("reader", ToolAccesses::read_file("a"));
     bench.drive();
     assert_eq!(bench.started(), vec!["writer"]);
@@ -216,21 +235,49 @@ fn none_tasks_overlap_and_results_keep_add_order() {
 }
 
 fn file(operation: FileOperation, path: &str, recursive: bool) -> ToolResourceAccess {
-    ToolResourceAccess::File { operation, path: path.to_owned(), recursive }
+    ToolResourceAccess::File {
+        operation,
+        path: path.to_owned(),
+        recursive,
+    }
 }
 
 /// §5.1 worked conflict examples.
 #[test]
 fn conflict_rule_worked_examples() {
     use FileOperation::{Read, Search, Write};
-    assert!(accesses_conflict(&file(Write, "C:\\Repo\\a.ts", false), &file(Read, "c:/repo/A.ts", false)));
-    assert!(accesses_conflict(&file(Read, "/repo/src", true), &file(Write, "/repo/src/a.ts", false)));
-    assert!(!accesses_conflict(&file(Write, "/repo/src", false), &file(Write, "/repo/src/a.ts", false)));
-    assert!(!accesses_conflict(&file(Read, "/a", true), &file(Write, "/ab", false)));
-    assert!(accesses_conflict(&file(Write, "/", true), &file(Read, "/etc/hosts", false)));
-    assert!(!accesses_conflict(&file(Search, "/repo", true), &file(Read, "/repo/x", false)));
-    assert!(!accesses_conflict(&file(Read, "/x", false), &file(Search, "/x", true)));
-    assert!(accesses_conflict(&file(FileOperation::Readwrite, "/x", false), &file(Read, "/x", false)));
+    assert!(accesses_conflict(
+        &file(Write, "C:\\Repo\\a.ts", false),
+        &file(Read, "c:/repo/A.ts", false)
+    ));
+    assert!(accesses_conflict(
+        &file(Read, "/repo/src", true),
+        &file(Write, "/repo/src/a.ts", false)
+    ));
+    assert!(!accesses_conflict(
+        &file(Write, "/repo/src", false),
+        &file(Write, "/repo/src/a.ts", false)
+    ));
+    assert!(!accesses_conflict(
+        &file(Read, "/a", true),
+        &file(Write, "/ab", false)
+    ));
+    assert!(accesses_conflict(
+        &file(Write, "/", true),
+        &file(Read, "/etc/hosts", false)
+    ));
+    assert!(!accesses_conflict(
+        &file(Search, "/repo", true),
+        &file(Read, "/repo/x", false)
+    ));
+    assert!(!accesses_conflict(
+        &file(Read, "/x", false),
+        &file(Search, "/x", true)
+    ));
+    assert!(accesses_conflict(
+        &file(FileOperation::Readwrite, "/x", false),
+        &file(Read, "/x", false)
+    ));
     assert_eq!(normalize_access_path("/repo//src/"), "/repo/src");
     assert_eq!(normalize_access_path("/"), "/");
     assert!(!ToolAccesses::all().conflicts_with(&ToolAccesses::none()));

@@ -35,7 +35,10 @@ fn recorded_parts(rig: &Rig) -> Vec<ContentPart> {
 /// §7.9 #1
 #[tokio::test(start_paused = true)]
 async fn text_deltas_are_published() {
-    let rig = rig_with(vec![Emit::TextDelta("hel".into()), Emit::TextDelta("lo".into())]);
+    let rig = rig_with(vec![
+        Emit::TextDelta("hel".into()),
+        Emit::TextDelta("lo".into()),
+    ]);
     rig.run().await.unwrap();
     assert_eq!(deltas(&rig, "text"), vec!["hel", "lo"]);
 }
@@ -43,7 +46,10 @@ async fn text_deltas_are_published() {
 /// §7.9 #2
 #[tokio::test(start_paused = true)]
 async fn think_deltas_are_published() {
-    let rig = rig_with(vec![Emit::ThinkDelta("think...".into()), Emit::ThinkDelta("more".into())]);
+    let rig = rig_with(vec![
+        Emit::ThinkDelta("think...".into()),
+        Emit::ThinkDelta("more".into()),
+    ]);
     rig.run().await.unwrap();
     assert_eq!(deltas(&rig, "think"), vec!["think...", "more"]);
 }
@@ -52,8 +58,16 @@ async fn think_deltas_are_published() {
 #[tokio::test(start_paused = true)]
 async fn tool_call_deltas_are_published() {
     let rig = rig_with(vec![
-        Emit::ToolCallDelta(ToolCallDeltaEvent { tool_call_id: "tc-1".into(), name: Some("echo".into()), arguments_part: Some("{\"text\":".into()) }),
-        Emit::ToolCallDelta(ToolCallDeltaEvent { tool_call_id: "tc-1".into(), name: None, arguments_part: Some("\"hi\"}".into()) }),
+        Emit::ToolCallDelta(ToolCallDeltaEvent {
+            tool_call_id: "tc-1".into(),
+            name: Some("echo".into()),
+            arguments_part: Some("{\"text\":".into()),
+        }),
+        Emit::ToolCallDelta(ToolCallDeltaEvent {
+            tool_call_id: "tc-1".into(),
+            name: None,
+            arguments_part: Some("\"hi\"}".into()),
+        }),
     ]);
     rig.run().await.unwrap();
     let events: Vec<ToolCallDeltaEvent> = rig
@@ -80,7 +94,10 @@ async fn text_parts_are_recorded_and_linked_to_the_step() {
         Emit::Part(ContentPart::text("second paragraph")),
     ]);
     rig.run().await.unwrap();
-    let expected = vec![ContentPart::text("first paragraph"), ContentPart::text("second paragraph")];
+    let expected = vec![
+        ContentPart::text("first paragraph"),
+        ContentPart::text("second paragraph"),
+    ];
     assert_eq!(recorded_parts(&rig), expected);
     let live: Vec<ContentPart> = rig
         .sink
@@ -104,7 +121,10 @@ async fn text_parts_are_recorded_and_linked_to_the_step() {
 /// §7.9 #5
 #[tokio::test(start_paused = true)]
 async fn think_part_signature_is_preserved() {
-    let signed = ContentPart::Think { think: "reasoning".into(), encrypted: Some("sig-abc".into()) };
+    let signed = ContentPart::Think {
+        think: "reasoning".into(),
+        encrypted: Some("sig-abc".into()),
+    };
     let plain = ContentPart::think("plain reasoning");
     let rig = rig_with(vec![Emit::Part(signed.clone()), Emit::Part(plain.clone())]);
     rig.run().await.unwrap();
@@ -136,7 +156,10 @@ async fn interleaved_parts_keep_their_order() {
 /// §7.9 #7
 #[tokio::test(start_paused = true)]
 async fn last_part_is_recorded_before_step_end() {
-    let rig = rig_with(vec![Emit::Part(ContentPart::text("a")), Emit::Part(ContentPart::text("b"))]);
+    let rig = rig_with(vec![
+        Emit::Part(ContentPart::text("a")),
+        Emit::Part(ContentPart::text("b")),
+    ]);
     rig.run().await.unwrap();
     let kinds = rig.transcript.kinds();
     let last_part = kinds.iter().rposition(|k| *k == "content.part").unwrap();

@@ -12,15 +12,22 @@ use serde_json::{Value, json};
 use crate::util::*;
 
 fn one_call_then_end(call: ToolCall) -> Vec<Script> {
-    vec![tool_use(vec![call], usage(1, 1)), end_turn("done", usage(1, 1))]
+    vec![
+        tool_use(vec![call], usage(1, 1)),
+        end_turn("done", usage(1, 1)),
+    ]
 }
 
 /// §7.4 #1
 #[tokio::test(start_paused = true)]
 async fn echo_call_is_executed_once_and_recorded() {
     let executions = Executions::default();
-    let rig = Rig::new(one_call_then_end(call("echo", json!({"text": "hi"}), "tc-1")))
-        .tools(vec![echo(&executions)]);
+    let rig = Rig::new(one_call_then_end(call(
+        "echo",
+        json!({"text": "hi"}),
+        "tc-1",
+    )))
+    .tools(vec![echo(&executions)]);
     rig.run().await.unwrap();
     assert_eq!(executions.ids(), vec!["tc-1"]);
     assert_eq!(rig.sink.tool_call_ids(), vec!["tc-1"]);
@@ -34,12 +41,19 @@ async fn echo_call_is_executed_once_and_recorded() {
 #[tokio::test(start_paused = true)]
 async fn note_side_channel_is_persisted() {
     let executions = Executions::default();
-    let tool = returns("blocks", &executions, json!({"output": "payload", "note": "<system>meta for the model</system>"}));
+    let tool = returns(
+        "blocks",
+        &executions,
+        json!({"output": "payload", "note": "<system>meta for the model</system>"}),
+    );
     let rig = Rig::new(one_call_then_end(call("blocks", json!({}), "tc-1"))).tools(vec![tool]);
     rig.run().await.unwrap();
     let result = rig.transcript.result_for("tc-1").result;
     assert_eq!(result.text(), Some("payload"));
-    assert_eq!(result.note.as_deref(), Some("<system>meta for the model</system>"));
+    assert_eq!(
+        result.note.as_deref(),
+        Some("<system>meta for the model</system>")
+    );
 }
 
 /// §7.4 #3 (§9.8, #1437)
@@ -48,14 +62,24 @@ async fn malformed_notes_are_dropped() {
     let notes = [Value::Null, json!(42), json!({"text": "x"}), json!("")];
     for (index, note) in notes.into_iter().enumerate() {
         let executions = Executions::default();
-        let tool = returns("blocks", &executions, json!({"output": format!("payload-{index}"), "note": note}));
+        let tool = returns(
+            "blocks",
+            &executions,
+            json!({"output": format!("payload-{index}"), "note": note}),
+        );
         let rig = Rig::new(one_call_then_end(call("blocks", json!({}), "tc"))).tools(vec![tool]);
         rig.run().await.unwrap();
         let record = rig.transcript.result_for("tc");
-        assert_eq!(record.result.text(), Some(format!("payload-{index}").as_str()));
+        assert_eq!(
+            record.result.text(),
+            Some(format!("payload-{index}").as_str())
+        );
         assert!(!record.result.is_error);
         let encoded = serde_json::to_value(&record).unwrap();
-        assert!(encoded["result"].get("note").is_none(), "note kept for case {index}");
+        assert!(
+            encoded["result"].get("note").is_none(),
+            "note kept for case {index}"
+        );
     }
 }
 
@@ -63,8 +87,11 @@ async fn malformed_notes_are_dropped() {
 #[tokio::test(start_paused = true)]
 async fn record_step_usage_stop_turn_runs_no_tools_and_writes_no_tool_records() {
     let executions = Executions::default();
-    let mut rig = Rig::new(vec![tool_use(vec![call("echo", json!({"text": "x"}), "tc-1")], usage(1, 1))])
-        .tools(vec![echo(&executions)]);
+    let mut rig = Rig::new(vec![tool_use(
+        vec![call("echo", json!({"text": "x"}), "tc-1")],
+        usage(1, 1),
+    )])
+    .tools(vec![echo(&executions)]);
     rig.input.record_step_usage = Some(Arc::new(|_usage| {
         Box::pin(async { Ok(Some(run_turn::StepUsageDecision { stop_turn: true })) })
     }));
@@ -78,11 +105,15 @@ async fn record_step_usage_stop_turn_runs_no_tools_and_writes_no_tool_records() 
 
 fn stop_success(executions: &Executions) -> Arc<dyn ExecutableTool> {
     let executions = executions.clone();
-    TestTool::new("stop-success", any_object(), move |_args| {
+    TestTool::arc("stop-success", any_object(), move |_args| {
         let executions = executions.clone();
         Ok(ToolExecution::Runnable(
             RunnableToolExecution::new("stop-success", move |ctx| {
-                executions.push(Execution { id: ctx.tool_call_id, turn_id: ctx.turn_id, args: json!({}) });
+                executions.push(Execution {
+                    id: ctx.tool_call_id,
+                    turn_id: ctx.turn_id,
+                    args: json!({}),
+                });
                 Box::pin(async { Ok(json!({"output": "stopped", "stopTurn": true})) })
             })
             .stopping_batch(),
@@ -96,7 +127,10 @@ async fn stop_batch_after_this_skips_later_calls_and_ends_turn() {
     let stops = Executions::default();
     let echoes = Executions::default();
     let rig = Rig::new(vec![tool_use(
-        vec![call("stop-success", json!({}), "tc-stop"), call("echo", json!({"text": "x"}), "tc-echo")],
+        vec![
+            call("stop-success", json!({}), "tc-stop"),
+            call("echo", json!({"text": "x"}), "tc-echo"),
+        ],
         usage(1, 1),
     )])
     .tools(vec![stop_success(&stops), echo(&echoes)]);
@@ -107,23 +141,37 @@ async fn stop_batch_after_this_skips_later_calls_and_ends_turn() {
     assert_eq!(rig.sink.tool_call_ids(), vec!["tc-stop", "tc-echo"]);
     assert_eq!(rig.sink.tool_result_ids(), vec!["tc-stop", "tc-echo"]);
     let results = rig.transcript.tool_results();
-    assert_eq!(serde_json::to_value(&results[0].result).unwrap(), json!({"output": "stopped"}));
+    assert_eq!(
+        serde_json::to_value(&results[0].result).unwrap(),
+        json!({"output": "stopped"})
+    );
     assert!(results[1].result.is_error);
     assert!(text_of(&results[1]).contains("skipped"));
-    assert_eq!(rig.transcript.step_ends()[0].finish_reason, StepStopReason::EndTurn);
+    assert_eq!(
+        rig.transcript.step_ends()[0].finish_reason,
+        StepStopReason::EndTurn
+    );
 }
 
 /// §7.4 #6
 #[tokio::test(start_paused = true)]
 async fn execute_sees_call_id_turn_id_and_captured_args() {
     let executions = Executions::default();
-    let mut rig = Rig::new(one_call_then_end(call("echo", json!({"text": "inputs"}), "tc-99")))
-        .tools(vec![echo(&executions)]);
+    let mut rig = Rig::new(one_call_then_end(call(
+        "echo",
+        json!({"text": "inputs"}),
+        "tc-99",
+    )))
+    .tools(vec![echo(&executions)]);
     rig.input.turn_id = "turn-XYZ".to_owned();
     rig.run().await.unwrap();
     assert_eq!(
         executions.all(),
-        vec![Execution { id: "tc-99".into(), turn_id: "turn-XYZ".into(), args: json!({"text": "inputs"}) }]
+        vec![Execution {
+            id: "tc-99".into(),
+            turn_id: "turn-XYZ".into(),
+            args: json!({"text": "inputs"})
+        }]
     );
 }
 
@@ -145,22 +193,33 @@ async fn unknown_tool_gets_not_found_error_with_parsed_args() {
 #[tokio::test(start_paused = true)]
 async fn schema_violation_is_reported_without_executing() {
     let executions = Executions::default();
-    let rig = Rig::new(one_call_then_end(call("strict", json!({"value": "NOT_A_NUMBER"}), "tc-s")))
-        .tools(vec![strict(&executions)]);
+    let rig = Rig::new(one_call_then_end(call(
+        "strict",
+        json!({"value": "NOT_A_NUMBER"}),
+        "tc-s",
+    )))
+    .tools(vec![strict(&executions)]);
     rig.run().await.unwrap();
     assert_eq!(executions.count(), 0);
     let result = rig.transcript.result_for("tc-s");
     assert!(result.result.is_error);
     assert!(text_of(&result).to_lowercase().contains("invalid args"));
-    assert_eq!(text_of(&result), "Invalid args for tool \"strict\": /value must be number");
+    assert_eq!(
+        text_of(&result),
+        "Invalid args for tool \"strict\": /value must be number"
+    );
 }
 
 /// §7.4 #9 (§9.4, #1209)
 #[tokio::test(start_paused = true)]
 async fn broken_json_becomes_empty_args_and_fails_required_schema() {
     let executions = Executions::default();
-    let rig = Rig::new(one_call_then_end(ToolCall::raw("tc-j", "echo", Some("{}{"))))
-        .tools(vec![echo(&executions)]);
+    let rig = Rig::new(one_call_then_end(ToolCall::raw(
+        "tc-j",
+        "echo",
+        Some("{}{"),
+    )))
+    .tools(vec![echo(&executions)]);
     rig.run().await.unwrap();
     assert_eq!(executions.count(), 0);
     let text = text_of(&rig.transcript.result_for("tc-j"));
@@ -174,8 +233,12 @@ async fn broken_json_becomes_empty_args_and_fails_required_schema() {
 #[tokio::test(start_paused = true)]
 async fn trailing_comma_json_is_not_repaired() {
     let executions = Executions::default();
-    let rig = Rig::new(one_call_then_end(ToolCall::raw("tc-j", "echo", Some("{\"text\":\"hi\",}"))))
-        .tools(vec![echo(&executions)]);
+    let rig = Rig::new(one_call_then_end(ToolCall::raw(
+        "tc-j",
+        "echo",
+        Some("{\"text\":\"hi\",}"),
+    )))
+    .tools(vec![echo(&executions)]);
     rig.run().await.unwrap();
     assert_eq!(executions.count(), 0);
     let text = text_of(&rig.transcript.result_for("tc-j"));
@@ -188,8 +251,12 @@ async fn trailing_comma_json_is_not_repaired() {
 async fn broken_json_runs_a_tool_whose_schema_accepts_empty_args() {
     let executions = Executions::default();
     let tool = returns("lenient", &executions, json!({"output": "ran"}));
-    let rig = Rig::new(one_call_then_end(ToolCall::raw("tc-l", "lenient", Some("{\"path\": \"/a"))))
-        .tools(vec![tool]);
+    let rig = Rig::new(one_call_then_end(ToolCall::raw(
+        "tc-l",
+        "lenient",
+        Some("{\"path\": \"/a"),
+    )))
+    .tools(vec![tool]);
     rig.run().await.unwrap();
     assert_eq!(executions.all()[0].args, json!({}));
     assert_eq!(rig.transcript.tool_calls()[0].args, json!({}));
@@ -200,7 +267,8 @@ async fn broken_json_runs_a_tool_whose_schema_accepts_empty_args() {
 #[tokio::test(start_paused = true)]
 async fn failing_tool_reports_its_message() {
     let executions = Executions::default();
-    let rig = Rig::new(one_call_then_end(call("fail", json!({}), "tc-1"))).tools(vec![fail(&executions, "boom")]);
+    let rig = Rig::new(one_call_then_end(call("fail", json!({}), "tc-1")))
+        .tools(vec![fail(&executions, "boom")]);
     rig.run().await.unwrap();
     assert_eq!(executions.count(), 1);
     let result = rig.transcript.result_for("tc-1");
@@ -212,7 +280,8 @@ async fn failing_tool_reports_its_message() {
 #[tokio::test(start_paused = true)]
 async fn failing_tool_logs_a_warning_with_tool_and_call() {
     let executions = Executions::default();
-    let rig = Rig::new(one_call_then_end(call("fail", json!({}), "tc-1"))).tools(vec![fail(&executions, "boom")]);
+    let rig = Rig::new(one_call_then_end(call("fail", json!({}), "tc-1")))
+        .tools(vec![fail(&executions, "boom")]);
     rig.run().await.unwrap();
     let entry = rig
         .log
@@ -230,8 +299,11 @@ async fn failing_tool_logs_a_warning_with_tool_and_call() {
 #[tokio::test(start_paused = true)]
 async fn undefined_result_is_coerced_to_an_error() {
     let executions = Executions::default();
-    let rig = Rig::new(one_call_then_end(call("undef", json!({}), "tc-U")))
-        .tools(vec![returns("undef", &executions, Value::Null)]);
+    let rig = Rig::new(one_call_then_end(call("undef", json!({}), "tc-U"))).tools(vec![returns(
+        "undef",
+        &executions,
+        Value::Null,
+    )]);
     rig.run().await.unwrap();
     assert_eq!(rig.sink.tool_result_ids(), rig.sink.tool_call_ids());
     let result = rig.transcript.result_for("tc-U");
@@ -243,8 +315,11 @@ async fn undefined_result_is_coerced_to_an_error() {
 #[tokio::test(start_paused = true)]
 async fn empty_object_result_is_a_malformed_output_error() {
     let executions = Executions::default();
-    let rig = Rig::new(one_call_then_end(call("empty", json!({}), "tc-E")))
-        .tools(vec![returns("empty", &executions, json!({}))]);
+    let rig = Rig::new(one_call_then_end(call("empty", json!({}), "tc-E"))).tools(vec![returns(
+        "empty",
+        &executions,
+        json!({}),
+    )]);
     rig.run().await.unwrap();
     assert_eq!(rig.transcript.count("tool.result"), 1);
     let result = rig.transcript.result_for("tc-E");
@@ -255,13 +330,20 @@ async fn empty_object_result_is_a_malformed_output_error() {
 /// §9.1: primitives are coerced with their JS `typeof`.
 #[tokio::test(start_paused = true)]
 async fn primitive_results_name_their_type() {
-    for (value, kind) in [(json!(42), "number"), (json!("x"), "string"), (json!(true), "boolean")] {
+    for (value, kind) in [
+        (json!(42), "number"),
+        (json!("x"), "string"),
+        (json!(true), "boolean"),
+    ] {
         let executions = Executions::default();
         let rig = Rig::new(one_call_then_end(call("prim", json!({}), "tc-P")))
             .tools(vec![returns("prim", &executions, value)]);
         rig.run().await.unwrap();
         let text = text_of(&rig.transcript.result_for("tc-P"));
-        assert_eq!(text, format!("Tool \"prim\" returned a {kind} instead of a tool result."));
+        assert_eq!(
+            text,
+            format!("Tool \"prim\" returned a {kind} instead of a tool result.")
+        );
     }
 }
 
@@ -295,10 +377,17 @@ fn one_call_then_end_many(calls: Vec<ToolCall>) -> Vec<Script> {
 #[tokio::test(start_paused = true)]
 async fn finalize_hook_returning_empty_object_is_coerced() {
     let executions = Executions::default();
-    let hooks = TestHooks { finalize: Some(Box::new(|_ctx| Ok(Some(json!({}))))), ..TestHooks::default() };
-    let rig = Rig::new(one_call_then_end(call("echo", json!({"text": "x"}), "tc-1")))
-        .tools(vec![echo(&executions)])
-        .hooks(hooks);
+    let hooks = TestHooks {
+        finalize: Some(Box::new(|_ctx| Ok(Some(json!({}))))),
+        ..TestHooks::default()
+    };
+    let rig = Rig::new(one_call_then_end(call(
+        "echo",
+        json!({"text": "x"}),
+        "tc-1",
+    )))
+    .tools(vec![echo(&executions)])
+    .hooks(hooks);
     rig.run().await.unwrap();
     assert_eq!(rig.transcript.count("tool.result"), 1);
     let result = rig.transcript.result_for("tc-1");
@@ -314,11 +403,20 @@ async fn failing_prepare_hook_writes_no_log() {
         prepare: Some(Box::new(|_ctx| Err(LoopError::plain("hook exploded")))),
         ..TestHooks::default()
     };
-    let rig = Rig::new(one_call_then_end(call("echo", json!({"text": "x"}), "tc-1")))
-        .tools(vec![echo(&executions)])
-        .hooks(hooks);
+    let rig = Rig::new(one_call_then_end(call(
+        "echo",
+        json!({"text": "x"}),
+        "tc-1",
+    )))
+    .tools(vec![echo(&executions)])
+    .hooks(hooks);
     rig.run().await.unwrap();
-    assert!(!rig.log.entries().iter().any(|e| e.message.contains("prepareToolExecution hook failed")));
+    assert!(
+        !rig.log
+            .entries()
+            .iter()
+            .any(|e| e.message.contains("prepareToolExecution hook failed"))
+    );
     assert_eq!(
         text_of(&rig.transcript.result_for("tc-1")),
         "prepareToolExecution hook failed for \"echo\": hook exploded"
@@ -326,7 +424,9 @@ async fn failing_prepare_hook_writes_no_log() {
 }
 
 fn path_security(message: &'static str) -> Arc<dyn ExecutableTool> {
-    TestTool::new("guarded", any_object(), move |_args| Err(LoopError::named("PathSecurityError", message)))
+    TestTool::arc("guarded", any_object(), move |_args| {
+        Err(LoopError::named("PathSecurityError", message))
+    })
 }
 
 /// §7.4 #18
@@ -338,7 +438,12 @@ async fn path_security_error_is_reported_verbatim_without_setup_log() {
     let result = rig.transcript.result_for("tc-1");
     assert!(result.result.is_error);
     assert_eq!(text_of(&result), "Path is outside workspace.");
-    assert!(!rig.log.entries().iter().any(|e| e.message == "tool execution setup failed"));
+    assert!(
+        !rig.log
+            .entries()
+            .iter()
+            .any(|e| e.message == "tool execution setup failed")
+    );
 }
 
 /// §7.4 #19
@@ -349,7 +454,8 @@ async fn progress_updates_are_published_live() {
         ToolUpdate::progress(25.0),
         ToolUpdate::progress(75.0),
     ];
-    let rig = Rig::new(one_call_then_end(call("progress", json!({}), "tc-1"))).tools(vec![progress(updates, None)]);
+    let rig = Rig::new(one_call_then_end(call("progress", json!({}), "tc-1")))
+        .tools(vec![progress(updates, None)]);
     rig.run().await.unwrap();
     let progress: Vec<_> = rig
         .sink
@@ -363,7 +469,14 @@ async fn progress_updates_are_published_live() {
     assert_eq!(progress.len(), 3);
     assert!(progress.iter().all(|event| event.tool_call_id == "tc-1"));
     let kinds: Vec<_> = progress.iter().map(|event| event.update.kind).collect();
-    assert_eq!(kinds, vec![ToolUpdateKind::Stdout, ToolUpdateKind::Progress, ToolUpdateKind::Progress]);
+    assert_eq!(
+        kinds,
+        vec![
+            ToolUpdateKind::Stdout,
+            ToolUpdateKind::Progress,
+            ToolUpdateKind::Progress
+        ]
+    );
 }
 
 /// §7.4 #20
@@ -378,7 +491,12 @@ async fn serialised_tools_run_and_record_in_provider_order() {
     .tools(vec![echo(&executions)]);
     rig.run().await.unwrap();
     assert_eq!(executions.ids(), vec!["tc-1", "tc-2", "tc-3"]);
-    let recorded: Vec<_> = rig.transcript.tool_results().into_iter().map(|r| r.tool_call_id).collect();
+    let recorded: Vec<_> = rig
+        .transcript
+        .tool_results()
+        .into_iter()
+        .map(|r| r.tool_call_id)
+        .collect();
     assert_eq!(recorded, vec!["tc-1", "tc-2", "tc-3"]);
     assert_eq!(rig.sink.tool_call_ids(), vec!["tc-1", "tc-2", "tc-3"]);
 }
@@ -388,11 +506,22 @@ async fn serialised_tools_run_and_record_in_provider_order() {
 async fn non_conflicting_tools_overlap_and_results_keep_provider_order() {
     let gate_a = Arc::new(Gate::default());
     let gate_b = Arc::new(Gate::default());
-    let rig = Rig::new(one_call_then_end_many(vec![call("gate-a", json!({}), "tc-a"), call("gate-b", json!({}), "tc-b")]))
-        .tools(vec![
-            gated("gate-a", &gate_a, Some(ToolAccesses::read_file("/test/gate-a"))),
-            gated("gate-b", &gate_b, Some(ToolAccesses::read_file("/test/gate-b"))),
-        ]);
+    let rig = Rig::new(one_call_then_end_many(vec![
+        call("gate-a", json!({}), "tc-a"),
+        call("gate-b", json!({}), "tc-b"),
+    ]))
+    .tools(vec![
+        gated(
+            "gate-a",
+            &gate_a,
+            Some(ToolAccesses::read_file("/test/gate-a")),
+        ),
+        gated(
+            "gate-b",
+            &gate_b,
+            Some(ToolAccesses::read_file("/test/gate-b")),
+        ),
+    ]);
     let (result, ()) = tokio::join!(rig.run(), async {
         gate_a.started.wait().await;
         gate_b.started.wait().await;
@@ -402,7 +531,12 @@ async fn non_conflicting_tools_overlap_and_results_keep_provider_order() {
         gate_a.released.set();
     });
     result.unwrap();
-    let recorded: Vec<_> = rig.transcript.tool_results().into_iter().map(|r| r.tool_call_id).collect();
+    let recorded: Vec<_> = rig
+        .transcript
+        .tool_results()
+        .into_iter()
+        .map(|r| r.tool_call_id)
+        .collect();
     assert_eq!(recorded, vec!["tc-a", "tc-b"]);
     assert_eq!(rig.sink.tool_call_ids(), vec!["tc-a", "tc-b"]);
     assert_eq!(rig.sink.tool_result_ids(), vec!["tc-a", "tc-b"]);
@@ -413,8 +547,14 @@ async fn non_conflicting_tools_overlap_and_results_keep_provider_order() {
 async fn default_all_accesses_serialise_tools() {
     let gate_a = Arc::new(Gate::default());
     let gate_b = Arc::new(Gate::default());
-    let rig = Rig::new(one_call_then_end_many(vec![call("gate-a", json!({}), "tc-a"), call("gate-b", json!({}), "tc-b")]))
-        .tools(vec![gated("gate-a", &gate_a, None), gated("gate-b", &gate_b, None)]);
+    let rig = Rig::new(one_call_then_end_many(vec![
+        call("gate-a", json!({}), "tc-a"),
+        call("gate-b", json!({}), "tc-b"),
+    ]))
+    .tools(vec![
+        gated("gate-a", &gate_a, None),
+        gated("gate-b", &gate_b, None),
+    ]);
     let (result, ()) = tokio::join!(rig.run(), async {
         gate_a.started.wait().await;
         settle().await;
@@ -424,7 +564,12 @@ async fn default_all_accesses_serialise_tools() {
         gate_b.released.set();
     });
     result.unwrap();
-    let recorded: Vec<_> = rig.transcript.tool_results().into_iter().map(|r| r.tool_call_id).collect();
+    let recorded: Vec<_> = rig
+        .transcript
+        .tool_results()
+        .into_iter()
+        .map(|r| r.tool_call_id)
+        .collect();
     assert_eq!(recorded, vec!["tc-a", "tc-b"]);
 }
 
@@ -456,7 +601,12 @@ async fn accesses_come_from_post_hook_args() {
         gates.gate("tc-b").released.set();
     });
     result.unwrap();
-    let recorded: Vec<_> = rig.transcript.tool_results().into_iter().map(|r| r.tool_call_id).collect();
+    let recorded: Vec<_> = rig
+        .transcript
+        .tool_results()
+        .into_iter()
+        .map(|r| r.tool_call_id)
+        .collect();
     assert_eq!(recorded, vec!["tc-a", "tc-b"]);
     let paths = gates.paths.lock().unwrap().clone();
     assert!(paths.iter().all(|(_, path)| path == "/repo/a.ts"));
@@ -485,16 +635,27 @@ async fn a_later_non_conflicting_call_overtakes_a_blocked_one() {
         gates.gate("tc-a-2").released.set();
     });
     result.unwrap();
-    let recorded: Vec<_> = rig.transcript.tool_results().into_iter().map(|r| r.tool_call_id).collect();
+    let recorded: Vec<_> = rig
+        .transcript
+        .tool_results()
+        .into_iter()
+        .map(|r| r.tool_call_id)
+        .collect();
     assert_eq!(recorded, vec!["tc-a-1", "tc-a-2", "tc-b"]);
 }
 
 async fn media_result(output: Value) -> (ToolOutput, ToolOutput) {
     let executions = Executions::default();
-    let rig = Rig::new(one_call_then_end(call("blocks", json!({}), "tc-m")))
-        .tools(vec![returns("blocks", &executions, json!({"output": output}))]);
+    let rig = Rig::new(one_call_then_end(call("blocks", json!({}), "tc-m"))).tools(vec![returns(
+        "blocks",
+        &executions,
+        json!({"output": output}),
+    )]);
     rig.run().await.unwrap();
-    (rig.transcript.result_for("tc-m").result.output, rig.sink.live_result("tc-m").result.output)
+    (
+        rig.transcript.result_for("tc-m").result.output,
+        rig.sink.live_result("tc-m").result.output,
+    )
 }
 
 fn parts(output: ToolOutput) -> Vec<ContentPart> {
@@ -508,11 +669,16 @@ fn parts(output: ToolOutput) -> Vec<ContentPart> {
 #[tokio::test(start_paused = true)]
 async fn text_and_image_output_stays_an_array() {
     let image = json!({"type": "image_url", "imageUrl": {"url": "data:image/png;base64,AAAA"}});
-    let (recorded, live) = media_result(json!([{"type": "text", "text": "see image:"}, image])).await;
+    let (recorded, live) =
+        media_result(json!([{"type": "text", "text": "see image:"}, image])).await;
     for output in [recorded, live] {
         let parts = parts(output);
         assert!(parts.iter().any(|p| matches!(p, ContentPart::Text { .. })));
-        assert!(parts.iter().any(|p| matches!(p, ContentPart::ImageUrl { .. })));
+        assert!(
+            parts
+                .iter()
+                .any(|p| matches!(p, ContentPart::ImageUrl { .. }))
+        );
     }
 }
 
@@ -522,7 +688,10 @@ async fn image_only_output_gets_a_text_companion() {
     let image = json!({"type": "image_url", "imageUrl": {"url": "data:image/png;base64,AAAA"}});
     let (recorded, _) = media_result(json!([image])).await;
     let parts = parts(recorded);
-    assert_eq!(parts[0], ContentPart::text("Tool returned non-text content."));
+    assert_eq!(
+        parts[0],
+        ContentPart::text("Tool returned non-text content.")
+    );
     assert!(matches!(parts[1], ContentPart::ImageUrl { .. }));
 }
 
@@ -542,7 +711,11 @@ async fn several_images_are_all_kept() {
 async fn audio_output_is_kept() {
     let audio = json!({"type": "audio_url", "audioUrl": {"url": "data:audio/wav;base64,AAAA"}});
     let (recorded, _) = media_result(json!([audio])).await;
-    assert!(parts(recorded).iter().any(|p| matches!(p, ContentPart::AudioUrl { .. })));
+    assert!(
+        parts(recorded)
+            .iter()
+            .any(|p| matches!(p, ContentPart::AudioUrl { .. }))
+    );
 }
 
 /// §7.4 #29
@@ -550,7 +723,11 @@ async fn audio_output_is_kept() {
 async fn remote_image_output_is_kept() {
     let image = json!({"type": "image_url", "imageUrl": {"url": "https://example.invalid/a.png"}});
     let (recorded, _) = media_result(json!([image])).await;
-    assert!(parts(recorded).iter().any(|p| matches!(p, ContentPart::ImageUrl { .. })));
+    assert!(
+        parts(recorded)
+            .iter()
+            .any(|p| matches!(p, ContentPart::ImageUrl { .. }))
+    );
 }
 
 /// §4.3: a text-only array is flattened; think parts are dropped.
@@ -572,8 +749,12 @@ async fn text_only_array_output_is_flattened_without_think_parts() {
 async fn truncated_flag_survives_normalisation() {
     for (flag, expected) in [(true, true), (false, false)] {
         let executions = Executions::default();
-        let rig = Rig::new(one_call_then_end(call("blocks", json!({}), "tc-t")))
-            .tools(vec![returns("blocks", &executions, json!({"output": "part", "truncated": flag}))]);
+        let rig =
+            Rig::new(one_call_then_end(call("blocks", json!({}), "tc-t"))).tools(vec![returns(
+                "blocks",
+                &executions,
+                json!({"output": "part", "truncated": flag}),
+            )]);
         rig.run().await.unwrap();
         let encoded = serde_json::to_value(rig.transcript.result_for("tc-t").result).unwrap();
         assert_eq!(encoded.get("truncated").is_some(), expected);
@@ -590,13 +771,20 @@ async fn mixed_batch_gets_one_result_per_call() {
         call("strict", json!({"value": "oops"}), "tc-bad-args"),
         call("ghost", json!({}), "tc-missing"),
     ]))
-    .tools(vec![echo(&executions), fail(&executions, "tool blew up"), strict(&executions)]);
+    .tools(vec![
+        echo(&executions),
+        fail(&executions, "tool blew up"),
+        strict(&executions),
+    ]);
     rig.run().await.unwrap();
     let mut calls = rig.sink.tool_call_ids();
     let mut results = rig.sink.tool_result_ids();
     calls.sort();
     results.sort();
-    assert_eq!(calls, vec!["tc-bad-args", "tc-fail", "tc-good", "tc-missing"]);
+    assert_eq!(
+        calls,
+        vec!["tc-bad-args", "tc-fail", "tc-good", "tc-missing"]
+    );
     assert_eq!(results, calls);
 }
 
@@ -616,7 +804,10 @@ async fn paused_response_records_unexecuted_calls() {
     assert_eq!(result.stop_reason, TurnStopReason::Paused);
     assert_eq!(executions.count(), 0);
     let calls = rig.transcript.tool_calls();
-    assert_eq!((calls[0].tool_call_id.as_str(), calls[0].name.as_str()), ("tc-1", "echo"));
+    assert_eq!(
+        (calls[0].tool_call_id.as_str(), calls[0].name.as_str()),
+        ("tc-1", "echo")
+    );
     assert_eq!(calls[0].args, json!({"text": "hi"}));
     let result = rig.transcript.result_for("tc-1");
     assert!(result.result.is_error);
@@ -624,15 +815,25 @@ async fn paused_response_records_unexecuted_calls() {
     assert_eq!(text_of(&result), UNEXECUTED);
     assert_eq!(rig.sink.tool_call_ids(), vec!["tc-1"]);
     assert_eq!(rig.sink.tool_result_ids(), vec!["tc-1"]);
-    assert_eq!(rig.transcript.step_ends()[0].finish_reason, StepStopReason::Paused);
+    assert_eq!(
+        rig.transcript.step_ends()[0].finish_reason,
+        StepStopReason::Paused
+    );
 }
 
 /// §7.4 #32
 #[tokio::test(start_paused = true)]
 async fn unexecuted_call_with_broken_args_records_empty_args() {
     let rig = Rig::new(vec![raw_response(
-        vec![ContentPart::Think { think: String::new(), encrypted: Some("sig".into()) }],
-        vec![ToolCall::raw("tc-1", "echo", Some("{\"text\":\"unterminated"))],
+        vec![ContentPart::Think {
+            think: String::new(),
+            encrypted: Some("sig".into()),
+        }],
+        vec![ToolCall::raw(
+            "tc-1",
+            "echo",
+            Some("{\"text\":\"unterminated"),
+        )],
         Some(FinishReason::Paused),
         usage(1, 1),
     )]);
@@ -680,17 +881,37 @@ async fn truncated_response_with_calls_records_them_as_unexecuted() {
 async fn unexecuted_calls_keep_provider_order_and_interleave() {
     let rig = Rig::new(vec![response(
         vec![],
-        vec![call("echo", json!({"text": "a"}), "tc-a"), call("ghost", json!({}), "tc-b")],
+        vec![
+            call("echo", json!({"text": "a"}), "tc-a"),
+            call("ghost", json!({}), "tc-b"),
+        ],
         StepStopReason::Paused,
     )]);
     rig.run().await.unwrap();
-    let calls: Vec<_> = rig.transcript.tool_calls().into_iter().map(|c| c.tool_call_id).collect();
-    let results: Vec<_> = rig.transcript.tool_results().into_iter().map(|r| r.tool_call_id).collect();
+    let calls: Vec<_> = rig
+        .transcript
+        .tool_calls()
+        .into_iter()
+        .map(|c| c.tool_call_id)
+        .collect();
+    let results: Vec<_> = rig
+        .transcript
+        .tool_results()
+        .into_iter()
+        .map(|r| r.tool_call_id)
+        .collect();
     assert_eq!(calls, vec!["tc-a", "tc-b"]);
     assert_eq!(results, vec!["tc-a", "tc-b"]);
     assert_eq!(
         rig.transcript.kinds(),
-        vec!["step.begin", "tool.call", "tool.result", "tool.call", "tool.result", "step.end"]
+        vec![
+            "step.begin",
+            "tool.call",
+            "tool.result",
+            "tool.call",
+            "tool.result",
+            "step.end"
+        ]
     );
 }
 
@@ -718,14 +939,26 @@ async fn tool_table_is_built_after_before_step() {
         })),
         ..TestHooks::default()
     };
-    let mut rig = Rig::new(one_call_then_end(call("echo", json!({"text": "x"}), "tc-1"))).hooks(hooks);
+    let mut rig = Rig::new(one_call_then_end(call(
+        "echo",
+        json!({"text": "x"}),
+        "tc-1",
+    )))
+    .hooks(hooks);
     let table_flag = removed.clone();
     rig.input.build_tools = Some(Arc::new(move || {
-        if table_flag.load(std::sync::atomic::Ordering::SeqCst) { vec![] } else { vec![echo_tool.clone()] }
+        if table_flag.load(std::sync::atomic::Ordering::SeqCst) {
+            vec![]
+        } else {
+            vec![echo_tool.clone()]
+        }
     }));
     rig.input.describe_missing_tool = Some(Arc::new(|name| Some(format!("{name} was unloaded"))));
     rig.run().await.unwrap();
     assert_eq!(executions.count(), 0);
-    assert_eq!(text_of(&rig.transcript.result_for("tc-1")), "echo was unloaded");
+    assert_eq!(
+        text_of(&rig.transcript.result_for("tc-1")),
+        "echo was unloaded"
+    );
     assert!(rig.llm.calls()[0].tools.is_empty());
 }

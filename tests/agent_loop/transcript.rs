@@ -9,7 +9,10 @@ use crate::util::*;
 
 fn two_step(executions: &Executions) -> Rig {
     Rig::new(vec![
-        tool_use(vec![call("echo", json!({"text": "hi"}), "tc-1")], usage(1, 1)),
+        tool_use(
+            vec![call("echo", json!({"text": "hi"}), "tc-1")],
+            usage(1, 1),
+        ),
         end_turn("done", usage(1, 1)),
     ])
     .tools(vec![echo(executions)])
@@ -20,7 +23,12 @@ fn two_step(executions: &Executions) -> Rig {
 async fn each_step_has_one_begin_and_one_end_numbered_in_order() {
     let rig = two_step(&Executions::default());
     rig.run().await.unwrap();
-    let begins: Vec<u32> = rig.transcript.step_begins().iter().map(|b| b.step).collect();
+    let begins: Vec<u32> = rig
+        .transcript
+        .step_begins()
+        .iter()
+        .map(|b| b.step)
+        .collect();
     let ends: Vec<u32> = rig.transcript.step_ends().iter().map(|e| e.step).collect();
     assert_eq!(begins, vec![1, 2]);
     assert_eq!(ends, vec![1, 2]);
@@ -50,7 +58,10 @@ async fn tool_result_parent_uuid_is_the_call_uuid() {
     let executions = Executions::default();
     let rig = Rig::new(vec![
         tool_use(
-            vec![call("echo", json!({"text": "a"}), "tc-A"), call("echo", json!({"text": "b"}), "tc-B")],
+            vec![
+                call("echo", json!({"text": "a"}), "tc-A"),
+                call("echo", json!({"text": "b"}), "tc-B"),
+            ],
             usage(1, 1),
         ),
         end_turn("done", usage(1, 1)),
@@ -69,7 +80,12 @@ async fn tool_result_parent_uuid_is_the_call_uuid() {
 /// §7.3 #4
 #[tokio::test(start_paused = true)]
 async fn step_end_usage_is_the_response_usage_verbatim() {
-    let given = TokenUsage { input_other: 4, output: 22, input_cache_read: 3, input_cache_creation: 4 };
+    let given = TokenUsage {
+        input_other: 4,
+        output: 22,
+        input_cache_read: 3,
+        input_cache_creation: 4,
+    };
     let rig = Rig::new(vec![end_turn("x", given)]);
     rig.run().await.unwrap();
     let end = &rig.transcript.step_ends()[0];
@@ -91,8 +107,11 @@ async fn step_end_usage_has_zero_cache_fields_when_the_fixture_fills_them() {
 #[tokio::test(start_paused = true)]
 async fn abort_during_tool_leaves_step_begin_without_step_end() {
     let started = Arc::new(Latch::default());
-    let rig = Rig::new(vec![tool_use(vec![call("slow", json!({}), "tc-1")], usage(1, 1))])
-        .tools(vec![slow(&started, None)]);
+    let rig = Rig::new(vec![tool_use(
+        vec![call("slow", json!({}), "tc-1")],
+        usage(1, 1),
+    )])
+    .tools(vec![slow(&started, None)]);
     let (result, ()) = tokio::join!(rig.run(), async {
         started.wait().await;
         rig.controller.abort();
@@ -137,7 +156,10 @@ async fn empty_text_part_does_not_disturb_tool_records() {
     let rig = Rig::new(vec![
         raw_response(
             vec![ContentPart::text("")],
-            vec![call("echo", json!({"text": "a"}), "tc-1"), call("echo", json!({"text": "b"}), "tc-2")],
+            vec![
+                call("echo", json!({"text": "a"}), "tc-1"),
+                call("echo", json!({"text": "b"}), "tc-2"),
+            ],
             Some(FinishReason::ToolCalls),
             usage(1, 1),
         ),
@@ -154,7 +176,10 @@ async fn empty_text_part_does_not_disturb_tool_records() {
 async fn tool_call_uuid_is_the_provider_tool_call_id() {
     let executions = Executions::default();
     let rig = Rig::new(vec![
-        tool_use(vec![call("echo", json!({"text": "a"}), "tc-deadbeef")], usage(1, 1)),
+        tool_use(
+            vec![call("echo", json!({"text": "a"}), "tc-deadbeef")],
+            usage(1, 1),
+        ),
         end_turn("done", usage(1, 1)),
     ])
     .tools(vec![echo(&executions)]);

@@ -28,8 +28,14 @@ async fn single_end_turn_step_reports_usage_and_one_envelope() {
 async fn tool_steps_accumulate_usage_across_three_steps() {
     let executions = Executions::default();
     let rig = Rig::new(vec![
-        tool_use(vec![call("echo", json!({"text": "a"}), "tc-1")], usage(1, 2)),
-        tool_use(vec![call("echo", json!({"text": "b"}), "tc-2")], usage(3, 4)),
+        tool_use(
+            vec![call("echo", json!({"text": "a"}), "tc-1")],
+            usage(1, 2),
+        ),
+        tool_use(
+            vec![call("echo", json!({"text": "b"}), "tc-2")],
+            usage(3, 4),
+        ),
         end_turn("done", usage(5, 6)),
     ])
     .tools(vec![echo(&executions)]);
@@ -40,7 +46,12 @@ async fn tool_steps_accumulate_usage_across_three_steps() {
     assert_eq!(result.usage.output, 12);
     assert_eq!(rig.llm.call_count(), 3);
     assert_eq!(executions.ids(), vec!["tc-1", "tc-2"]);
-    let begins: Vec<u32> = rig.transcript.step_begins().iter().map(|b| b.step).collect();
+    let begins: Vec<u32> = rig
+        .transcript
+        .step_begins()
+        .iter()
+        .map(|b| b.step)
+        .collect();
     let ends: Vec<u32> = rig.transcript.step_ends().iter().map(|e| e.step).collect();
     assert_eq!(begins, vec![1, 2, 3]);
     assert_eq!(ends, vec![1, 2, 3]);
@@ -60,7 +71,12 @@ async fn truncated_response_ends_turn_with_max_tokens() {
     assert_eq!(result.steps, 1);
     assert_eq!(
         result.usage,
-        TokenUsage { input_other: 10, output: 20, input_cache_read: 0, input_cache_creation: 0 }
+        TokenUsage {
+            input_other: 10,
+            output: 20,
+            input_cache_read: 0,
+            input_cache_creation: 0
+        }
     );
     assert!(rig.sink.interrupted().is_empty());
 }
@@ -69,7 +85,12 @@ async fn truncated_response_ends_turn_with_max_tokens() {
 #[tokio::test(start_paused = true)]
 async fn filtered_response_keeps_provider_diagnostics_on_step_end() {
     let script = map_response(
-        raw_response(vec![ContentPart::text("blocked")], vec![], Some(FinishReason::Filtered), usage(1, 1)),
+        raw_response(
+            vec![ContentPart::text("blocked")],
+            vec![],
+            Some(FinishReason::Filtered),
+            usage(1, 1),
+        ),
         |response| response.raw_finish_reason = Some("content_filter".to_owned()),
     );
     let rig = Rig::new(vec![script]);
@@ -139,7 +160,9 @@ async fn max_steps_exhaustion_raises_max_steps_error() {
     rig.input.max_steps = Some(2);
     let error = rig.run().await.unwrap_err();
     assert_eq!(error.code(), Some("loop.max_steps_exceeded"));
-    let LoopError::Kimi(kimi) = &error else { panic!("not a KimiError: {error:?}") };
+    let LoopError::Kimi(kimi) = &error else {
+        panic!("not a KimiError: {error:?}")
+    };
     assert_eq!(kimi.details, json!({"maxSteps": 2}));
     let reasons: Vec<_> = rig.sink.interrupted().iter().map(|e| e.reason).collect();
     assert!(reasons.contains(&events::InterruptReason::MaxSteps));
@@ -162,8 +185,16 @@ async fn max_steps_zero_means_no_limit() {
     assert_eq!(
         executions.all(),
         vec![
-            Execution { id: "a".into(), turn_id: "turn-1".into(), args: json!({"text": "1"}) },
-            Execution { id: "b".into(), turn_id: "turn-1".into(), args: json!({"text": "2"}) },
+            Execution {
+                id: "a".into(),
+                turn_id: "turn-1".into(),
+                args: json!({"text": "1"})
+            },
+            Execution {
+                id: "b".into(),
+                turn_id: "turn-1".into(),
+                args: json!({"text": "2"})
+            },
         ]
     );
 }
@@ -173,7 +204,16 @@ async fn max_steps_zero_means_no_limit() {
 async fn omitted_max_steps_runs_until_end_turn() {
     let executions = Executions::default();
     let mut script: Vec<Script> = (1..=4)
-        .map(|n| tool_use(vec![call("echo", json!({"text": n.to_string()}), &format!("c{n}"))], usage(1, 1)))
+        .map(|n| {
+            tool_use(
+                vec![call(
+                    "echo",
+                    json!({"text": n.to_string()}),
+                    &format!("c{n}"),
+                )],
+                usage(1, 1),
+            )
+        })
         .collect();
     script.push(end_turn("done", usage(1, 1)));
     let rig = Rig::new(script).tools(vec![echo(&executions)]);
@@ -187,8 +227,18 @@ async fn omitted_max_steps_runs_until_end_turn() {
 #[tokio::test(start_paused = true)]
 async fn cache_usage_fields_are_summed_field_by_field() {
     let executions = Executions::default();
-    let first = TokenUsage { input_other: 70, output: 50, input_cache_read: 10, input_cache_creation: 20 };
-    let second = TokenUsage { input_other: 4, output: 3, input_cache_read: 1, input_cache_creation: 2 };
+    let first = TokenUsage {
+        input_other: 70,
+        output: 50,
+        input_cache_read: 10,
+        input_cache_creation: 20,
+    };
+    let second = TokenUsage {
+        input_other: 4,
+        output: 3,
+        input_cache_read: 1,
+        input_cache_creation: 2,
+    };
     let rig = Rig::new(vec![
         tool_use(vec![call("echo", json!({"text": "1"}), "a")], first),
         end_turn("done", second),
@@ -218,8 +268,14 @@ async fn max_steps_calls_the_model_exactly_max_steps_times() {
     assert_eq!(
         rig.transcript.kinds(),
         vec![
-            "step.begin", "tool.call", "tool.result", "step.end",
-            "step.begin", "tool.call", "tool.result", "step.end",
+            "step.begin",
+            "tool.call",
+            "tool.result",
+            "step.end",
+            "step.begin",
+            "tool.call",
+            "tool.result",
+            "step.end",
         ]
     );
 }

@@ -2,6 +2,8 @@
 //! a recording transcript, a collecting live sink and the fixture tools.
 
 #![allow(dead_code)]
+// Hook closures take contexts with higher-ranked lifetimes, which a type alias cannot name.
+#![allow(clippy::type_complexity)]
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -32,7 +34,10 @@ pub enum Emit {
 /// What the fake LLM does on one call.
 #[derive(Clone, Debug)]
 pub enum Script {
-    Respond { emits: Vec<Emit>, response: ChatResponse },
+    Respond {
+        emits: Vec<Emit>,
+        response: ChatResponse,
+    },
     Fail(LoopError),
     AbortThenFail(AbortController),
 }
@@ -96,7 +101,10 @@ impl Llm for FakeLlm {
         self.classifier
     }
 
-    fn chat<'a>(&'a self, params: ChatParams<'a>) -> BoxFuture<'a, Result<ChatResponse, LoopError>> {
+    fn chat<'a>(
+        &'a self,
+        params: ChatParams<'a>,
+    ) -> BoxFuture<'a, Result<ChatResponse, LoopError>> {
         Box::pin(async move {
             let index = {
                 let mut calls = self.calls.lock().unwrap();
@@ -179,7 +187,11 @@ pub fn raw_response(
 
 /// `makeEndTurnResponse(text, usage)`.
 pub fn end_turn(text: &str, usage: TokenUsage) -> Script {
-    let parts = if text.is_empty() { vec![] } else { vec![ContentPart::text(text)] };
+    let parts = if text.is_empty() {
+        vec![]
+    } else {
+        vec![ContentPart::text(text)]
+    };
     raw_response(parts, vec![], Some(FinishReason::Completed), usage)
 }
 
@@ -195,10 +207,16 @@ pub fn call(name: &str, args: Value, id: &str) -> ToolCall {
 
 pub fn with_emits(script: Script, extra: Vec<Emit>) -> Script {
     match script {
-        Script::Respond { mut emits, response } => {
+        Script::Respond {
+            mut emits,
+            response,
+        } => {
             let mut all = extra;
             all.append(&mut emits);
-            Script::Respond { emits: all, response }
+            Script::Respond {
+                emits: all,
+                response,
+            }
         }
         other => other,
     }
@@ -206,7 +224,10 @@ pub fn with_emits(script: Script, extra: Vec<Emit>) -> Script {
 
 pub fn map_response(script: Script, edit: impl FnOnce(&mut ChatResponse)) -> Script {
     match script {
-        Script::Respond { emits, mut response } => {
+        Script::Respond {
+            emits,
+            mut response,
+        } => {
             edit(&mut response);
             Script::Respond { emits, response }
         }
@@ -227,7 +248,10 @@ impl RecordingTranscript {
     }
 
     pub fn kinds(&self) -> Vec<&'static str> {
-        self.records().iter().map(|event| event.type_name()).collect()
+        self.records()
+            .iter()
+            .map(|event| event.type_name())
+            .collect()
     }
 
     pub fn count(&self, kind: &str) -> usize {
@@ -528,7 +552,7 @@ pub struct TestTool {
 }
 
 impl TestTool {
-    pub fn new(
+    pub fn arc(
         name: &str,
         schema: Value,
         resolve: impl Fn(Value) -> Result<ToolExecution, LoopError> + Send + Sync + 'static,
@@ -554,7 +578,10 @@ impl ExecutableTool for TestTool {
         self.schema.clone()
     }
 
-    fn resolve_execution<'a>(&'a self, args: Value) -> BoxFuture<'a, Result<ToolExecution, LoopError>> {
+    fn resolve_execution<'a>(
+        &'a self,
+        args: Value,
+    ) -> BoxFuture<'a, Result<ToolExecution, LoopError>> {
         let outcome = (self.resolve)(args);
         Box::pin(async move { outcome })
     }
@@ -596,7 +623,7 @@ pub fn echo_with(
     description: Option<&'static str>,
 ) -> Arc<dyn ExecutableTool> {
     let executions = executions.clone();
-    TestTool::new("echo", echo_schema(), move |args| {
+    TestTool::arc("echo", echo_schema(), move |args| {
         let seen = record(&executions, &args);
         let text = args["text"].as_str().unwrap_or_default().to_owned();
         let mut runnable = RunnableToolExecution::new("echo", move |ctx| {
@@ -605,7 +632,8 @@ pub fn echo_with(
         });
         runnable.accesses = accesses.clone();
         if let Some(description) = description {
-            runnable.description = Some(description.replace("<text>", args["text"].as_str().unwrap_or("")));
+            runnable.description =
+                Some(description.replace("<text>", args["text"].as_str().unwrap_or("")));
         }
         Ok(ToolExecution::Runnable(runnable))
     })
@@ -614,12 +642,15 @@ pub fn echo_with(
 /// `fail`: throws `Error(message)`.
 pub fn fail(executions: &Executions, message: &'static str) -> Arc<dyn ExecutableTool> {
     let executions = executions.clone();
-    TestTool::new("fail", any_object(), move |args| {
+    TestTool::arc("fail", any_object(), move |args| {
         let seen = record(&executions, &args);
-        Ok(ToolExecution::Runnable(RunnableToolExecution::new("fail", move |ctx| {
-            seen(&ctx);
-            Box::pin(async move { Err(LoopError::plain(message)) })
-        })))
+        Ok(ToolExecution::Runnable(RunnableToolExecution::new(
+            "fail",
+            move |ctx| {
+                seen(&ctx);
+                Box::pin(async move { Err(LoopError::plain(message)) })
+            },
+        )))
     })
 }
 
@@ -656,7 +687,7 @@ impl Latch {
 /// `slow`: waits for the abort, then rejects with an AbortError.
 pub fn slow(started: &Arc<Latch>, accesses: Option<ToolAccesses>) -> Arc<dyn ExecutableTool> {
     let started = started.clone();
-    TestTool::new("slow", any_object(), move |_args| {
+    TestTool::arc("slow", any_object(), move |_args| {
         let started = started.clone();
         let mut runnable = RunnableToolExecution::new("slow", move |ctx| {
             Box::pin(async move {
@@ -673,21 +704,27 @@ pub fn slow(started: &Arc<Latch>, accesses: Option<ToolAccesses>) -> Arc<dyn Exe
 /// `hang`: never settles, ignoring the signal.
 pub fn hang(started: &Arc<Latch>) -> Arc<dyn ExecutableTool> {
     let started = started.clone();
-    TestTool::new("hang", any_object(), move |_args| {
+    TestTool::arc("hang", any_object(), move |_args| {
         let started = started.clone();
-        Ok(ToolExecution::Runnable(RunnableToolExecution::new("hang", move |_ctx| {
-            Box::pin(async move {
-                started.set();
-                std::future::pending::<()>().await;
-                Ok(json!({ "output": "never" }))
-            })
-        })))
+        Ok(ToolExecution::Runnable(RunnableToolExecution::new(
+            "hang",
+            move |_ctx| {
+                Box::pin(async move {
+                    started.set();
+                    std::future::pending::<()>().await;
+                    Ok(json!({ "output": "never" }))
+                })
+            },
+        )))
     })
 }
 
 /// `progress`: emits its updates, then returns `done`.
-pub fn progress(updates: Vec<ToolUpdate>, accesses: Option<ToolAccesses>) -> Arc<dyn ExecutableTool> {
-    TestTool::new("progress", any_object(), move |_args| {
+pub fn progress(
+    updates: Vec<ToolUpdate>,
+    accesses: Option<ToolAccesses>,
+) -> Arc<dyn ExecutableTool> {
+    TestTool::arc("progress", any_object(), move |_args| {
         let updates = updates.clone();
         let mut runnable = RunnableToolExecution::new("progress", move |ctx| {
             Box::pin(async move {
@@ -710,13 +747,16 @@ pub fn strict(executions: &Executions) -> Arc<dyn ExecutableTool> {
         "properties": { "value": { "type": "number" } },
         "required": ["value"]
     });
-    TestTool::new("strict", schema, move |args| {
+    TestTool::arc("strict", schema, move |args| {
         let seen = record(&executions, &args);
         let value = args["value"].clone();
-        Ok(ToolExecution::Runnable(RunnableToolExecution::new("strict", move |ctx| {
-            seen(&ctx);
-            Box::pin(async move { Ok(json!({ "output": format!("value={value}") })) })
-        })))
+        Ok(ToolExecution::Runnable(RunnableToolExecution::new(
+            "strict",
+            move |ctx| {
+                seen(&ctx);
+                Box::pin(async move { Ok(json!({ "output": format!("value={value}") })) })
+            },
+        )))
     })
 }
 
@@ -724,13 +764,16 @@ pub fn strict(executions: &Executions) -> Arc<dyn ExecutableTool> {
 pub fn returns(name: &str, executions: &Executions, value: Value) -> Arc<dyn ExecutableTool> {
     let executions = executions.clone();
     let owned = name.to_owned();
-    TestTool::new(name, any_object(), move |args| {
+    TestTool::arc(name, any_object(), move |args| {
         let seen = record(&executions, &args);
         let value = value.clone();
-        Ok(ToolExecution::Runnable(RunnableToolExecution::new(owned.clone(), move |ctx| {
-            seen(&ctx);
-            Box::pin(async move { Ok(value) })
-        })))
+        Ok(ToolExecution::Runnable(RunnableToolExecution::new(
+            owned.clone(),
+            move |ctx| {
+                seen(&ctx);
+                Box::pin(async move { Ok(value) })
+            },
+        )))
     })
 }
 
@@ -741,10 +784,14 @@ pub struct Gate {
     pub released: Latch,
 }
 
-pub fn gated(name: &str, gate: &Arc<Gate>, accesses: Option<ToolAccesses>) -> Arc<dyn ExecutableTool> {
+pub fn gated(
+    name: &str,
+    gate: &Arc<Gate>,
+    accesses: Option<ToolAccesses>,
+) -> Arc<dyn ExecutableTool> {
     let gate = gate.clone();
     let owned = name.to_owned();
-    TestTool::new(name, any_object(), move |_args| {
+    TestTool::arc(name, any_object(), move |_args| {
         let gate = gate.clone();
         let name = owned.clone();
         let mut runnable = RunnableToolExecution::new(owned.clone(), move |_ctx| {
@@ -768,13 +815,24 @@ pub struct PathGates {
 impl PathGates {
     pub fn new(ids: &[&str]) -> Arc<Self> {
         Arc::new(Self {
-            gates: Mutex::new(ids.iter().map(|id| (id.to_string(), Arc::new(Gate::default()))).collect()),
+            gates: Mutex::new(
+                ids.iter()
+                    .map(|id| (id.to_string(), Arc::new(Gate::default())))
+                    .collect(),
+            ),
             paths: Mutex::new(Vec::new()),
         })
     }
 
     pub fn gate(&self, id: &str) -> Arc<Gate> {
-        self.gates.lock().unwrap().iter().find(|(k, _)| k == id).unwrap().1.clone()
+        self.gates
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(k, _)| k == id)
+            .unwrap()
+            .1
+            .clone()
     }
 }
 
@@ -785,7 +843,7 @@ pub fn path_gated(gates: &Arc<PathGates>) -> Arc<dyn ExecutableTool> {
         "properties": { "path": { "type": "string" } },
         "required": ["path"]
     });
-    TestTool::new("path-gated", schema, move |args| {
+    TestTool::arc("path-gated", schema, move |args| {
         let gates = gates.clone();
         let path = args["path"].as_str().unwrap_or_default().to_owned();
         let runnable = RunnableToolExecution::new("path-gated", {
@@ -793,7 +851,11 @@ pub fn path_gated(gates: &Arc<PathGates>) -> Arc<dyn ExecutableTool> {
             move |ctx| {
                 Box::pin(async move {
                     let gate = gates.gate(&ctx.tool_call_id);
-                    gates.paths.lock().unwrap().push((ctx.tool_call_id.clone(), path));
+                    gates
+                        .paths
+                        .lock()
+                        .unwrap()
+                        .push((ctx.tool_call_id.clone(), path));
                     gate.started.set();
                     gate.released.wait().await;
                     Ok(json!({ "output": "ok" }))
@@ -839,16 +901,44 @@ use loopsim::model::agent_loop::hooks::{
     StoppedStepContext, ToolHookContext,
 };
 
-
 /// Hooks whose members are plain closures; an absent member behaves like an absent hook.
 #[derive(Default)]
 pub struct TestHooks {
-    pub after_step: Option<Box<dyn Fn(AfterStepContext<'_>) -> Result<Option<AfterStepDecision>, LoopError> + Send + Sync>>,
-    pub should_continue: Option<Box<dyn Fn(StoppedStepContext<'_>) -> Result<Option<ContinueDecision>, LoopError> + Send + Sync>>,
-    pub prepare: Option<Box<dyn Fn(ToolHookContext<'_>) -> Result<Option<PrepareDecision>, LoopError> + Send + Sync>>,
-    pub authorize: Option<Box<dyn Fn(AuthorizeContext<'_>) -> Result<Option<AuthorizeDecision>, LoopError> + Send + Sync>>,
-    pub finalize: Option<Box<dyn Fn(FinalizeContext<'_>) -> Result<Option<Value>, LoopError> + Send + Sync>>,
-    pub before: Option<Box<dyn Fn(StepHookContext<'_>) -> Result<Option<BeforeStepDecision>, LoopError> + Send + Sync>>,
+    pub after_step: Option<
+        Box<
+            dyn Fn(AfterStepContext<'_>) -> Result<Option<AfterStepDecision>, LoopError>
+                + Send
+                + Sync,
+        >,
+    >,
+    pub should_continue: Option<
+        Box<
+            dyn Fn(StoppedStepContext<'_>) -> Result<Option<ContinueDecision>, LoopError>
+                + Send
+                + Sync,
+        >,
+    >,
+    pub prepare: Option<
+        Box<
+            dyn Fn(ToolHookContext<'_>) -> Result<Option<PrepareDecision>, LoopError> + Send + Sync,
+        >,
+    >,
+    pub authorize: Option<
+        Box<
+            dyn Fn(AuthorizeContext<'_>) -> Result<Option<AuthorizeDecision>, LoopError>
+                + Send
+                + Sync,
+        >,
+    >,
+    pub finalize:
+        Option<Box<dyn Fn(FinalizeContext<'_>) -> Result<Option<Value>, LoopError> + Send + Sync>>,
+    pub before: Option<
+        Box<
+            dyn Fn(StepHookContext<'_>) -> Result<Option<BeforeStepDecision>, LoopError>
+                + Send
+                + Sync,
+        >,
+    >,
 }
 
 fn ready<'a, T: Send + 'a>(value: Result<Option<T>, LoopError>) -> HookFuture<'a, T> {
@@ -870,21 +960,30 @@ impl LoopHooks for TestHooks {
         }
     }
 
-    fn should_continue_after_stop<'a>(&'a self, ctx: StoppedStepContext<'a>) -> HookFuture<'a, ContinueDecision> {
+    fn should_continue_after_stop<'a>(
+        &'a self,
+        ctx: StoppedStepContext<'a>,
+    ) -> HookFuture<'a, ContinueDecision> {
         match &self.should_continue {
             Some(hook) => ready(hook(ctx)),
             None => ready(Ok(None)),
         }
     }
 
-    fn prepare_tool_execution<'a>(&'a self, ctx: ToolHookContext<'a>) -> HookFuture<'a, PrepareDecision> {
+    fn prepare_tool_execution<'a>(
+        &'a self,
+        ctx: ToolHookContext<'a>,
+    ) -> HookFuture<'a, PrepareDecision> {
         match &self.prepare {
             Some(hook) => ready(hook(ctx)),
             None => ready(Ok(None)),
         }
     }
 
-    fn authorize_tool_execution<'a>(&'a self, ctx: AuthorizeContext<'a>) -> HookFuture<'a, AuthorizeDecision> {
+    fn authorize_tool_execution<'a>(
+        &'a self,
+        ctx: AuthorizeContext<'a>,
+    ) -> HookFuture<'a, AuthorizeDecision> {
         match &self.authorize {
             Some(hook) => ready(hook(ctx)),
             None => ready(Ok(None)),

@@ -77,7 +77,11 @@ impl AbortSignal {
 
     /// `signal.reason`.
     pub fn reason(&self) -> Option<AbortError> {
-        self.state.reason.lock().expect("abort state poisoned").clone()
+        self.state
+            .reason
+            .lock()
+            .expect("abort state poisoned")
+            .clone()
     }
 
     /// `signal.throwIfAborted()`.

@@ -282,7 +282,13 @@ impl LoopError {
 
     /// `isUserCancellation(e)`.
     pub fn is_user_cancellation(&self) -> bool {
-        matches!(self, Self::Aborted(AbortError { user_cancelled: true, .. }))
+        matches!(
+            self,
+            Self::Aborted(AbortError {
+                user_cancelled: true,
+                ..
+            })
+        )
     }
 
     /// The numeric `statusCode`, if any.

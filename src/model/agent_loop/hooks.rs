@@ -195,4 +195,3 @@ pub trait LoopHooks: Send + Sync {
 pub struct NoHooks;
 
 impl LoopHooks for NoHooks {}
-

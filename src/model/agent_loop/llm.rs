@@ -161,5 +161,6 @@ pub trait Llm: Send + Sync {
         None
     }
     /// One model call.
-    fn chat<'a>(&'a self, params: ChatParams<'a>) -> BoxFuture<'a, Result<ChatResponse, LoopError>>;
+    fn chat<'a>(&'a self, params: ChatParams<'a>)
+    -> BoxFuture<'a, Result<ChatResponse, LoopError>>;
 }

@@ -47,7 +47,10 @@ pub type ProviderEventStream = BoxStream<'static, Result<ProviderEvent, Provider
 /// The provider seam the harness implements.
 pub trait ChatProvider: Send + Sync {
     /// Open one streaming request. An `Err` is an HTTP-level failure (status, quota, ...).
-    fn open(&self, request: ChatRequest) -> BoxFuture<'_, Result<ProviderEventStream, ProviderError>>;
+    fn open(
+        &self,
+        request: ChatRequest,
+    ) -> BoxFuture<'_, Result<ProviderEventStream, ProviderError>>;
 }
 
 /// Map the wire stop reason to kosong's `FinishReason`.
@@ -108,9 +111,15 @@ pub fn is_image_format_error(error: &LoopError) -> bool {
     let lower = provider.message.to_lowercase();
     eligible
         && lower.contains("image")
-        && ["unsupported", "invalid", "could not process", "decode", "format"]
-            .iter()
-            .any(|word| lower.contains(word))
+        && [
+            "unsupported",
+            "invalid",
+            "could not process",
+            "decode",
+            "format",
+        ]
+        .iter()
+        .any(|word| lower.contains(word))
 }
 
 /// `isRecoverableRequestStructureError` (kimi-loop.md §4.7): a 400/422 about the tool-exchange
@@ -178,7 +187,12 @@ impl StreamAssembly {
     }
 
     /// Apply one event; `Err` for an in-stream error, `Ok(true)` at `Done`.
-    fn apply(&mut self, event: ProviderEvent, params: &ChatParams<'_>, now_ms: u64) -> Result<bool, LoopError> {
+    fn apply(
+        &mut self,
+        event: ProviderEvent,
+        params: &ChatParams<'_>,
+        now_ms: u64,
+    ) -> Result<bool, LoopError> {
         let mut token = || {
             self.first_token_ms.get_or_insert(now_ms);
         };
@@ -187,14 +201,22 @@ impl StreamAssembly {
             ProviderEvent::TextDelta { index, text } => {
                 token();
                 params.sink.on_text_delta(&text);
-                match self.blocks.entry((0, index)).or_insert(Block::Text(String::new())) {
+                match self
+                    .blocks
+                    .entry((0, index))
+                    .or_insert(Block::Text(String::new()))
+                {
                     Block::Text(buffer) | Block::Think(buffer) => buffer.push_str(&text),
                 }
             }
             ProviderEvent::ThinkingDelta { index, text } => {
                 token();
                 params.sink.on_think_delta(&text);
-                match self.blocks.entry((1, index)).or_insert(Block::Think(String::new())) {
+                match self
+                    .blocks
+                    .entry((1, index))
+                    .or_insert(Block::Think(String::new()))
+                {
                     Block::Text(buffer) | Block::Think(buffer) => buffer.push_str(&text),
                 }
             }
@@ -205,7 +227,14 @@ impl StreamAssembly {
                     name: Some(name.clone()),
                     arguments_part: None,
                 });
-                self.tool_calls.insert(index, ToolCallDraft { id, name, arguments: None });
+                self.tool_calls.insert(
+                    index,
+                    ToolCallDraft {
+                        id,
+                        name,
+                        arguments: None,
+                    },
+                );
             }
             ProviderEvent::ToolCallArgsDelta { index, delta } => {
                 let draft = self.tool_calls.entry(index).or_default();
@@ -214,12 +243,20 @@ impl StreamAssembly {
                     name: None,
                     arguments_part: Some(delta.clone()),
                 });
-                draft.arguments.get_or_insert_with(String::new).push_str(&delta);
+                draft
+                    .arguments
+                    .get_or_insert_with(String::new)
+                    .push_str(&delta);
             }
             ProviderEvent::ToolCallEnd { .. } => {}
             ProviderEvent::Usage(usage) => self.merge_usage(usage),
-            ProviderEvent::Stop { reason, raw } => self.finish = Some((finish_reason(&reason), raw)),
-            ProviderEvent::Error { error_type, message } => {
+            ProviderEvent::Stop { reason, raw } => {
+                self.finish = Some((finish_reason(&reason), raw))
+            }
+            ProviderEvent::Error {
+                error_type,
+                message,
+            } => {
                 return Err(LoopError::Provider(stream_error(&error_type, message)));
             }
             ProviderEvent::Done => return Ok(true),
@@ -362,7 +399,10 @@ impl Llm for StreamingLlm {
         Some(is_retryable_generate_error)
     }
 
-    fn chat<'a>(&'a self, params: ChatParams<'a>) -> BoxFuture<'a, Result<ChatResponse, LoopError>> {
+    fn chat<'a>(
+        &'a self,
+        params: ChatParams<'a>,
+    ) -> BoxFuture<'a, Result<ChatResponse, LoopError>> {
         Box::pin(self.run(params))
     }
 }

@@ -158,7 +158,9 @@ fn js_typeof(value: &Value) -> &'static str {
 pub fn coerce_tool_result(value: &Value, tool_name: &str) -> ExecutableToolResult {
     let object = match value {
         Value::Null => {
-            return ExecutableToolResult::error(format!("Tool \"{tool_name}\" returned no result."));
+            return ExecutableToolResult::error(format!(
+                "Tool \"{tool_name}\" returned no result."
+            ));
         }
         Value::Object(object) => object,
         Value::Array(_) => return malformed_output(tool_name),

@@ -30,7 +30,9 @@ pub const JITTER_FACTOR: f64 = 0.25;
 pub fn retry_backoff_delays(max_attempts: u32, prng: &LoopPrng) -> Vec<u64> {
     (0..max_attempts.saturating_sub(1))
         .map(|index| {
-            let exponential = RETRY_FACTOR.saturating_pow(index).saturating_mul(BASE_DELAY_MS);
+            let exponential = RETRY_FACTOR
+                .saturating_pow(index)
+                .saturating_mul(BASE_DELAY_MS);
             let base = exponential.min(MAX_DELAY_MS);
             let jitter = prng.unit_f64() * JITTER_FACTOR * base as f64;
             base + jitter.floor() as u64
@@ -107,7 +109,10 @@ impl ChatWithRetryInput<'_> {
 }
 
 fn capture_error_trace(trace: &RequestTrace, error: &LoopError) {
-    if let Some(trace_id) = error.provider().and_then(|provider| provider.trace_id.as_deref()) {
+    if let Some(trace_id) = error
+        .provider()
+        .and_then(|provider| provider.trace_id.as_deref())
+    {
         trace.capture(Some(trace_id));
     }
 }
@@ -171,9 +176,16 @@ pub async fn chat_with_retry(input: ChatWithRetryInput<'_>) -> Result<ChatRespon
 ///
 /// Choice (the facts only describe the retry path's fields): the caller's log fields are
 /// passed unchanged here, without `turnStep`.
-async fn chat_once(input: &ChatWithRetryInput<'_>, max_attempts: u32) -> Result<ChatResponse, LoopError> {
+async fn chat_once(
+    input: &ChatWithRetryInput<'_>,
+    max_attempts: u32,
+) -> Result<ChatResponse, LoopError> {
     input.trace.reset();
-    match input.llm.chat(input.params(input.request_log_fields.clone())).await {
+    match input
+        .llm
+        .chat(input.params(input.request_log_fields.clone()))
+        .await
+    {
         Ok(response) => {
             input.trace.capture(response.trace_id.as_deref());
             Ok(response)
@@ -187,7 +199,11 @@ async fn chat_once(input: &ChatWithRetryInput<'_>, max_attempts: u32) -> Result<
 }
 
 /// An abortable sleep: on abort it fails with the signal's reason.
-pub async fn abortable_sleep(clock: &dyn Clock, signal: &AbortSignal, delay_ms: u64) -> Result<(), LoopError> {
+pub async fn abortable_sleep(
+    clock: &dyn Clock,
+    signal: &AbortSignal,
+    delay_ms: u64,
+) -> Result<(), LoopError> {
     tokio::select! {
         biased;
         reason = signal.cancelled() => Err(LoopError::Aborted(reason)),

@@ -165,7 +165,10 @@ pub async fn run_turn(input: &RunTurnInput) -> Result<TurnResult, LoopError> {
     }
 }
 
-async fn turn_loop(input: &RunTurnInput, state: &mut TurnState) -> Result<TurnStopReason, LoopError> {
+async fn turn_loop(
+    input: &RunTurnInput,
+    state: &mut TurnState,
+) -> Result<TurnStopReason, LoopError> {
     loop {
         input.signal.throw_if_aborted()?;
         if let Some(max_steps) = input.max_steps.filter(|&max| max > 0)
@@ -201,9 +204,16 @@ async fn turn_loop(input: &RunTurnInput, state: &mut TurnState) -> Result<TurnSt
 
 /// The catch-all of `runTurn`: abort-shaped errors, or any error once the signal fired,
 /// become an `aborted` result; max-steps and everything else are re-raised.
-fn interrupt(input: &RunTurnInput, state: &TurnState, error: LoopError) -> Result<TurnResult, LoopError> {
+fn interrupt(
+    input: &RunTurnInput,
+    state: &TurnState,
+    error: LoopError,
+) -> Result<TurnResult, LoopError> {
     let user_cancelled = error.is_user_cancellation()
-        || input.signal.reason().is_some_and(|reason| reason.user_cancelled);
+        || input
+            .signal
+            .reason()
+            .is_some_and(|reason| reason.user_cancelled);
     let aborted = error.is_abort() || input.signal.aborted();
     let max_steps = error.code() == Some(super::errors::MAX_STEPS_EXCEEDED_CODE);
     let (reason, cause) = if aborted {

@@ -61,7 +61,12 @@ impl<R: Send + 'static> ToolScheduler<R> {
 
     /// `add(task)`: blocked if it conflicts with any active or any already-queued task; else
     /// started (and polled once) now. Returns the handle for [`take_result`](Self::take_result).
-    pub fn add(&mut self, accesses: ToolAccesses, start: TaskStart<R>, cx: &mut Context<'_>) -> TaskId {
+    pub fn add(
+        &mut self,
+        accesses: ToolAccesses,
+        start: TaskStart<R>,
+        cx: &mut Context<'_>,
+    ) -> TaskId {
         let index = self.tasks.len();
         let blocked = self
             .active

@@ -99,7 +99,9 @@ fn type_matches(name: &str, instance: &Value) -> bool {
         "number" => instance.is_number(),
         "integer" => match instance {
             Value::Number(number) => {
-                number.is_i64() || number.is_u64() || number.as_f64().is_some_and(|f| f.fract() == 0.0)
+                number.is_i64()
+                    || number.is_u64()
+                    || number.as_f64().is_some_and(|f| f.fract() == 0.0)
             }
             _ => false,
         },
@@ -110,7 +112,12 @@ fn type_matches(name: &str, instance: &Value) -> bool {
 fn check(schema: &Value, instance: &Value, path: &str, errors: &mut Vec<SchemaError>) {
     let Value::Object(keywords) = schema else {
         if schema == &Value::Bool(false) {
-            push(errors, path, "false schema", "boolean schema is false".to_owned());
+            push(
+                errors,
+                path,
+                "false schema",
+                "boolean schema is false".to_owned(),
+            );
         }
         return;
     };
@@ -120,7 +127,12 @@ fn check(schema: &Value, instance: &Value, path: &str, errors: &mut Vec<SchemaEr
         _ => Vec::new(),
     };
     if !type_names.is_empty() && !type_names.iter().any(|name| type_matches(name, instance)) {
-        push(errors, path, "type", format!("must be {}", type_names.join(",")));
+        push(
+            errors,
+            path,
+            "type",
+            format!("must be {}", type_names.join(",")),
+        );
     } else {
         check_object(keywords, instance, path, errors);
         check_number(keywords, instance, path, errors);
@@ -130,12 +142,22 @@ fn check(schema: &Value, instance: &Value, path: &str, errors: &mut Vec<SchemaEr
     if let Some(constant) = keywords.get("const")
         && constant != instance
     {
-        push(errors, path, "const", "must be equal to constant".to_owned());
+        push(
+            errors,
+            path,
+            "const",
+            "must be equal to constant".to_owned(),
+        );
     }
     if let Some(Value::Array(allowed)) = keywords.get("enum")
         && !allowed.contains(instance)
     {
-        push(errors, path, "enum", "must be equal to one of the allowed values".to_owned());
+        push(
+            errors,
+            path,
+            "enum",
+            "must be equal to one of the allowed values".to_owned(),
+        );
     }
     check_combinators(keywords, instance, path, errors);
 }
@@ -220,8 +242,16 @@ fn check_number(
         if let Some(limit) = keywords.get(keyword).and_then(Value::as_f64)
             && !ok(value, limit)
         {
-            let shown = keywords.get(keyword).map(Value::to_string).unwrap_or_default();
-            push(errors, path, keyword, format!("must be {comparison} {shown}"));
+            let shown = keywords
+                .get(keyword)
+                .map(Value::to_string)
+                .unwrap_or_default();
+            push(
+                errors,
+                path,
+                keyword,
+                format!("must be {comparison} {shown}"),
+            );
         }
     }
 }
@@ -240,12 +270,22 @@ fn check_string(
     if let Some(limit) = keywords.get("maxLength").and_then(Value::as_u64)
         && length > limit
     {
-        push(errors, path, "maxLength", format!("must NOT have more than {limit} characters"));
+        push(
+            errors,
+            path,
+            "maxLength",
+            format!("must NOT have more than {limit} characters"),
+        );
     }
     if let Some(limit) = keywords.get("minLength").and_then(Value::as_u64)
         && length < limit
     {
-        push(errors, path, "minLength", format!("must NOT have fewer than {limit} characters"));
+        push(
+            errors,
+            path,
+            "minLength",
+            format!("must NOT have fewer than {limit} characters"),
+        );
     }
 }
 
@@ -262,12 +302,22 @@ fn check_array(
     if let Some(limit) = keywords.get("maxItems").and_then(Value::as_u64)
         && length > limit
     {
-        push(errors, path, "maxItems", format!("must NOT have more than {limit} items"));
+        push(
+            errors,
+            path,
+            "maxItems",
+            format!("must NOT have more than {limit} items"),
+        );
     }
     if let Some(limit) = keywords.get("minItems").and_then(Value::as_u64)
         && length < limit
     {
-        push(errors, path, "minItems", format!("must NOT have fewer than {limit} items"));
+        push(
+            errors,
+            path,
+            "minItems",
+            format!("must NOT have fewer than {limit} items"),
+        );
     }
     if let Some(item_schema) = keywords.get("items").filter(|schema| !schema.is_array()) {
         for (index, item) in items.iter().enumerate() {
@@ -295,11 +345,21 @@ fn check_combinators(
     if let Some(Value::Array(any)) = keywords.get("anyOf")
         && !any.iter().any(passes)
     {
-        push(errors, path, "anyOf", "must match a schema in anyOf".to_owned());
+        push(
+            errors,
+            path,
+            "anyOf",
+            "must match a schema in anyOf".to_owned(),
+        );
     }
     if let Some(Value::Array(one)) = keywords.get("oneOf")
         && one.iter().filter(|schema| passes(schema)).count() != 1
     {
-        push(errors, path, "oneOf", "must match exactly one schema in oneOf".to_owned());
+        push(
+            errors,
+            path,
+            "oneOf",
+            "must match exactly one schema in oneOf".to_owned(),
+        );
     }
 }

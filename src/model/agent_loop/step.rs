@@ -61,9 +61,10 @@ struct StepSink<'a> {
 
 impl ChatStreamSink for StepSink<'_> {
     fn on_text_delta(&self, delta: &str) {
-        self.dispatcher.publish(LoopLiveOnlyEvent::TextDelta(DeltaEvent {
-            delta: delta.to_owned(),
-        }));
+        self.dispatcher
+            .publish(LoopLiveOnlyEvent::TextDelta(DeltaEvent {
+                delta: delta.to_owned(),
+            }));
     }
 
     fn on_think_delta(&self, delta: &str) {
@@ -74,7 +75,8 @@ impl ChatStreamSink for StepSink<'_> {
     }
 
     fn on_tool_call_delta(&self, delta: ToolCallDeltaEvent) {
-        self.dispatcher.publish(LoopLiveOnlyEvent::ToolCallDelta(delta));
+        self.dispatcher
+            .publish(LoopLiveOnlyEvent::ToolCallDelta(delta));
     }
 
     fn on_part<'a>(&'a self, part: ContentPart) -> BoxFuture<'a, Result<(), LoopError>> {
@@ -92,7 +94,10 @@ impl ChatStreamSink for StepSink<'_> {
     }
 }
 
-async fn build_checked(input: &RunTurnInput, builder: &MessageBuilder) -> Result<Vec<Message>, LoopError> {
+async fn build_checked(
+    input: &RunTurnInput,
+    builder: &MessageBuilder,
+) -> Result<Vec<Message>, LoopError> {
     input.signal.throw_if_aborted()?;
     let messages = builder().await?;
     input.signal.throw_if_aborted()?;

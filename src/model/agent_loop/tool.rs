@@ -103,7 +103,10 @@ pub trait ExecutableTool: Send + Sync {
     fn parameters(&self) -> Value;
     /// Resolve the (validated) arguments. An `Err` named `PathSecurityError` is reported with
     /// its message verbatim; any other as `Tool "<name>" failed to resolve execution: ...`.
-    fn resolve_execution<'a>(&'a self, args: Value) -> BoxFuture<'a, Result<ToolExecution, LoopError>>;
+    fn resolve_execution<'a>(
+        &'a self,
+        args: Value,
+    ) -> BoxFuture<'a, Result<ToolExecution, LoopError>>;
 }
 
 /// The spec the model sees for a tool.

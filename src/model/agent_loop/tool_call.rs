@@ -251,7 +251,10 @@ async fn prepare_runnable(
             let text = if error.is_abort() || env.signal.aborted() {
                 format!("Tool \"{name}\" was aborted during prepareToolExecution hook")
             } else {
-                format!("prepareToolExecution hook failed for \"{name}\": {}", error.message())
+                format!(
+                    "prepareToolExecution hook failed for \"{name}\": {}",
+                    error.message()
+                )
             };
             return Prepared::resolved(original_args, ExecutableToolResult::error(text));
         }
@@ -283,7 +286,10 @@ async fn prepare_runnable(
                 "tool execution setup failed",
                 json!({ "toolName": name, "toolCallId": call.id, "error": error_payload(&error) }),
             );
-            let text = format!("Tool \"{name}\" failed to resolve execution: {}", error.message());
+            let text = format!(
+                "Tool \"{name}\" failed to resolve execution: {}",
+                error.message()
+            );
             return Prepared::resolved(args, ExecutableToolResult::error(text));
         }
     };
@@ -303,9 +309,17 @@ async fn prepare_runnable(
         ToolExecution::Error(raw) => return Prepared::synthetic(args, &raw, name),
         ToolExecution::Runnable(runnable) => runnable,
     };
-    authorize(env, call, calls, tool, args, runnable, decision.execution_metadata)
-        .await
-        .with_display(description, display)
+    authorize(
+        env,
+        call,
+        calls,
+        tool,
+        args,
+        runnable,
+        decision.execution_metadata,
+    )
+    .await
+    .with_display(description, display)
 }
 
 async fn authorize(
@@ -328,7 +342,10 @@ async fn authorize(
             let reason = if error.is_abort() || env.signal.aborted() {
                 format!("Tool \"{name}\" was aborted during authorizeToolExecution hook")
             } else {
-                format!("authorizeToolExecution hook failed for \"{name}\": {}", error.message())
+                format!(
+                    "authorizeToolExecution hook failed for \"{name}\": {}",
+                    error.message()
+                )
             };
             AuthorizeDecision {
                 block: true,
@@ -427,7 +444,10 @@ fn execution_task(
                             "error": error_payload(&error),
                         }),
                     );
-                    ExecutableToolResult::error(format!("Tool \"{name}\" failed: {}", error.message()))
+                    ExecutableToolResult::error(format!(
+                        "Tool \"{name}\" failed: {}",
+                        error.message()
+                    ))
                 }
             }
         })
@@ -457,7 +477,10 @@ pub(crate) async fn run_tool_call_batch(
     calls: &[ToolCall],
     tools: &[SharedTool],
 ) -> Result<bool, LoopError> {
-    let preflights: Vec<Preflight> = calls.iter().map(|call| preflight(env, call, tools)).collect();
+    let preflights: Vec<Preflight> = calls
+        .iter()
+        .map(|call| preflight(env, call, tools))
+        .collect();
     let scheduler: Scheduler = Mutex::new(ToolScheduler::new());
     let main = async {
         let mut stop_turn = false;
@@ -468,7 +491,11 @@ pub(crate) async fn run_tool_call_batch(
                 let args = verdict.args().clone();
                 env.record_call(call, &args, None, None).await?;
                 let skipped = ExecutableToolResult::error(SKIPPED_TOOL_OUTPUT);
-                pending.push(PendingCall { call, args, slot: Slot::Resolved(skipped) });
+                pending.push(PendingCall {
+                    call,
+                    args,
+                    slot: Slot::Resolved(skipped),
+                });
                 continue;
             }
             let prepared = match verdict {
@@ -484,7 +511,10 @@ pub(crate) async fn run_tool_call_batch(
                 .await?;
             let slot = match prepared.work {
                 Work::Resolved(result) => Slot::Resolved(result),
-                Work::Run { execution, metadata } => {
+                Work::Run {
+                    execution,
+                    metadata,
+                } => {
                     let accesses = execution.accesses.clone().unwrap_or_else(ToolAccesses::all);
                     let mut start = Some(execution_task(env, call, execution, metadata));
                     let id = poll_fn(|cx| {
@@ -495,19 +525,28 @@ pub(crate) async fn run_tool_call_batch(
                     Slot::Task(id)
                 }
             };
-            pending.push(PendingCall { call, args: prepared.args, slot });
+            pending.push(PendingCall {
+                call,
+                args: prepared.args,
+                slot,
+            });
         }
         for PendingCall { call, args, slot } in pending {
             let result = match slot {
                 Slot::Resolved(result) => result,
                 Slot::Task(id) => {
-                    poll_fn(|_| lock(&scheduler).take_result(id).map_or(Poll::Pending, Poll::Ready))
-                        .await
+                    poll_fn(|_| {
+                        lock(&scheduler)
+                            .take_result(id)
+                            .map_or(Poll::Pending, Poll::Ready)
+                    })
+                    .await
                 }
             };
             let (finalized, stops) = finalize(env, call, calls, &args, result).await;
             stop_turn |= stops;
-            env.record_result(call, normalize_tool_result(&finalized)).await?;
+            env.record_result(call, normalize_tool_result(&finalized))
+                .await?;
         }
         Ok(stop_turn)
     };
@@ -517,7 +556,11 @@ pub(crate) async fn run_tool_call_batch(
         poll_fn(|cx| {
             let mut scheduler = lock(&scheduler);
             scheduler.drive(cx);
-            if scheduler.is_idle() { Poll::Ready(()) } else { Poll::Pending }
+            if scheduler.is_idle() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
         })
         .await;
     }
@@ -574,7 +617,10 @@ async fn finalize(
                 "finalizeToolResult hook failed",
                 json!({ "toolName": name, "toolCallId": call.id, "error": error_payload(&error) }),
             );
-            let text = format!("finalizeToolResult hook failed for \"{name}\": {}", error.message());
+            let text = format!(
+                "finalizeToolResult hook failed for \"{name}\": {}",
+                error.message()
+            );
             (ExecutableToolResult::error(text), pending_stop)
         }
     }

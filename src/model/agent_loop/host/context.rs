@@ -210,7 +210,11 @@ impl ContextMemory {
                 let total = end.usage.grand_total();
                 // Choice: with no usage the count becomes an estimate of the whole history
                 // (the reference adds an estimate of the uncovered messages only).
-                self.token_count = if total > 0 { total } else { estimate_tokens(&self.history) };
+                self.token_count = if total > 0 {
+                    total
+                } else {
+                    estimate_tokens(&self.history)
+                };
                 self.flush_deferred();
             }
         }
@@ -225,7 +229,11 @@ impl ContextMemory {
     }
 
     fn apply_result(&mut self, result: &ToolResultEvent) {
-        let Some(position) = self.pending.iter().position(|id| *id == result.tool_call_id) else {
+        let Some(position) = self
+            .pending
+            .iter()
+            .position(|id| *id == result.tool_call_id)
+        else {
             return;
         };
         self.pending.remove(position);

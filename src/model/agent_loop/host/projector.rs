@@ -113,9 +113,7 @@ pub fn project(history: &[ContextMessage], mode: ProjectionMode) -> Vec<Message>
             continue;
         }
         match messages.last_mut() {
-            Some(last)
-                if last.origin == Origin::User && message.origin == Origin::User =>
-            {
+            Some(last) if last.origin == Origin::User && message.origin == Origin::User => {
                 merge_users(last, message)
             }
             _ => messages.push(message),
@@ -132,7 +130,10 @@ pub fn project(history: &[ContextMessage], mode: ProjectionMode) -> Vec<Message>
 
 /// Rules 7 and 8: results right after their call; synthesise mid-history gaps (and, in strict
 /// mode, trailing ones); drop orphans and, in strict mode, duplicate ids.
-fn repair_tool_exchange(messages: Vec<ContextMessage>, mode: ProjectionMode) -> Vec<ContextMessage> {
+fn repair_tool_exchange(
+    messages: Vec<ContextMessage>,
+    mode: ProjectionMode,
+) -> Vec<ContextMessage> {
     let mut results: BTreeMap<String, ContextMessage> = BTreeMap::new();
     for message in messages.iter().filter(|m| m.role == Role::Tool) {
         if let Some(id) = &message.tool_call_id {
@@ -147,7 +148,9 @@ fn repair_tool_exchange(messages: Vec<ContextMessage>, mode: ProjectionMode) -> 
             continue;
         }
         if mode == ProjectionMode::Strict {
-            message.tool_calls.retain(|call| !seen_calls.contains(&call.id));
+            message
+                .tool_calls
+                .retain(|call| !seen_calls.contains(&call.id));
             if message.content.is_empty() && message.tool_calls.is_empty() {
                 continue;
             }
@@ -217,7 +220,13 @@ pub fn project_media(history: &[ContextMessage], keep_latest: bool) -> Vec<Messa
                 message.content = message
                     .content
                     .iter()
-                    .map(|part| if part.is_media() { media_marker(part) } else { part.clone() })
+                    .map(|part| {
+                        if part.is_media() {
+                            media_marker(part)
+                        } else {
+                            part.clone()
+                        }
+                    })
                     .collect();
             }
             message

@@ -11,6 +11,8 @@ use crate::model::agent_loop::types::{ContentPart, TokenUsage};
 pub const PROTOCOL_VERSION: &str = "1.4";
 
 /// One record. Loop events are stored verbatim under `context.append_loop_event`.
+// Records are written once and dropped; boxing the loop event would only add noise.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type")]
 pub enum WireRecord {
@@ -112,7 +114,10 @@ impl WireLog {
     /// Read a log. A truncated last line is tolerated; a corrupt line anywhere else is an
     /// error naming it (`wire.jsonl: corrupted line N in <name>`).
     pub fn parse(text: &str, name: &str) -> Result<Vec<WireRecord>, CorruptLog> {
-        let lines: Vec<&str> = text.lines().filter(|line| !line.trim().is_empty()).collect();
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|line| !line.trim().is_empty())
+            .collect();
         let mut records = Vec::with_capacity(lines.len());
         for (index, line) in lines.iter().enumerate() {
             match serde_json::from_str::<WireRecord>(line) {

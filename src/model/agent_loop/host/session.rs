@@ -104,7 +104,9 @@ pub fn is_safe_cut(history: &[ContextMessage], index: usize) -> bool {
 impl Compactor for TruncatingCompactor {
     fn plan<'a>(&'a self, history: &'a [ContextMessage]) -> BoxFuture<'a, Option<CompactionPlan>> {
         Box::pin(async move {
-            let safe: Vec<usize> = (1..history.len()).filter(|&i| is_safe_cut(history, i)).collect();
+            let safe: Vec<usize> = (1..history.len())
+                .filter(|&i| is_safe_cut(history, i))
+                .collect();
             let keep_from = safe
                 .iter()
                 .copied()
@@ -114,10 +116,12 @@ impl Compactor for TruncatingCompactor {
                 .iter()
                 .rev()
                 .find(|m| m.origin == Origin::User)
-                .and_then(|m| m.content.iter().find_map(|p| match p {
-                    ContentPart::Text { text } => Some(text.clone()),
-                    _ => None,
-                }))
+                .and_then(|m| {
+                    m.content.iter().find_map(|p| match p {
+                        ContentPart::Text { text } => Some(text.clone()),
+                        _ => None,
+                    })
+                })
                 .unwrap_or_default();
             Some(CompactionPlan {
                 keep_from,
@@ -139,11 +143,18 @@ struct HostState {
 impl HostState {
     fn write(&self, record: WireRecord) {
         let now = self.clock.now_ms();
-        self.wire.lock().expect("wire poisoned").append(&record, now);
+        self.wire
+            .lock()
+            .expect("wire poisoned")
+            .append(&record, now);
     }
 
     fn history(&self) -> Vec<ContextMessage> {
-        self.context.lock().expect("context poisoned").history().to_vec()
+        self.context
+            .lock()
+            .expect("context poisoned")
+            .history()
+            .to_vec()
     }
 }
 
@@ -189,7 +200,12 @@ pub struct HostParts {
 
 impl HostParts {
     /// Parts with no tools, no hooks, no logs and a truncating compactor.
-    pub fn new(llm: Arc<dyn Llm>, clock: Arc<dyn Clock>, prng: Arc<LoopPrng>, live: Arc<dyn LiveListener>) -> Self {
+    pub fn new(
+        llm: Arc<dyn Llm>,
+        clock: Arc<dyn Clock>,
+        prng: Arc<LoopPrng>,
+        live: Arc<dyn LiveListener>,
+    ) -> Self {
         Self {
             llm,
             clock,
@@ -198,7 +214,9 @@ impl HostParts {
             tools: Vec::new(),
             hooks: Arc::new(NoHooks),
             log: Arc::new(NoopLog),
-            compactor: Arc::new(TruncatingCompactor { target_tokens: 2_000 }),
+            compactor: Arc::new(TruncatingCompactor {
+                target_tokens: 2_000,
+            }),
             max_steps: None,
             max_retry_attempts: None,
         }
@@ -223,7 +241,10 @@ fn builder(state: &Arc<HostState>, build: fn(&[ContextMessage]) -> Vec<Message>)
 fn is_context_overflow(error: &LoopError) -> bool {
     matches!(
         error.provider().map(|p| p.kind),
-        Some(ProviderErrorKind::Status { class: StatusClass::ContextOverflow, .. })
+        Some(ProviderErrorKind::Status {
+            class: StatusClass::ContextOverflow,
+            ..
+        })
     )
 }
 
@@ -235,7 +256,11 @@ impl Host {
             wire: Mutex::new(WireLog::new()),
             clock: Arc::clone(&parts.clock),
         });
-        Self { parts, state, turns: Mutex::new(0) }
+        Self {
+            parts,
+            state,
+            turns: Mutex::new(0),
+        }
     }
 
     /// The context history.
@@ -258,13 +283,17 @@ impl Host {
         let mut context = ContextMemory::new();
         for record in records {
             match record {
-                WireRecord::AppendMessage { message, .. } => context.append_message(message.clone()),
+                WireRecord::AppendMessage { message, .. } => {
+                    context.append_message(message.clone())
+                }
                 WireRecord::AppendLoopEvent { event, .. } => context
                     .apply(event)
                     .map_err(|error| LoopError::named("ContextError", error.0))?,
-                WireRecord::Compaction { removed_count, summary, .. } => {
-                    context.compact(*removed_count as usize, summary.clone())
-                }
+                WireRecord::Compaction {
+                    removed_count,
+                    summary,
+                    ..
+                } => context.compact(*removed_count as usize, summary.clone()),
                 _ => {}
             }
         }
@@ -273,8 +302,15 @@ impl Host {
     }
 
     fn append_message(&self, message: ContextMessage) {
-        self.state.write(WireRecord::AppendMessage { message: message.clone(), time: self.parts.clock.now_ms() });
-        self.state.context.lock().expect("context poisoned").append_message(message);
+        self.state.write(WireRecord::AppendMessage {
+            message: message.clone(),
+            time: self.parts.clock.now_ms(),
+        });
+        self.state
+            .context
+            .lock()
+            .expect("context poisoned")
+            .append_message(message);
     }
 
     fn turn_input(&self, turn_id: &str, signal: &AbortSignal) -> RunTurnInput {
@@ -288,9 +324,12 @@ impl Host {
             Arc::clone(&self.parts.clock),
             Arc::clone(&self.parts.prng),
         );
-        input.build_messages_strict = Some(builder(&self.state, |h| project(h, ProjectionMode::Strict)));
-        input.build_messages_media_degraded = Some(builder(&self.state, |h| project_media(h, true)));
-        input.build_messages_media_stripped = Some(builder(&self.state, |h| project_media(h, false)));
+        input.build_messages_strict =
+            Some(builder(&self.state, |h| project(h, ProjectionMode::Strict)));
+        input.build_messages_media_degraded =
+            Some(builder(&self.state, |h| project_media(h, true)));
+        input.build_messages_media_stripped =
+            Some(builder(&self.state, |h| project_media(h, false)));
         input.tools = self.parts.tools.clone();
         input.hooks = Arc::clone(&self.parts.hooks);
         input.log = Arc::clone(&self.parts.log);
@@ -311,7 +350,11 @@ impl Host {
             summary: summary.clone(),
             time: self.parts.clock.now_ms(),
         });
-        self.state.context.lock().expect("context poisoned").compact(plan.keep_from, summary);
+        self.state
+            .context
+            .lock()
+            .expect("context poisoned")
+            .compact(plan.keep_from, summary);
         true
     }
 
@@ -324,7 +367,11 @@ impl Host {
             turns.to_string()
         };
         let input = vec![ContentPart::text(text)];
-        self.state.write(WireRecord::TurnPrompt { input: input.clone(), origin: Origin::User, time: self.parts.clock.now_ms() });
+        self.state.write(WireRecord::TurnPrompt {
+            input: input.clone(),
+            origin: Origin::User,
+            time: self.parts.clock.now_ms(),
+        });
         self.append_message(ContextMessage::user(input));
         let mut compactions = 0;
         let outcome = loop {
@@ -367,7 +414,12 @@ impl Host {
             ),
         };
         self.close_abandoned_tool_exchange(&status).await;
-        HostTurnOutcome { turn_id, status, result, compactions }
+        HostTurnOutcome {
+            turn_id,
+            status,
+            result,
+            compactions,
+        }
     }
 
     /// `closeAbandonedToolExchange`: every recorded call still without a result gets a
@@ -378,7 +430,13 @@ impl Host {
             TurnStatus::Failed { message, .. } => format!("the turn failed ({message})"),
             TurnStatus::Completed(_) => "the turn ended".to_owned(),
         };
-        let pending = self.state.context.lock().expect("context poisoned").pending_tool_calls().to_vec();
+        let pending = self
+            .state
+            .context
+            .lock()
+            .expect("context poisoned")
+            .pending_tool_calls()
+            .to_vec();
         for id in pending {
             let event = LoopRecordedEvent::ToolResult(ToolResultEvent {
                 parent_uuid: id.clone(),
