@@ -677,3 +677,42 @@ async fn continuing_past_max_steps_raises_max_steps() {
     assert_eq!(error.code(), Some("loop.max_steps_exceeded"));
     assert_eq!(rig.llm.call_count(), 1);
 }
+
+/// §2.5: the stopped-step context carries this step's usage and the terminal reason.
+#[tokio::test(start_paused = true)]
+async fn should_continue_sees_the_step_usage() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let answers = Mutex::new(vec![true, false].into_iter());
+    let hooks = TestHooks {
+        should_continue: Some(Box::new(move |ctx| {
+            sink.lock().unwrap().push((
+                ctx.usage.input_other,
+                ctx.usage.output,
+                ctx.stop_reason,
+                ctx.step.step_number,
+            ));
+            Ok(answers
+                .lock()
+                .unwrap()
+                .next()
+                .map(|continue_turn| ContinueDecision { continue_turn }))
+        })),
+        ..TestHooks::default()
+    };
+    let rig = Rig::new(vec![
+        end_turn("x", usage(1, 2)),
+        raw_response(vec![], vec![], Some(FinishReason::Truncated), usage(3, 4)),
+    ])
+    .hooks(hooks);
+    let result = rig.run().await.unwrap();
+    assert_eq!(result.stop_reason, TurnStopReason::MaxTokens);
+    use loopsim::model::agent_loop::types::TerminalStopReason;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![
+            (1, 2, TerminalStopReason::EndTurn, 1),
+            (3, 4, TerminalStopReason::MaxTokens, 2)
+        ]
+    );
+}

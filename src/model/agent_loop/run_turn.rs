@@ -19,7 +19,7 @@ use super::log::{LoopLog, NoopLog};
 use super::step::{TurnState, execute_loop_step};
 use super::tool::SharedTool;
 use super::tool_call::DescribeMissingTool;
-use super::types::{Message, StepStopReason, TokenUsage, TurnResult, TurnStopReason};
+use super::types::{Message, TokenUsage, TurnResult, TurnStopReason};
 
 /// `LoopMessageBuilder`: builds the latest model-visible messages; called once per step.
 pub type MessageBuilder =
@@ -179,12 +179,11 @@ async fn turn_loop(
         state.steps += 1;
         let step = state.steps;
         state.active_step = Some(step);
-        let reason = execute_loop_step(input, state, step).await?;
+        let outcome = execute_loop_step(input, state, step).await?;
         state.active_step = None;
-        let Some(terminal) = reason.terminal() else {
+        let Some(terminal) = outcome.reason.terminal() else {
             continue;
         };
-        debug_assert_ne!(reason, StepStopReason::ToolUse);
         let context = StoppedStepContext {
             step: StepHookContext {
                 turn_id: &input.turn_id,
@@ -192,7 +191,7 @@ async fn turn_loop(
                 signal: &input.signal,
                 llm: input.llm.as_ref(),
             },
-            usage: state.usage,
+            usage: outcome.usage,
             stop_reason: terminal,
         };
         let decision = input.hooks.should_continue_after_stop(context).await?;

@@ -237,12 +237,20 @@ fn tool_table(input: &RunTurnInput) -> Vec<SharedTool> {
     }
 }
 
-/// `executeLoopStep`: returns the stop reason `run_turn` acts on.
+/// What a finished step hands back to `run_turn`.
+pub(crate) struct StepOutcome {
+    /// The stop reason `run_turn` acts on.
+    pub reason: StepStopReason,
+    /// This step's usage (for `shouldContinueAfterStop`).
+    pub usage: super::types::TokenUsage,
+}
+
+/// `executeLoopStep`.
 pub(crate) async fn execute_loop_step(
     input: &RunTurnInput,
     state: &mut TurnState,
     step: u32,
-) -> Result<StepStopReason, LoopError> {
+) -> Result<StepOutcome, LoopError> {
     let hook_context = StepHookContext {
         turn_id: &input.turn_id,
         step_number: step,
@@ -368,9 +376,12 @@ pub(crate) async fn execute_loop_step(
         && decision.stop_turn
         && effective == StepStopReason::ToolUse
     {
-        return Ok(StepStopReason::EndTurn);
+        effective = StepStopReason::EndTurn;
     }
-    Ok(effective)
+    Ok(StepOutcome {
+        reason: effective,
+        usage: response.usage,
+    })
 }
 
 fn step_end_event(
