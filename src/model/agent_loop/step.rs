@@ -245,18 +245,21 @@ pub(crate) struct StepOutcome {
     pub usage: super::types::TokenUsage,
 }
 
-/// `executeLoopStep`.
-pub(crate) async fn execute_loop_step(
+/// The step after `step.begin`: what the model call and the tool phase need.
+struct OpenStep {
+    tools: Vec<SharedTool>,
+    messages: Vec<Message>,
+    step_uuid: String,
+    trace: RequestTrace,
+}
+
+/// `beforeStep`, the tool table and messages, then `step.begin` and `onRequestTrace`.
+async fn open_step(
     input: &RunTurnInput,
     state: &mut TurnState,
-    step: u32,
-) -> Result<StepOutcome, LoopError> {
-    let hook_context = StepHookContext {
-        turn_id: &input.turn_id,
-        step_number: step,
-        signal: &input.signal,
-        llm: input.llm.as_ref(),
-    };
+    hook_context: StepHookContext<'_>,
+) -> Result<OpenStep, LoopError> {
+    let step = hook_context.step_number;
     if let Some(decision) = input.hooks.before_step(hook_context).await?
         && decision.block
     {
@@ -285,53 +288,26 @@ pub(crate) async fn execute_loop_step(
     if let Some(observe) = &input.on_request_trace {
         observe(&trace);
     }
+    Ok(OpenStep {
+        tools,
+        messages,
+        step_uuid,
+        trace,
+    })
+}
 
-    let sink = StepSink {
-        dispatcher: &input.dispatcher,
-        prng: &input.prng,
-        turn_id: &input.turn_id,
-        step,
-        step_uuid: &step_uuid,
-    };
-    let specs: Vec<ToolSpec> = tools.iter().map(|tool| tool_spec(tool.as_ref())).collect();
-    let setup = ChatSetup {
-        input,
-        sink: &sink,
-        tools: &specs,
-        trace: &trace,
-        step,
-        step_uuid: &step_uuid,
-    };
-    let response = chat_with_fallbacks(&setup, state, messages).await?;
-
-    // kimi-loop.md §1 contract 6: usage is recorded right after the model call returns.
-    state.usage = state.usage.add(&response.usage);
-    let usage_stops_turn = match &input.record_step_usage {
-        Some(record) => record(response.usage).await?.is_some_and(|d| d.stop_turn),
-        None => false,
-    };
-
+/// The tool phase (kimi-loop.md §4.1 post-adjustments 1–3): returns the effective reason.
+async fn run_tools(
+    env: &StepEnv<'_>,
+    response: &ChatResponse,
+    tools: &[SharedTool],
+    usage_stops_turn: bool,
+) -> Result<StepStopReason, LoopError> {
     let has_calls = !response.tool_calls.is_empty();
     let derived = derive_step_stop_reason(response.provider_finish_reason, has_calls);
-    let env = StepEnv {
-        turn_id: &input.turn_id,
-        step,
-        step_uuid: &step_uuid,
-        signal: &input.signal,
-        llm: input.llm.as_ref(),
-        hooks: input.hooks.as_ref(),
-        dispatcher: &input.dispatcher,
-        clock: &input.clock,
-        log: &input.log,
-        trace_id: trace.trace_id(),
-        describe_missing_tool: input.describe_missing_tool.as_deref(),
-    };
-    let mut effective = derived;
-    if usage_stops_turn && derived == StepStopReason::ToolUse {
-        effective = StepStopReason::EndTurn;
-    } else if derived == StepStopReason::ToolUse {
-        if run_tool_call_batch(&env, &response.tool_calls, &tools).await? {
-            effective = StepStopReason::EndTurn;
+    if derived == StepStopReason::ToolUse {
+        if usage_stops_turn || run_tool_call_batch(env, &response.tool_calls, tools).await? {
+            return Ok(StepStopReason::EndTurn);
         }
     } else if has_calls
         && matches!(
@@ -339,24 +315,106 @@ pub(crate) async fn execute_loop_step(
             StepStopReason::Paused | StepStopReason::Unknown | StepStopReason::MaxTokens
         )
     {
-        record_unexecuted_tool_calls(&env, &response.tool_calls).await?;
+        record_unexecuted_tool_calls(env, &response.tool_calls).await?;
     }
     // A `filtered` response's calls vanish on purpose (kimi-loop.md §4.1 item 3).
+    Ok(derived)
+}
 
+fn step_env<'a>(input: &'a RunTurnInput, step: u32, open: &'a OpenStep) -> StepEnv<'a> {
+    StepEnv {
+        turn_id: &input.turn_id,
+        step,
+        step_uuid: &open.step_uuid,
+        signal: &input.signal,
+        llm: input.llm.as_ref(),
+        hooks: input.hooks.as_ref(),
+        dispatcher: &input.dispatcher,
+        clock: &input.clock,
+        log: &input.log,
+        trace_id: open.trace.trace_id(),
+        describe_missing_tool: input.describe_missing_tool.as_deref(),
+    }
+}
+
+/// `executeLoopStep`.
+pub(crate) async fn execute_loop_step(
+    input: &RunTurnInput,
+    state: &mut TurnState,
+    step: u32,
+) -> Result<StepOutcome, LoopError> {
+    let hook_context = StepHookContext {
+        turn_id: &input.turn_id,
+        step_number: step,
+        signal: &input.signal,
+        llm: input.llm.as_ref(),
+    };
+    let open = open_step(input, state, hook_context).await?;
+    let sink = StepSink {
+        dispatcher: &input.dispatcher,
+        prng: &input.prng,
+        turn_id: &input.turn_id,
+        step,
+        step_uuid: &open.step_uuid,
+    };
+    let specs: Vec<ToolSpec> = open
+        .tools
+        .iter()
+        .map(|tool| tool_spec(tool.as_ref()))
+        .collect();
+    let setup = ChatSetup {
+        input,
+        sink: &sink,
+        tools: &specs,
+        trace: &open.trace,
+        step,
+        step_uuid: &open.step_uuid,
+    };
+    let response = chat_with_fallbacks(&setup, state, open.messages.clone()).await?;
+
+    // kimi-loop.md §1 contract 6: usage is recorded right after the model call returns.
+    state.usage = state.usage.add(&response.usage);
+    let usage_stops_turn = match &input.record_step_usage {
+        Some(record) => record(response.usage).await?.is_some_and(|d| d.stop_turn),
+        None => false,
+    };
+    let env = step_env(input, step, &open);
+    let effective = run_tools(&env, &response, &open.tools, usage_stops_turn).await?;
     input.signal.throw_if_aborted()?;
+    let end = step_end_event(
+        input,
+        step,
+        &open.step_uuid,
+        &response,
+        effective,
+        &open.trace,
+    );
     input
         .dispatcher
-        .record(LoopRecordedEvent::StepEnd(step_end_event(
-            input, step, &step_uuid, &response, effective, &trace,
-        )))
+        .record(LoopRecordedEvent::StepEnd(end))
         .await?;
+    let reason = close_step(input, hook_context, &response, effective).await;
+    Ok(StepOutcome {
+        reason,
+        usage: response.usage,
+    })
+}
+
+/// After `step.end`: the timing log and `afterStep` (whose errors are swallowed,
+/// kimi-loop.md §2.5). Returns the reason `run_turn` acts on.
+async fn close_step(
+    input: &RunTurnInput,
+    hook_context: StepHookContext<'_>,
+    response: &ChatResponse,
+    effective: StepStopReason,
+) -> StepStopReason {
     if let Some(timing) = &response.stream_timing {
         // Choice: the payload of the `llm response` info log.
         input.log.log(
             LogLevel::Info,
             "llm response",
             json!({
-                "turnStep": format!("{}.{step}", input.turn_id),
+                "turnStep": format!("{}.{}", input.turn_id, hook_context.step_number),
                 "model": input.llm.model_name(),
                 "firstTokenLatencyMs": timing.first_token_latency_ms,
                 "streamDurationMs": timing.stream_duration_ms,
@@ -371,17 +429,12 @@ pub(crate) async fn execute_loop_step(
             stop_reason: effective,
         })
         .await;
-    // kimi-loop.md §2.5: `afterStep` errors are swallowed.
-    if let Ok(Some(decision)) = after
-        && decision.stop_turn
-        && effective == StepStopReason::ToolUse
-    {
-        effective = StepStopReason::EndTurn;
+    match after {
+        Ok(Some(decision)) if decision.stop_turn && effective == StepStopReason::ToolUse => {
+            StepStopReason::EndTurn
+        }
+        _ => effective,
     }
-    Ok(StepOutcome {
-        reason: effective,
-        usage: response.usage,
-    })
 }
 
 fn step_end_event(

@@ -235,6 +235,34 @@ fn error_payload(error: &LoopError) -> Value {
     json!({ "name": error.name(), "message": error.message() })
 }
 
+/// `resolveExecution(effectiveArgs)`: a `PathSecurityError` is reported verbatim without a
+/// log; any other failure with the setup text and a warn log (kimi-loop.md §4.6).
+async fn resolve(
+    env: &StepEnv<'_>,
+    call: &ToolCall,
+    tool: &SharedTool,
+    args: &Value,
+) -> Result<ToolExecution, ExecutableToolResult> {
+    let name = call.name.as_str();
+    match tool.resolve_execution(args.clone()).await {
+        Ok(execution) => Ok(execution),
+        Err(error) if error.name() == "PathSecurityError" => {
+            Err(ExecutableToolResult::error(error.message()))
+        }
+        Err(error) => {
+            env.log.log(
+                LogLevel::Warn,
+                "tool execution setup failed",
+                json!({ "toolName": name, "toolCallId": call.id, "error": error_payload(&error) }),
+            );
+            Err(ExecutableToolResult::error(format!(
+                "Tool \"{name}\" failed to resolve execution: {}",
+                error.message()
+            )))
+        }
+    }
+}
+
 async fn prepare_runnable(
     env: &StepEnv<'_>,
     call: &ToolCall,
@@ -274,24 +302,9 @@ async fn prepare_runnable(
             format!("Invalid args for tool \"{name}\" after prepareToolExecution hook: {errors}");
         return Prepared::resolved(args, ExecutableToolResult::error(text));
     }
-    let execution = match tool.resolve_execution(args.clone()).await {
+    let execution = match resolve(env, call, tool, &args).await {
         Ok(execution) => execution,
-        Err(error) if error.name() == "PathSecurityError" => {
-            let text = error.message().to_owned();
-            return Prepared::resolved(args, ExecutableToolResult::error(text));
-        }
-        Err(error) => {
-            env.log.log(
-                LogLevel::Warn,
-                "tool execution setup failed",
-                json!({ "toolName": name, "toolCallId": call.id, "error": error_payload(&error) }),
-            );
-            let text = format!(
-                "Tool \"{name}\" failed to resolve execution: {}",
-                error.message()
-            );
-            return Prepared::resolved(args, ExecutableToolResult::error(text));
-        }
+        Err(result) => return Prepared::resolved(args, result),
     };
     let (description, display) = match &execution {
         ToolExecution::Runnable(runnable) => (
@@ -471,6 +484,94 @@ fn lock(scheduler: &Scheduler) -> std::sync::MutexGuard<'_, ToolScheduler<Execut
     scheduler.lock().expect("scheduler poisoned")
 }
 
+/// The preparation loop, in provider order: each call's `tool.call` is recorded, then the
+/// call is handed to the scheduler (which may start it at once). Returns the pending results
+/// and whether a `stopBatchAfterThis` stopped the batch.
+async fn prepare_batch<'c>(
+    env: &StepEnv<'_>,
+    calls: &'c [ToolCall],
+    preflights: Vec<Preflight>,
+    scheduler: &Scheduler,
+) -> Result<(Vec<PendingCall<'c>>, bool), LoopError> {
+    let mut stop_turn = false;
+    let mut pending: Vec<PendingCall<'c>> = Vec::with_capacity(calls.len());
+    for (call, verdict) in calls.iter().zip(preflights) {
+        if stop_turn {
+            // kimi-loop.md §4.4: preflight args, no display, no hooks but finalize.
+            let args = verdict.args().clone();
+            env.record_call(call, &args, None, None).await?;
+            let skipped = ExecutableToolResult::error(SKIPPED_TOOL_OUTPUT);
+            pending.push(PendingCall {
+                call,
+                args,
+                slot: Slot::Resolved(skipped),
+            });
+            continue;
+        }
+        let prepared = match verdict {
+            Preflight::Rejected { args, output } => {
+                Prepared::resolved(args, ExecutableToolResult::error(output))
+            }
+            Preflight::Runnable { tool, args } => {
+                prepare_runnable(env, call, calls, &tool, args).await
+            }
+        };
+        stop_turn |= prepared.stop_batch_after_this;
+        env.record_call(call, &prepared.args, prepared.description, prepared.display)
+            .await?;
+        let slot = match prepared.work {
+            Work::Resolved(result) => Slot::Resolved(result),
+            Work::Run {
+                execution,
+                metadata,
+            } => {
+                let accesses = execution.accesses.clone().unwrap_or_else(ToolAccesses::all);
+                let mut start = Some(execution_task(env, call, execution, metadata));
+                let id = poll_fn(|cx| {
+                    let start = start.take().expect("task added once");
+                    Poll::Ready(lock(scheduler).add(accesses.clone(), start, cx))
+                })
+                .await;
+                Slot::Task(id)
+            }
+        };
+        pending.push(PendingCall {
+            call,
+            args: prepared.args,
+            slot,
+        });
+    }
+    Ok((pending, stop_turn))
+}
+
+/// The result loop, in provider order: await, finalise, record. Returns the batch stop-turn.
+async fn collect_results(
+    env: &StepEnv<'_>,
+    calls: &[ToolCall],
+    pending: Vec<PendingCall<'_>>,
+    scheduler: &Scheduler,
+    mut stop_turn: bool,
+) -> Result<bool, LoopError> {
+    for PendingCall { call, args, slot } in pending {
+        let result = match slot {
+            Slot::Resolved(result) => result,
+            Slot::Task(id) => {
+                poll_fn(|_| {
+                    lock(scheduler)
+                        .take_result(id)
+                        .map_or(Poll::Pending, Poll::Ready)
+                })
+                .await
+            }
+        };
+        let (finalized, stops) = finalize(env, call, calls, &args, result).await;
+        stop_turn |= stops;
+        env.record_result(call, normalize_tool_result(&finalized))
+            .await?;
+    }
+    Ok(stop_turn)
+}
+
 /// `runToolCallBatch`: returns the batch's `stopTurn`.
 pub(crate) async fn run_tool_call_batch(
     env: &StepEnv<'_>,
@@ -483,72 +584,8 @@ pub(crate) async fn run_tool_call_batch(
         .collect();
     let scheduler: Scheduler = Mutex::new(ToolScheduler::new());
     let main = async {
-        let mut stop_turn = false;
-        let mut pending: Vec<PendingCall<'_>> = Vec::with_capacity(calls.len());
-        for (call, verdict) in calls.iter().zip(preflights) {
-            if stop_turn {
-                // kimi-loop.md §4.4: preflight args, no display, no hooks but finalize.
-                let args = verdict.args().clone();
-                env.record_call(call, &args, None, None).await?;
-                let skipped = ExecutableToolResult::error(SKIPPED_TOOL_OUTPUT);
-                pending.push(PendingCall {
-                    call,
-                    args,
-                    slot: Slot::Resolved(skipped),
-                });
-                continue;
-            }
-            let prepared = match verdict {
-                Preflight::Rejected { args, output } => {
-                    Prepared::resolved(args, ExecutableToolResult::error(output))
-                }
-                Preflight::Runnable { tool, args } => {
-                    prepare_runnable(env, call, calls, &tool, args).await
-                }
-            };
-            stop_turn |= prepared.stop_batch_after_this;
-            env.record_call(call, &prepared.args, prepared.description, prepared.display)
-                .await?;
-            let slot = match prepared.work {
-                Work::Resolved(result) => Slot::Resolved(result),
-                Work::Run {
-                    execution,
-                    metadata,
-                } => {
-                    let accesses = execution.accesses.clone().unwrap_or_else(ToolAccesses::all);
-                    let mut start = Some(execution_task(env, call, execution, metadata));
-                    let id = poll_fn(|cx| {
-                        let start = start.take().expect("task added once");
-                        Poll::Ready(lock(&scheduler).add(accesses.clone(), start, cx))
-                    })
-                    .await;
-                    Slot::Task(id)
-                }
-            };
-            pending.push(PendingCall {
-                call,
-                args: prepared.args,
-                slot,
-            });
-        }
-        for PendingCall { call, args, slot } in pending {
-            let result = match slot {
-                Slot::Resolved(result) => result,
-                Slot::Task(id) => {
-                    poll_fn(|_| {
-                        lock(&scheduler)
-                            .take_result(id)
-                            .map_or(Poll::Pending, Poll::Ready)
-                    })
-                    .await
-                }
-            };
-            let (finalized, stops) = finalize(env, call, calls, &args, result).await;
-            stop_turn |= stops;
-            env.record_result(call, normalize_tool_result(&finalized))
-                .await?;
-        }
-        Ok(stop_turn)
+        let (pending, stop_turn) = prepare_batch(env, calls, preflights, &scheduler).await?;
+        collect_results(env, calls, pending, &scheduler, stop_turn).await
     };
     let outcome = drive_with(&scheduler, main).await;
     if outcome.is_err() {
