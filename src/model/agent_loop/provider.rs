@@ -186,6 +186,17 @@ impl StreamAssembly {
         merge(&mut self.usage.reasoning_tokens, usage.reasoning_tokens);
     }
 
+    /// Append to the (kind, index) block, creating it on first sight.
+    fn push_block(&mut self, key: (u8, u32), make: fn(String) -> Block, text: &str) {
+        match self
+            .blocks
+            .entry(key)
+            .or_insert_with(|| make(String::new()))
+        {
+            Block::Text(buffer) | Block::Think(buffer) => buffer.push_str(text),
+        }
+    }
+
     /// Apply one event; `Err` for an in-stream error, `Ok(true)` at `Done`.
     fn apply(
         &mut self,
@@ -201,24 +212,12 @@ impl StreamAssembly {
             ProviderEvent::TextDelta { index, text } => {
                 token();
                 params.sink.on_text_delta(&text);
-                match self
-                    .blocks
-                    .entry((0, index))
-                    .or_insert(Block::Text(String::new()))
-                {
-                    Block::Text(buffer) | Block::Think(buffer) => buffer.push_str(&text),
-                }
+                self.push_block((0, index), Block::Text, &text);
             }
             ProviderEvent::ThinkingDelta { index, text } => {
                 token();
                 params.sink.on_think_delta(&text);
-                match self
-                    .blocks
-                    .entry((1, index))
-                    .or_insert(Block::Think(String::new()))
-                {
-                    Block::Text(buffer) | Block::Think(buffer) => buffer.push_str(&text),
-                }
+                self.push_block((1, index), Block::Think, &text);
             }
             ProviderEvent::ToolCallStart { index, id, name } => {
                 token();
