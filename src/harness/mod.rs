@@ -4,10 +4,13 @@
 pub mod cassettes;
 pub mod coverage;
 pub mod env;
+pub mod explore;
 pub mod faults;
+pub mod gate;
 pub mod invariants;
 pub mod run;
 pub mod scenario;
+pub mod shrink;
 pub mod swarm;
 pub mod tcp;
 pub mod trace;

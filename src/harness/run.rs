@@ -49,6 +49,8 @@ impl Verdict {
 pub struct RunReport {
     pub scenario_name: String,
     pub scenario_path: String,
+    /// Flags the reproduce command needs besides the seed (e.g. ` --swarm`).
+    pub repro_flags: String,
     pub seed: u64,
     pub faults: Vec<String>,
     pub turn_outcomes: Vec<String>,
@@ -131,6 +133,7 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
     let base = RunReport {
         scenario_name: scenario.scenario.name.clone(),
         scenario_path: scenario.path.display().to_string(),
+        repro_flags: scenario.repro_flags.clone(),
         seed,
         faults,
         turn_outcomes: Vec::new(),
@@ -289,8 +292,8 @@ impl RunReport {
     /// The one command that reproduces this run.
     pub fn repro_command(&self) -> String {
         format!(
-            "cargo run --release -p sim -- run {} --seed {}",
-            self.scenario_path, self.seed
+            "cargo run --release -p sim -- run {} --seed {}{}",
+            self.scenario_path, self.seed, self.repro_flags
         )
     }
 

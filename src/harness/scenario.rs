@@ -76,6 +76,13 @@ pub struct Scenario {
     pub path: PathBuf,
     #[serde(skip)]
     pub source: String,
+    /// Cassettes to use instead of the files `[provider] responses` names, by position (the
+    /// shrinker edits cassettes in memory).
+    #[serde(skip)]
+    pub cassette_overrides: std::collections::BTreeMap<usize, crate::cassette::Cassette>,
+    /// Extra flags the reproduce command needs (e.g. ` --swarm`).
+    #[serde(skip)]
+    pub repro_flags: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -463,5 +470,106 @@ fn parse_permission(s: &str) -> Option<crate::model::client::approvals::Permissi
         "ask" => Some(Permission::Ask),
         "deny" => Some(Permission::Deny),
         _ => None,
+    }
+}
+
+/// Writes TOML text for scenarios the harness generates (shrunk reproductions).
+impl Scenario {
+    /// The scenario as a standalone TOML file whose cassettes are `cassette_paths` (one per
+    /// provider response, relative to where the file will be written).
+    pub fn to_toml(&self, cassette_paths: &[String], header: &str) -> String {
+        use std::fmt::Write as _;
+        let q = |s: &str| toml::Value::String(s.to_string()).to_string();
+        let list = |v: &[String]| v.iter().map(|x| q(x)).collect::<Vec<_>>().join(", ");
+        let mut s = String::new();
+        for line in header.lines() {
+            let _ = writeln!(s, "# {line}");
+        }
+        // Top-level keys must come before the first table.
+        if !self.faults.is_empty() {
+            let _ = writeln!(s, "\nfaults = [");
+            for f in &self.faults {
+                let _ = writeln!(s, "  {},", f.get_ref().to_toml());
+            }
+            let _ = writeln!(s, "]");
+        }
+        let _ = writeln!(s, "\n[scenario]");
+        let _ = writeln!(s, "name = {}", q(&self.scenario.name));
+        let _ = writeln!(s, "description = {}", q(&self.scenario.description));
+        let _ = writeln!(s, "system = {}", q(self.scenario.system.get_ref()));
+        let _ = writeln!(
+            s,
+            "client_profile = {}",
+            q(self.scenario.client_profile.get_ref())
+        );
+        let _ = writeln!(s, "\n[network]");
+        let _ = writeln!(s, "tick_ms = {}", self.network.tick_ms);
+        let _ = writeln!(
+            s,
+            "latency_ms = [{}, {}]",
+            self.network.latency_ms[0], self.network.latency_ms[1]
+        );
+        let _ = writeln!(s, "\n[provider]");
+        let _ = writeln!(s, "api = {}", q(self.provider.api.get_ref()));
+        let _ = writeln!(s, "responses = [{}]", list(cassette_paths));
+        let _ = writeln!(s, "\n[agent]");
+        let _ = writeln!(s, "id = {}", q(&self.agent.id));
+        let _ = writeln!(s, "model = {}", q(&self.agent.model));
+        let _ = writeln!(s, "\n[client]");
+        let _ = writeln!(s, "conversation = {}", q(&self.client.conversation));
+        let _ = writeln!(s, "turns = [{}]", list(&self.client.turns));
+        for t in &self.client.tools {
+            let _ = writeln!(s, "\n[[client.tools]]");
+            let _ = writeln!(s, "name = {}", q(&t.name));
+            if let Some(d) = &t.description {
+                let _ = writeln!(s, "description = {}", q(d));
+            }
+            if let Some(p) = &t.parameters {
+                let _ = writeln!(s, "parameters = {p}");
+            }
+        }
+        if !self.client.files.is_empty() {
+            let _ = writeln!(s, "\n[client.files]");
+            for (k, v) in &self.client.files {
+                let _ = writeln!(s, "{} = {}", q(k), q(v));
+            }
+        }
+        let p = &self.permissions;
+        let _ = writeln!(s, "\n[permissions]");
+        let _ = writeln!(s, "default = {}", q(p.default.get_ref()));
+        let _ = writeln!(s, "allow = [{}]", list(&p.allow));
+        let _ = writeln!(s, "ask = [{}]", list(&p.ask));
+        let _ = writeln!(s, "deny = [{}]", list(&p.deny));
+        let human: Vec<String> = p.human.iter().map(|h| h.get_ref().clone()).collect();
+        let _ = writeln!(s, "human = [{}]", list(&human));
+        let l = &self.limits;
+        let _ = writeln!(s, "\n[limits]");
+        let _ = writeln!(s, "sim_time_ms = {}", l.sim_time_ms);
+        let _ = writeln!(s, "requests_per_turn = {}", l.requests_per_turn);
+        let _ = writeln!(s, "heal_at_ms = {}", l.heal_at_ms);
+        let _ = writeln!(s, "liveness_ms = {}", l.liveness_ms);
+        let pl = &self.planted;
+        if pl.server_accepts_message_while_pending
+            || pl.client_nondeterministic_otids
+            || pl.client_waits_forever_on_silence
+        {
+            let _ = writeln!(s, "\n[planted]");
+            let _ = writeln!(
+                s,
+                "server_accepts_message_while_pending = {}",
+                pl.server_accepts_message_while_pending
+            );
+            let _ = writeln!(
+                s,
+                "client_nondeterministic_otids = {}",
+                pl.client_nondeterministic_otids
+            );
+            let _ = writeln!(
+                s,
+                "client_waits_forever_on_silence = {}",
+                pl.client_waits_forever_on_silence
+            );
+        }
+        s
     }
 }
