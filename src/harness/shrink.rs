@@ -103,8 +103,7 @@ pub fn shrink(
     }
     // Load every cassette into memory so frames can be dropped.
     for (i, r) in scenario.provider.responses.iter().enumerate() {
-        if let std::collections::btree_map::Entry::Vacant(slot) = best.cassette_overrides.entry(i)
-        {
+        if let std::collections::btree_map::Entry::Vacant(slot) = best.cassette_overrides.entry(i) {
             let c = Cassette::load(scenario.resolve(r.get_ref())).map_err(|e| InputError {
                 file: e.origin.clone(),
                 line: e.line,
