@@ -58,6 +58,7 @@ pub fn run_once_tcp(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputEr
             stopped,
             end_ms: start.elapsed().as_millis() as u64,
             workspace,
+            store: parts.store.clone(),
         })
     })
 }
