@@ -659,7 +659,10 @@ fn bench(path: &Path, seeds: u64, swarm: bool, compare_bare: bool) -> CmdResult 
             bare_wall,
             bare_ms as f64 / 1000.0
         );
-        println!("  ratio         {:.2}x the bare cost", loopsim_wall / bare_wall);
+        println!(
+            "  ratio         {:.2}x the bare cost",
+            loopsim_wall / bare_wall
+        );
     }
     Ok(exit::PASS)
 }

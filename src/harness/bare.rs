@@ -107,7 +107,9 @@ where
 }
 
 async fn post(addr: &str, path: &str) -> Option<Incoming> {
-    let stream = turmoil::net::TcpStream::connect(addr.to_string()).await.ok()?;
+    let stream = turmoil::net::TcpStream::connect(addr.to_string())
+        .await
+        .ok()?;
     let (mut tx, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .ok()?;
@@ -144,6 +146,7 @@ pub fn run_bare(scenario: &Scenario, seed: u64, script: &BareScript) -> Result<u
                     let _ = req.into_body().collect().await;
                     let i = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     let frames = provider.get(i).cloned().unwrap_or_default();
+                    // Simulated: tokio's clock is turmoil's on this host.
                     let start = tokio::time::Instant::now();
                     let body = futures::stream::unfold(0usize, move |j| {
                         let f = frames.get(j).cloned();
@@ -188,7 +191,10 @@ pub fn run_bare(scenario: &Scenario, seed: u64, script: &BareScript) -> Result<u
                                 upstream = None;
                             }
                             let e = events[k].clone();
-                            Some((Ok::<_, std::io::Error>(Frame::data(e)), (k + 1, events, upstream)))
+                            Some((
+                                Ok::<_, std::io::Error>(Frame::data(e)),
+                                (k + 1, events, upstream),
+                            ))
                         },
                     );
                     Response::new(StreamBody::new(body).boxed())
@@ -202,7 +208,12 @@ pub fn run_bare(scenario: &Scenario, seed: u64, script: &BareScript) -> Result<u
     let n = script.server.len();
     sim.client("client", async move {
         for _ in 0..n {
-            if let Some(mut body) = post(&format!("server:{SERVER_PORT}"), "/v1/conversations/default/messages").await {
+            if let Some(mut body) = post(
+                &format!("server:{SERVER_PORT}"),
+                "/v1/conversations/default/messages",
+            )
+            .await
+            {
                 while let Some(Ok(_)) = body.frame().await {}
             }
         }
