@@ -40,6 +40,8 @@ pub struct ToolScheduler<R> {
     active: Vec<usize>,
     queued: Vec<usize>,
     start_log: Vec<TaskId>,
+    /// Planted defect ([`LoopBugs::scheduler_ignores_queued`](super::bugs::LoopBugs)).
+    ignores_queued: bool,
 }
 
 impl<R: Send + 'static> Default for ToolScheduler<R> {
@@ -56,6 +58,16 @@ impl<R: Send + 'static> ToolScheduler<R> {
             active: Vec::new(),
             queued: Vec::new(),
             start_log: Vec::new(),
+            ignores_queued: false,
+        }
+    }
+
+    /// A scheduler with the planted defect of [`LoopBugs`](super::bugs::LoopBugs) switched
+    /// on or off (off is [`new`](Self::new)).
+    pub fn with_bugs(bugs: super::bugs::LoopBugs) -> Self {
+        Self {
+            ignores_queued: bugs.scheduler_ignores_queued,
+            ..Self::new()
         }
     }
 
@@ -68,10 +80,15 @@ impl<R: Send + 'static> ToolScheduler<R> {
         cx: &mut Context<'_>,
     ) -> TaskId {
         let index = self.tasks.len();
+        let queued: &[usize] = if self.ignores_queued {
+            &[]
+        } else {
+            &self.queued
+        };
         let blocked = self
             .active
             .iter()
-            .chain(self.queued.iter())
+            .chain(queued.iter())
             .any(|&other| self.tasks[other].accesses.conflicts_with(&accesses));
         self.tasks.push(Task {
             accesses,
