@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::trace::Trace;
 use crate::model::faults::{ProviderHooks, ProviderOverride, StreamFault};
+use crate::model::loop_agent::faults::{AbortReason, Garbage, ListenerFault};
 use crate::model::observe::Observation;
 use crate::model::server::StreamHooks;
 
@@ -97,7 +98,57 @@ pub enum Fault {
         #[serde(default)]
         restart_after_ms: Option<u64>,
     },
+
+    // ---- agent loop (issue 5): user and tool faults of `system = "agent-loop"` ----------
+    /// The simulated user aborts the running turn at a simulated time or right after the
+    /// `nth` agent event named `on_event`; the loop acts on it at its next safe point.
+    UserAbort {
+        #[serde(default)]
+        at_ms: Option<u64>,
+        #[serde(default)]
+        on_event: Option<String>,
+        #[serde(default)]
+        nth: Option<u32>,
+        /// `user` (a user cancellation, the default) or `signal` (a plain abort).
+        #[serde(default)]
+        reason: Option<AbortReason>,
+    },
+    /// Tool execution number `execution` (1-based, in start order across the run) never
+    /// finishes and ignores the abort signal; with `abort_after_ms` the user aborts the turn
+    /// that long after the hang began, and the loop's 2 s grace timeout ends the tool.
+    ToolHang {
+        execution: u32,
+        #[serde(default)]
+        abort_after_ms: Option<u64>,
+    },
+    /// Tool execution number `execution` does its work, then returns `value` instead of a
+    /// tool result.
+    ToolGarbage { execution: u32, value: Garbage },
+    /// The loop's live listener fails (`how`) when it hears a loop event of type `event`
+    /// (any type if absent), the `nth` time (every time if absent).
+    ListenerThrows {
+        #[serde(default)]
+        event: Option<String>,
+        #[serde(default)]
+        nth: Option<u32>,
+        how: ListenerFault,
+    },
 }
+
+/// The 11 loop event types a `listener_throws` fault can name (kimi-loop.md §3.1).
+pub const LOOP_EVENT_TYPES: [&str; 11] = [
+    "step.begin",
+    "step.end",
+    "content.part",
+    "tool.call",
+    "tool.result",
+    "turn.interrupted",
+    "step.retrying",
+    "text.delta",
+    "thinking.delta",
+    "tool.call.delta",
+    "tool.progress",
+];
 
 /// When a network or process fault fires.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,6 +211,38 @@ impl Fault {
             } => trigger(at_ms, on_event, nth),
             _ => None,
         }
+    }
+
+    /// The trigger of a `user_abort` fault (agent-loop); `None` for every other kind.
+    pub fn user_trigger(&self) -> Option<Trigger> {
+        match self {
+            Fault::UserAbort {
+                at_ms,
+                on_event,
+                nth,
+                ..
+            } => trigger(at_ms, on_event, nth),
+            _ => None,
+        }
+    }
+
+    /// Faults that exist only in the agent-loop world (user and tool faults of its agent).
+    pub fn is_agent_loop_only(&self) -> bool {
+        matches!(
+            self,
+            Fault::UserAbort { .. }
+                | Fault::ToolHang { .. }
+                | Fault::ToolGarbage { .. }
+                | Fault::ListenerThrows { .. }
+        )
+    }
+
+    /// Faults that need the Letta server (its streaming responses).
+    pub fn needs_server(&self) -> bool {
+        matches!(
+            self,
+            Fault::DropConnection { .. } | Fault::ServerStream { .. }
+        )
     }
 
     /// What is wrong with this fault, if anything (the scenario loader adds file and line).
@@ -238,6 +321,22 @@ impl Fault {
                     })
                 })
                 .or_else(|| when(at_ms, on_event, nth)),
+            Fault::UserAbort {
+                at_ms,
+                on_event,
+                nth,
+                ..
+            } => when(at_ms, on_event, nth),
+            Fault::ToolHang { execution: 0, .. } | Fault::ToolGarbage { execution: 0, .. } => {
+                Some("execution numbers start at 1".into())
+            }
+            Fault::ListenerThrows { nth: Some(0), .. } => Some("nth counts from 1".into()),
+            Fault::ListenerThrows {
+                event: Some(e), ..
+            } if !LOOP_EVENT_TYPES.contains(&e.as_str()) => Some(format!(
+                "unknown loop event {e:?}: expected one of {}",
+                LOOP_EVENT_TYPES.join(", ")
+            )),
             _ => None,
         }
     }
@@ -339,6 +438,42 @@ impl Fault {
                     .map(|r| format!(", restart_after_ms = {r}"))
                     .unwrap_or_default()
             ),
+            Fault::UserAbort {
+                at_ms,
+                on_event,
+                nth,
+                reason,
+            } => format!(
+                "{{ kind = \"user_abort\"{}{} }}",
+                when(at_ms, on_event, nth),
+                reason
+                    .map(|r| format!(", reason = {}", q(r.as_str())))
+                    .unwrap_or_default()
+            ),
+            Fault::ToolHang {
+                execution,
+                abort_after_ms,
+            } => format!(
+                "{{ kind = \"tool_hang\", execution = {execution}{} }}",
+                abort_after_ms
+                    .map(|a| format!(", abort_after_ms = {a}"))
+                    .unwrap_or_default()
+            ),
+            Fault::ToolGarbage { execution, value } => format!(
+                "{{ kind = \"tool_garbage\", execution = {execution}, value = {} }}",
+                q(value.as_str())
+            ),
+            Fault::ListenerThrows { event, nth, how } => {
+                let mut s = "{ kind = \"listener_throws\"".to_string();
+                if let Some(e) = event {
+                    s.push_str(&format!(", event = {}", q(e)));
+                }
+                if let Some(n) = nth {
+                    s.push_str(&format!(", nth = {n}"));
+                }
+                s.push_str(&format!(", how = {} }}", q(how.as_str())));
+                s
+            }
         }
     }
 
@@ -375,8 +510,33 @@ impl Fault {
                     .is_some_and(|t| shrink_field(t, &f))
             }
             Fault::ProviderError { .. } => false,
+            Fault::UserAbort { at_ms, nth, .. } => {
+                let a = at_ms.as_mut().is_some_and(|t| shrink_field(t, &f));
+                let n = nth.as_mut().is_some_and(|n| shrink_u32(n, &f));
+                a | n
+            }
+            Fault::ToolHang {
+                execution,
+                abort_after_ms,
+            } => {
+                let e = shrink_u32(execution, &f);
+                e | abort_after_ms.as_mut().is_some_and(|t| shrink_field(t, &f))
+            }
+            Fault::ToolGarbage { execution, .. } => shrink_u32(execution, &f),
+            Fault::ListenerThrows { nth, .. } => nth.as_mut().is_some_and(|n| shrink_u32(n, &f)),
         };
         (changed && g.problem().is_none()).then_some(g)
+    }
+}
+
+/// [`shrink_field`] for a 1-based count: it never goes below 1.
+fn shrink_u32(v: &mut u32, f: &impl Fn(u64) -> u64) -> bool {
+    let n = f(u64::from(*v)).max(1);
+    if n < u64::from(*v) {
+        *v = n as u32;
+        true
+    } else {
+        false
     }
 }
 
@@ -471,6 +631,34 @@ impl fmt::Display for Fault {
                     None => write!(f, " restart=at-heal"),
                 }
             }
+            Fault::UserAbort { reason, .. } => write!(
+                f,
+                "user_abort {} reason={}",
+                self.user_trigger().expect("valid"),
+                reason.unwrap_or(AbortReason::User).as_str()
+            ),
+            Fault::ToolHang {
+                execution,
+                abort_after_ms,
+            } => {
+                write!(f, "tool_hang execution={execution}")?;
+                match abort_after_ms {
+                    Some(a) => write!(f, " abort_after_ms={a}"),
+                    None => Ok(()),
+                }
+            }
+            Fault::ToolGarbage { execution, value } => write!(
+                f,
+                "tool_garbage execution={execution} value={}",
+                value.as_str()
+            ),
+            Fault::ListenerThrows { event, nth, how } => write!(
+                f,
+                "listener_throws event={} nth={} how={}",
+                event.as_deref().unwrap_or("any"),
+                nth.map_or("every".to_string(), |n| n.to_string()),
+                how.as_str()
+            ),
         }
     }
 }

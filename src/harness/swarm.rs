@@ -169,6 +169,22 @@ pub fn plan(seed: u64, baseline: &Baseline) -> Vec<Fault> {
     faults
 }
 
+// ---- agent loop (issue 5) -----------------------------------------------------------------
+
+/// The plan for `seed` in `system`'s world, placed inside a fault-free run's `trace`: the
+/// agent-loop world (no server; user, tool and listener faults) draws from
+/// [`loop_swarm`](super::loop_swarm), every other system from [`plan`].
+pub fn plan_for_system(system: &str, seed: u64, trace: &[TraceEvent], end_ms: u64) -> Vec<Fault> {
+    if system == super::loop_scenario::SYSTEM {
+        super::loop_swarm::plan(
+            seed,
+            &super::loop_swarm::LoopBaseline::from_trace(trace, end_ms),
+        )
+    } else {
+        plan(seed, &Baseline::from_trace(trace, end_ms))
+    }
+}
+
 fn pair(rng: &mut ChaCha8Rng) -> [String; 2] {
     if rng.random_range(0..2u32) == 0 {
         ["client".into(), "server".into()]

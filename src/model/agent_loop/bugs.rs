@@ -10,8 +10,9 @@ pub struct LoopBugs {
     /// loop records each `tool.result` as soon as its tool finishes, in completion order, not
     /// in provider order. Caught by the harness invariant `loop-envelope`.
     pub results_in_completion_order: bool,
-    /// Breaks kimi-loop.md §5.2 ("blocked if it conflicts with any active *or queued* task"):
-    /// `add` only checks the active tasks, so a call can overtake an earlier queued call it
-    /// conflicts with and then run alongside it. Caught by the harness invariant `lock-safety`.
-    pub scheduler_ignores_queued: bool,
+    /// Breaks kimi-loop.md §5.2 `startQueuedTasks` ("a task stays queued if it conflicts with
+    /// any active task"): when a task finishes, the queue is drained checking only the tasks
+    /// kept queued, not the ones still running, so a queued call starts alongside a running
+    /// call it conflicts with. Caught by the harness invariant `lock-safety`.
+    pub scheduler_drain_ignores_active: bool,
 }

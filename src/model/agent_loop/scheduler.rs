@@ -40,8 +40,8 @@ pub struct ToolScheduler<R> {
     active: Vec<usize>,
     queued: Vec<usize>,
     start_log: Vec<TaskId>,
-    /// Planted defect ([`LoopBugs::scheduler_ignores_queued`](super::bugs::LoopBugs)).
-    ignores_queued: bool,
+    /// Planted defect ([`LoopBugs::scheduler_drain_ignores_active`](super::bugs::LoopBugs)).
+    drain_ignores_active: bool,
 }
 
 impl<R: Send + 'static> Default for ToolScheduler<R> {
@@ -58,7 +58,7 @@ impl<R: Send + 'static> ToolScheduler<R> {
             active: Vec::new(),
             queued: Vec::new(),
             start_log: Vec::new(),
-            ignores_queued: false,
+            drain_ignores_active: false,
         }
     }
 
@@ -66,7 +66,7 @@ impl<R: Send + 'static> ToolScheduler<R> {
     /// on or off (off is [`new`](Self::new)).
     pub fn with_bugs(bugs: super::bugs::LoopBugs) -> Self {
         Self {
-            ignores_queued: bugs.scheduler_ignores_queued,
+            drain_ignores_active: bugs.scheduler_drain_ignores_active,
             ..Self::new()
         }
     }
@@ -80,15 +80,10 @@ impl<R: Send + 'static> ToolScheduler<R> {
         cx: &mut Context<'_>,
     ) -> TaskId {
         let index = self.tasks.len();
-        let queued: &[usize] = if self.ignores_queued {
-            &[]
-        } else {
-            &self.queued
-        };
         let blocked = self
             .active
             .iter()
-            .chain(queued.iter())
+            .chain(self.queued.iter())
             .any(|&other| self.tasks[other].accesses.conflicts_with(&accesses));
         self.tasks.push(Task {
             accesses,
@@ -121,8 +116,12 @@ impl<R: Send + 'static> ToolScheduler<R> {
         let mut still_queued: Vec<usize> = Vec::new();
         for index in queued {
             let accesses = &self.tasks[index].accesses;
-            let blocked = self
-                .active
+            let active: &[usize] = if self.drain_ignores_active {
+                &[]
+            } else {
+                &self.active
+            };
+            let blocked = active
                 .iter()
                 .chain(still_queued.iter())
                 .any(|&other| self.tasks[other].accesses.conflicts_with(accesses));
