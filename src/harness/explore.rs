@@ -177,6 +177,11 @@ fn first_line(s: &str) -> &str {
 pub fn baseline(scenario: &Scenario) -> Result<Baseline, InputError> {
     let mut clean = scenario.clone();
     clean.faults.clear();
+    if clean.is_agent_loop() {
+        // Its own world; the baseline then carries the agent's part (`loop_swarm`).
+        let out = super::loop_world::run_once(&clean, 0)?;
+        return Ok(Baseline::from_trace(&out.trace, out.end_ms));
+    }
     let out = run_once(&clean, 0)?;
     Ok(Baseline::from_trace(&out.trace, out.end_ms))
 }

@@ -16,6 +16,7 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
     let base = RunReport {
         scenario_name: scenario.scenario.name.clone(),
         scenario_path: scenario.path.display().to_string(),
+        repro_flags: scenario.repro_flags.clone(),
         seed,
         faults: scenario
             .faults
@@ -70,11 +71,16 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
                 let again_text = render_events(&again.trace);
                 if let Some((line, left, right)) = first_divergence(&report.trace_text, &again_text)
                 {
+                    let t = left
+                        .split_whitespace()
+                        .next()
+                        .or_else(|| right.split_whitespace().next())
+                        .unwrap_or("?");
                     det.push(Violation {
                         invariant: DETERMINISTIC,
                         event: Some(line - 1),
                         message: format!(
-                            "the same seed gave a different trace; first divergence at line {line}:\n    run 1: {left}\n    run 2: {right}"
+                            "the same seed gave a different trace; first divergence at line {line}, simulated time {t} ms:\n    run 1: {left}\n    run 2: {right}"
                         ),
                     });
                     break;

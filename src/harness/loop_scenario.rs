@@ -372,3 +372,116 @@ fn check_step(
     }
     Ok(())
 }
+
+/// An agent-loop scenario as a standalone TOML file whose cassettes are `cassette_paths`
+/// (one per `[provider] responses` entry), for shrunk reproductions (`Scenario::to_toml`).
+pub fn to_toml(s: &Scenario, cassette_paths: &[String], header: &str) -> String {
+    use std::fmt::Write as _;
+    let q = |v: &str| toml::Value::String(v.to_string()).to_string();
+    let list = |v: &[String]| v.iter().map(|x| q(x)).collect::<Vec<_>>().join(", ");
+    let mut out = String::new();
+    for line in header.lines() {
+        let _ = writeln!(out, "# {line}");
+    }
+    // Top-level keys must come before the first table.
+    if !s.faults.is_empty() {
+        let _ = writeln!(out, "\nfaults = [");
+        for f in &s.faults {
+            let _ = writeln!(out, "  {},", f.get_ref().to_toml());
+        }
+        let _ = writeln!(out, "]");
+    }
+    let _ = writeln!(out, "\n[scenario]");
+    let _ = writeln!(out, "name = {}", q(&s.scenario.name));
+    let _ = writeln!(out, "description = {}", q(&s.scenario.description));
+    let _ = writeln!(out, "system = {}", q(SYSTEM));
+    let _ = writeln!(out, "\n[network]");
+    let _ = writeln!(out, "tick_ms = {}", s.network.tick_ms);
+    let l = s.network.latency_ms;
+    let _ = writeln!(out, "latency_ms = [{}, {}]", l[0], l[1]);
+    let _ = writeln!(out, "\n[provider]");
+    let _ = writeln!(out, "api = {}", q(s.provider.api.get_ref()));
+    let _ = writeln!(out, "responses = [{}]", list(cassette_paths));
+    if let Some(a) = &s.agent_loop {
+        let _ = writeln!(out, "\n[agent_loop]");
+        let _ = writeln!(out, "turns = [{}]", list(&a.turns));
+        let _ = writeln!(out, "model = {}", q(&a.model));
+        let _ = writeln!(out, "system_prompt = {}", q(&a.system_prompt));
+        let tools: Vec<String> = a.tools.iter().map(|t| t.get_ref().clone()).collect();
+        let _ = writeln!(out, "tools = [{}]", list(&tools));
+        if let Some(m) = a.max_steps {
+            let _ = writeln!(out, "max_steps = {m}");
+        }
+        if let Some(m) = a.max_retry_attempts {
+            let _ = writeln!(out, "max_retry_attempts = {m}");
+        }
+        let _ = writeln!(out, "stream_idle_timeout_ms = {}", a.stream_idle_timeout_ms);
+        let t = a.tool_latency_ms;
+        let _ = writeln!(out, "tool_latency_ms = [{}, {}]", t[0], t[1]);
+        if !a.files.is_empty() {
+            let _ = writeln!(out, "\n[agent_loop.files]");
+            for (k, v) in &a.files {
+                let _ = writeln!(out, "{} = {}", q(k), q(v));
+            }
+        }
+        for step in &a.script {
+            let st = step.get_ref();
+            let _ = writeln!(out, "\n[[agent_loop.script]]");
+            if let Some(t) = &st.thinking {
+                let _ = writeln!(out, "thinking = {}", q(t));
+            }
+            if let Some(t) = &st.text {
+                let _ = writeln!(out, "text = {}", q(t));
+            }
+            if !st.tool_calls.is_empty() {
+                let _ = writeln!(out, "tool_calls = [");
+                for c in &st.tool_calls {
+                    let mut call = format!("{{ name = {}", q(&c.name));
+                    if let Some(id) = &c.id {
+                        let _ = write!(call, ", id = {}", q(id));
+                    }
+                    if let Some(args) = &c.args {
+                        let _ = write!(call, ", args = {}", toml::Value::Table(args.clone()));
+                    }
+                    if let Some(raw) = &c.raw_args {
+                        let _ = write!(call, ", raw_args = {}", q(raw));
+                    }
+                    if let Some(ms) = c.latency_ms {
+                        let _ = write!(call, ", latency_ms = {ms}");
+                    }
+                    let _ = writeln!(out, "    {call} }},");
+                }
+                let _ = writeln!(out, "]");
+            }
+            if let Some(stop) = &st.stop {
+                let _ = writeln!(out, "stop = {}", q(stop.get_ref()));
+            }
+            let u = st.usage;
+            let _ = writeln!(
+                out,
+                "usage = {{ input = {}, output = {}, cache_read = {}, cache_creation = {} }}",
+                u.input, u.output, u.cache_read, u.cache_creation
+            );
+        }
+    }
+    let lim = &s.limits;
+    let _ = writeln!(out, "\n[limits]");
+    let _ = writeln!(out, "sim_time_ms = {}", lim.sim_time_ms);
+    let _ = writeln!(out, "heal_at_ms = {}", lim.heal_at_ms);
+    let _ = writeln!(out, "liveness_ms = {}", lim.liveness_ms);
+    let p = &s.planted;
+    if p.loop_results_in_completion_order || p.loop_scheduler_drain_ignores_active {
+        let _ = writeln!(out, "\n[planted]");
+        let _ = writeln!(
+            out,
+            "loop_results_in_completion_order = {}",
+            p.loop_results_in_completion_order
+        );
+        let _ = writeln!(
+            out,
+            "loop_scheduler_drain_ignores_active = {}",
+            p.loop_scheduler_drain_ignores_active
+        );
+    }
+    out
+}

@@ -536,6 +536,9 @@ impl Scenario {
     /// provider response, relative to where the file will be written).
     pub fn to_toml(&self, cassette_paths: &[String], header: &str) -> String {
         use std::fmt::Write as _;
+        if self.is_agent_loop() {
+            return super::loop_scenario::to_toml(self, cassette_paths, header);
+        }
         let q = |s: &str| toml::Value::String(s.to_string()).to_string();
         let list = |v: &[String]| v.iter().map(|x| q(x)).collect::<Vec<_>>().join(", ");
         let mut s = String::new();

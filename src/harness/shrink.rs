@@ -135,6 +135,31 @@ pub fn shrink(
                 i += 1;
             }
         }
+        // 2b. agent-loop turns and scripted model calls (keeping at least one of each)
+        if let Some(section) = &best.agent_loop {
+            let (turns, steps) = (section.turns.len(), section.script.len());
+            for i in (0..turns).rev() {
+                let mut c = best.clone();
+                let Some(l) = c.agent_loop.as_mut().filter(|l| l.turns.len() > 1) else {
+                    break;
+                };
+                let t = l.turns.remove(i);
+                sh.try_accept(&mut best, c, format!("removed turn {t:?}"))?;
+            }
+            for i in (0..steps).rev() {
+                let mut c = best.clone();
+                let cassettes = c.provider.responses.len();
+                let Some(l) = c
+                    .agent_loop
+                    .as_mut()
+                    .filter(|l| l.script.len() + cassettes > 1 && i < l.script.len())
+                else {
+                    continue;
+                };
+                l.script.remove(i);
+                sh.try_accept(&mut best, c, format!("removed script step {}", i + 1))?;
+            }
+        }
         // 3. fault timings and indices
         for i in 0..best.faults.len() {
             for reduce in [|v: u64| v / 2, |v: u64| v.saturating_sub(1)] {
