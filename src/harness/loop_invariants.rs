@@ -251,16 +251,12 @@ pub fn loop_envelope(events: &[TraceEvent]) -> Vec<Violation> {
                 t.run.interrupted = true;
             }
             Observation::LoopCompaction { .. } => {}
-            Observation::LoopBackstopResult { tool_call_id } => {
-                if !t.run.interrupted {
-                    v(
-                        i,
-                        format!(
-                            "turn {tn}: the host had to close tool call {tool_call_id}, left without a result by a run that was not interrupted"
-                        ),
-                    );
-                }
-            }
+            Observation::LoopBackstopResult { tool_call_id } if !t.run.interrupted => v(
+                i,
+                format!(
+                    "turn {tn}: the host had to close tool call {tool_call_id}, left without a result by a run that was not interrupted"
+                ),
+            ),
             Observation::LoopTurnResult { usage, .. } => {
                 let run = t.result_run();
                 if run.returned != *usage {
@@ -350,9 +346,9 @@ pub fn lock_safety(events: &[TraceEvent]) -> Vec<Violation> {
                 }
                 let me = calls.iter().position(|c| c == tool_call_id);
                 for (other, other_accesses, shown, _) in &started {
-                    let earlier = calls.iter().position(|c| c == other);
-                    if let (Some(me), Some(earlier)) = (me, earlier)
-                        && earlier > me
+                    let its = calls.iter().position(|c| c == other);
+                    if let (Some(me), Some(its)) = (me, its)
+                        && its > me
                         && other_accesses.conflicts_with(&accesses.0)
                     {
                         out.push(Violation {
@@ -387,4 +383,225 @@ pub fn lock_safety(events: &[TraceEvent]) -> Vec<Violation> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::agent_loop::access::ToolAccesses;
+    use crate::model::observe::AccessList;
+
+    fn ev(obs: Observation) -> TraceEvent {
+        TraceEvent {
+            t_ms: 0,
+            host: "client".into(),
+            obs,
+        }
+    }
+
+    fn usage(input: u64, output: u64) -> TokenUsage {
+        TokenUsage {
+            input_other: input,
+            output,
+            ..TokenUsage::default()
+        }
+    }
+
+    fn begin(step: u32) -> TraceEvent {
+        ev(Observation::LoopStepBegin {
+            turn_id: "1".into(),
+            step,
+            uuid: format!("u{step}"),
+        })
+    }
+
+    fn end(step: u32, u: TokenUsage) -> TraceEvent {
+        ev(Observation::LoopStepEnd {
+            turn_id: "1".into(),
+            step,
+            uuid: format!("u{step}"),
+            finish_reason: "tool_use".into(),
+            usage: u,
+        })
+    }
+
+    fn ret(u: TokenUsage) -> TraceEvent {
+        ev(Observation::LoopModelReturn {
+            turn_step: None,
+            usage: u,
+            tool_calls: 0,
+            finish: None,
+        })
+    }
+
+    fn call(id: &str) -> TraceEvent {
+        call_in(1, id)
+    }
+
+    fn call_in(step: u32, id: &str) -> TraceEvent {
+        ev(Observation::LoopToolCall {
+            step,
+            tool_call_id: id.into(),
+            name: "Read".into(),
+            args: "{}".into(),
+        })
+    }
+
+    fn result(id: &str) -> TraceEvent {
+        ev(Observation::LoopToolResult {
+            tool_call_id: id.into(),
+            is_error: false,
+            output: String::new(),
+        })
+    }
+
+    fn turn_start() -> TraceEvent {
+        ev(Observation::TurnStart {
+            turn: 1,
+            text: String::new(),
+        })
+    }
+
+    fn turn_end(outcome: &str) -> TraceEvent {
+        ev(Observation::TurnEnd {
+            turn: 1,
+            outcome: outcome.into(),
+        })
+    }
+
+    fn turn_result(u: TokenUsage) -> TraceEvent {
+        ev(Observation::LoopTurnResult {
+            turn: 1,
+            stop_reason: "end_turn".into(),
+            steps: 1,
+            usage: u,
+        })
+    }
+
+    fn messages(v: Vec<Violation>) -> Vec<String> {
+        v.into_iter().map(|v| v.message).collect()
+    }
+
+    #[test]
+    fn a_well_formed_turn_passes() {
+        let u = usage(10, 2);
+        let trace = vec![
+            turn_start(),
+            begin(1),
+            ret(u),
+            call("a"),
+            call("b"),
+            result("a"),
+            result("b"),
+            end(1, u),
+            turn_result(u),
+            turn_end("completed: end_turn"),
+        ];
+        assert_eq!(messages(loop_envelope(&trace)), Vec::<String>::new());
+    }
+
+    #[test]
+    fn each_envelope_rule_has_its_message() {
+        let u = usage(10, 2);
+        let trace = vec![
+            turn_start(),
+            begin(2),
+            ret(u),
+            call_in(2, "a"),
+            call("b"),
+            end(2, usage(99, 2)),
+            ev(Observation::LoopBackstopResult {
+                tool_call_id: "a".into(),
+            }),
+            turn_result(usage(11, 2)),
+            turn_end("completed: end_turn"),
+        ];
+        assert_eq!(
+            messages(loop_envelope(&trace)),
+            [
+                "turn 1: step.begin numbered 2, expected step 1",
+                "turn 1: tool.call of step 1 inside step 2",
+                "turn 1: step 2 ended with tool calls still without a result: a",
+                "turn 1: step.end of step 2 reports usage in=99 out=2 cache_read=0 cache_creation=0 but its response returned in=10 out=2 cache_read=0 cache_creation=0",
+                "turn 1: the host had to close tool call a, left without a result by a run that was not interrupted",
+                "turn 1: runTurn reported usage in=11 out=2 cache_read=0 cache_creation=0 but the responses its run returned sum to in=10 out=2 cache_read=0 cache_creation=0",
+            ]
+        );
+    }
+
+    #[test]
+    fn an_open_step_is_allowed_only_when_the_run_was_interrupted() {
+        let u = usage(1, 1);
+        let interrupted = ev(Observation::LoopInterrupted {
+            reason: "aborted".into(),
+            cause: "user_cancelled".into(),
+            attempted_steps: 1,
+            active_step: Some(1),
+            message: None,
+        });
+        let ok = vec![
+            turn_start(),
+            begin(1),
+            ret(u),
+            call("a"),
+            interrupted,
+            turn_result(u),
+            turn_end("cancelled"),
+        ];
+        assert_eq!(messages(loop_envelope(&ok)), Vec::<String>::new());
+        let bad = vec![turn_start(), begin(1), ret(u), turn_end("cancelled")];
+        assert_eq!(
+            messages(loop_envelope(&bad)),
+            [
+                "turn 1 ended (cancelled) with step 1 open and no turn.interrupted",
+                "turn 1 ended (cancelled) without a turn.interrupted",
+            ]
+        );
+    }
+
+    #[test]
+    fn lock_safety_flags_overlap_and_provider_order() {
+        let start = |id: &str, a: ToolAccesses| {
+            ev(Observation::LoopToolStart {
+                tool_call_id: id.into(),
+                tool: "T".into(),
+                execution: 1,
+                accesses: AccessList(a),
+            })
+        };
+        let stop = |id: &str| {
+            ev(Observation::LoopToolEnd {
+                tool_call_id: id.into(),
+                how: "ok".into(),
+            })
+        };
+        // Disjoint or read-only overlap is fine.
+        let fine = vec![
+            begin(1),
+            call("a"),
+            call("b"),
+            start("a", ToolAccesses::read_file("/x")),
+            start("b", ToolAccesses::read_tree("/")),
+            stop("a"),
+            stop("b"),
+        ];
+        assert!(lock_safety(&fine).is_empty());
+        // b starts before the earlier conflicting a, and they overlap.
+        let bad = vec![
+            begin(1),
+            call("a"),
+            call("b"),
+            start("b", ToolAccesses::write_file("/X")),
+            start("a", ToolAccesses::search_tree("/")),
+            stop("a"),
+            stop("b"),
+        ];
+        assert_eq!(
+            messages(lock_safety(&bad)),
+            [
+                "T a (search-tree:/) started while T b (write:/X), which conflicts with it, was still running (since event 4)",
+                "T a (search-tree:/) started after b (write:/X), a later call in provider order that conflicts with it",
+            ]
+        );
+    }
 }
