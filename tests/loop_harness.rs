@@ -374,6 +374,32 @@ fn max_steps_fails_the_turn_after_exactly_max_steps_model_calls() {
     ));
 }
 
+#[test]
+fn the_hand_written_cassette_is_canonical_and_asks_for_five_overlapping_tools() {
+    use loopsim::cassette::Cassette;
+    use loopsim::wire::provider::{ProviderEvent, ToolCallAccumulator};
+    let path = root().join("cassettes/provider/anthropic_parallel_tools_overlapping_paths.jsonl");
+    let c = Cassette::load(&path).unwrap();
+    assert!(
+        c.header()
+            .note
+            .as_deref()
+            .unwrap()
+            .starts_with("hand-written")
+    );
+    assert_eq!(c.to_jsonl(), std::fs::read_to_string(&path).unwrap());
+    let events = c.provider_events().unwrap();
+    let calls: Vec<(String, String)> = ToolCallAccumulator::from_events(&events)
+        .into_calls()
+        .into_iter()
+        .map(|c| (c.name, c.arguments))
+        .collect();
+    assert_eq!(calls.len(), 5, "{calls:?}");
+    assert_eq!(calls[0].0, "Grep");
+    assert_eq!(calls[2], ("Edit".into(), r#"{"path": "/repo/src/lib.rs", "old": "// TODO: validate input", "new": "validate(input)?;"}"#.into()));
+    assert!(events.iter().any(|e| matches!(e, ProviderEvent::Done)));
+}
+
 // ---- the oracles, broken on purpose ------------------------------------------------------
 
 /// `loop-envelope` broken on purpose: a loop that records tool results in completion order.
@@ -665,6 +691,45 @@ fn swarm_plans_for_agent_loop_scenarios_run_clean() {
         }
         assert!(kinds.len() >= 5, "{kinds:?}");
     }
+}
+
+/// A sweep over an agent-loop scenario counts the loop's coverage goals, not the Letta ones.
+#[test]
+fn an_agent_loop_sweep_reports_loop_coverage_goals() {
+    use loopsim::harness::explore::{ExploreOptions, explore};
+    let s = vec![load("scenarios/loop_overlapping_cassette.toml")];
+    let report = explore(
+        &s,
+        &ExploreOptions {
+            seeds: 0..16,
+            jobs: 1,
+            shard: None,
+            swarm: true,
+            determinism_every: 8,
+        },
+        &|_, _| {},
+    )
+    .unwrap();
+    assert!(report.failures.is_empty(), "{}", report.render());
+    assert!(
+        report.coverage.keys().all(|g| g.starts_with("loop-")),
+        "{:?}",
+        report.coverage
+    );
+    // (Not every seed: a stream fault on call 0 consumes the batch's cassette, so its retry
+    // gets the text answer and no tool runs.)
+    assert!(
+        report.coverage["loop-tools-overlapped"] > 0,
+        "{}",
+        report.render()
+    );
+    assert!(
+        report.coverage["loop-conflict-waited"] > 0,
+        "{}",
+        report.render()
+    );
+    let reached = report.coverage.values().filter(|n| **n > 0).count();
+    assert!(reached >= 5, "{}", report.render());
 }
 
 #[test]

@@ -53,7 +53,7 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
         trace_hash: hash_text(&text),
         events: first.trace.len(),
         end_ms: first.end_ms,
-        goals: super::coverage::reached(&first.trace),
+        goals: super::coverage::reached_for(super::loop_scenario::SYSTEM, &first.trace),
         trace_text: text,
         ..base
     };

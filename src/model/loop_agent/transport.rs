@@ -114,10 +114,15 @@ impl<E: Env> HttpChatProvider<E> {
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .map(|s| s.saturating_mul(1000));
-            let text = http::read_body(resp.into_body(), 1 << 20)
-                .await
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
-                .unwrap_or_default();
+            // Bounded like the stream: an error body that never completes is read as empty.
+            let body = tokio::time::timeout(
+                self.idle_timeout,
+                http::read_body(resp.into_body(), 1 << 20),
+            );
+            let text = match body.await {
+                Ok(Ok(b)) => String::from_utf8_lossy(&b).into_owned(),
+                _ => String::new(),
+            };
             let message = serde_json::from_str::<Value>(&text)
                 .ok()
                 .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
