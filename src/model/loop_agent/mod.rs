@@ -365,6 +365,7 @@ pub async fn run<E: Env>(
 
     let turns = drive_turns(&env, &config, &host, &probe);
     let timed_aborts = async {
+        // Simulated: tokio's clock is turmoil's on this host.
         let start = tokio::time::Instant::now();
         for at in config.faults.abort_times() {
             tokio::time::sleep_until(start + Duration::from_millis(at)).await;
