@@ -3,7 +3,8 @@
 //!
 //! Greedy passes, repeated until none makes progress (each candidate is one run):
 //! 1. drop fault plan entries, one at a time;
-//! 2. drop user turns (keeping at least one);
+//! 2. drop user turns (keeping at least one); for an agent-loop scenario also its scripted
+//!    model calls (keeping at least one answer);
 //! 3. make fault times and indices smaller (halve, then step down by one);
 //! 4. drop cassette frames (from the end first, then any);
 //! 5. narrow the network latency range to its minimum.
