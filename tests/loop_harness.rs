@@ -588,6 +588,21 @@ fn agent_loop_schema_errors_name_file_line_and_what_was_expected() {
     );
 }
 
+/// The agent-loop example in docs/scenario.md is a valid scenario that passes.
+#[test]
+fn the_documented_agent_loop_example_parses_and_passes() {
+    let doc = std::fs::read_to_string(root().join("docs/scenario.md")).unwrap();
+    let example = doc
+        .split("```toml")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .find(|b| b.contains("system = \"agent-loop\""))
+        .expect("an agent-loop example in docs/scenario.md");
+    let s = parse(example).unwrap_or_else(|e| panic!("{e}\n{example}"));
+    let report = run_scenario(&s, 1, 1).unwrap();
+    assert_eq!(report.verdict, Verdict::Pass, "{}", report.render());
+}
+
 #[test]
 fn new_fault_kinds_round_trip_through_toml_and_display() {
     let faults = [
