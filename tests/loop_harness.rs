@@ -62,7 +62,7 @@ fn with_faults(mut s: Scenario, faults: Vec<Fault>) -> Scenario {
 #[test]
 fn every_agent_loop_scenario_passes_and_checks_both_oracles() {
     let files = loop_scenarios();
-    assert!(files.len() >= 9, "{files:?}");
+    assert!(files.len() >= 10, "{files:?}");
     for file in files {
         let s = Scenario::load(&file).unwrap();
         assert!(s.is_agent_loop());
@@ -355,6 +355,31 @@ fn a_throwing_listener_never_affects_the_turn() {
     let b = run_scenario(&clean, 1, 1).unwrap();
     assert_eq!(a.verdict, Verdict::Pass, "{}", a.render());
     assert_eq!(agent_lines(&a), agent_lines(&b));
+}
+
+#[test]
+fn a_context_overflow_is_compacted_and_the_turn_rerun_from_step_1() {
+    let report = run_scenario(&load("scenarios/loop_context_overflow.toml"), 1, 1).unwrap();
+    assert_eq!(report.verdict, Verdict::Pass, "{}", report.render());
+    assert_eq!(
+        report.turn_outcomes[1],
+        "completed: end_turn (1 step) after 1 compaction(s)"
+    );
+    let t = &report.trace_text;
+    let turn2 = &t[t.find("turn_start turn=2").unwrap()..];
+    assert!(
+        turn2.contains("loop_interrupted reason=error cause=error attempted_steps=2 active_step=2")
+    );
+    // The rerun starts at step 1 again, and its result counts only its own response.
+    assert_eq!(
+        turn2.matches("loop_step_begin turn_id=2 step=1 ").count(),
+        2,
+        "{turn2}"
+    );
+    assert!(turn2.contains("loop_compaction removed_count="));
+    assert!(turn2.contains(
+        "loop_turn_result turn=2 stop_reason=end_turn steps=1 usage.inputOther=100 usage.output=20"
+    ));
 }
 
 #[test]

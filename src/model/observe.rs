@@ -248,7 +248,8 @@ pub enum Observation {
         turn: u32,
         reason: String,
     },
-    /// The host compacted the context before retrying the turn.
+    /// The host compacted the context before retrying the turn (read off the host's record
+    /// log, so reported when the turn ends).
     LoopCompaction {
         removed_count: u32,
     },
