@@ -90,6 +90,7 @@ fn outcomes_per_scenario() {
 fn a_drop_or_stall_at_any_frame_never_crashes_hangs_or_breaks_an_invariant() {
     use common::{with_faults, with_mode};
     use loopsim::harness::scenario::Fault;
+    use loopsim::model::faults::StreamFault;
     let base = load(&common::scenario_path("client_cut_stream_args.toml"));
     let mut runs = 0;
     for profile in ["reference", "letta-code"] {
@@ -101,14 +102,15 @@ fn a_drop_or_stall_at_any_frame_never_crashes_hangs_or_breaks_an_invariant() {
                             response,
                             after_frame: frame,
                         },
-                        Fault::Stall {
+                        Fault::ServerStream {
                             response,
-                            after_frame: frame,
+                            frame: frame + 1,
+                            action: StreamFault::Stall,
                         },
                     ] {
                         // A stall before any chunk takes 10 simulated minutes: once per
                         // response is enough.
-                        if matches!(fault, Fault::Stall { after_frame: 0, .. })
+                        if matches!(fault, Fault::ServerStream { frame: 1, .. })
                             && (profile, mode) != ("reference", "interactive")
                         {
                             continue;
@@ -117,7 +119,8 @@ fn a_drop_or_stall_at_any_frame_never_crashes_hangs_or_breaks_an_invariant() {
                             with_mode(with_profile(base.clone(), profile), mode),
                             vec![fault.clone()],
                         );
-                        s.limits.sim_time_ms = 900_000;
+                        s.limits.sim_time_ms = 1_000_000;
+                        s.limits.liveness_ms = 900_000;
                         let report = run(&s, u64::from(frame as u32), 1);
                         assert_eq!(
                             report.verdict,

@@ -12,6 +12,14 @@ use super::trace::TraceEvent;
 /// Stable invariant ids.
 pub const TOOL_CALL_RESOLVED: &str = "tool-call-resolved";
 pub const DETERMINISTIC: &str = "deterministic";
+/// Liveness: after the world heals, every user turn reaches a terminal state in the budget.
+pub const TURN_TERMINATES: &str = "turn-terminates";
+// ---- agent loop (issue 5): oracles in `loop_invariants` ----
+/// Agent loop: step envelopes well formed, tool results in provider order, usage totals.
+pub const LOOP_ENVELOPE: &str = "loop-envelope";
+/// Agent loop: conflicting tool executions never overlap in simulated time.
+pub const LOCK_SAFETY: &str = "lock-safety";
+pub use super::loop_invariants::{lock_safety, loop_envelope};
 
 /// One broken invariant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,11 +138,13 @@ pub const ARGS_INTACT: &str = "args-intact";
 pub const BUDGET_RESPECTED: &str = "budget-respected";
 pub const APPROVAL_ATTRIBUTION: &str = "approval-attribution";
 pub const RESULTS_ORDERED: &str = "results-ordered";
-pub const LOCK_SAFETY: &str = "lock-safety";
+// `lock-safety` is shared with the agent loop: same statement, its own checker per system.
 
 /// Every invariant id `sim run` knows (the `[[expect]]` table names one of these).
-pub const ALL: [&str; 10] = [
+pub const ALL: [&str; 12] = [
     TOOL_CALL_RESOLVED,
+    TURN_TERMINATES,
+    LOOP_ENVELOPE,
     NO_DOUBLE_EXECUTION,
     STREAM_GAPLESS,
     STOP_REASON_CONSISTENT,
@@ -159,7 +169,7 @@ pub fn client_invariants() -> [(&'static str, Checker); 8] {
         (BUDGET_RESPECTED, budget_respected),
         (APPROVAL_ATTRIBUTION, approval_attribution),
         (RESULTS_ORDERED, results_ordered),
-        (LOCK_SAFETY, lock_safety),
+        (LOCK_SAFETY, client_lock_safety),
     ]
 }
 
@@ -228,6 +238,7 @@ pub fn stream_gapless(events: &[TraceEvent]) -> Vec<Violation> {
         if message_type == "ping" && seen.contains(seq) {
             continue; // a keepalive ping repeating the last seq id
         }
+        let repeated = seen.contains(seq);
         seen.push(*seq);
         if reported.contains(run) {
             continue;
@@ -241,6 +252,7 @@ pub fn stream_gapless(events: &[TraceEvent]) -> Vec<Violation> {
         };
         if !ok {
             let why = match expected {
+                _ if repeated => format!("duplicate: seq {seq} was already processed"),
                 Some(x) if *seq > x => format!("gap: expected seq {x}, got {seq}"),
                 Some(x) => format!("duplicate or out of order: expected seq {x}, got {seq}"),
                 None => format!("seq {seq} was never recorded for this run"),
@@ -684,7 +696,7 @@ pub fn results_ordered(events: &[TraceEvent]) -> Vec<Violation> {
 /// `lock-safety`: conflicting tool executions never overlap in simulated time. Two executions
 /// conflict when neither tool is parallel-safe and they share a resource key, or either holds
 /// the global key (global tools serialise with every write, letta-protocol.md §5.1-5.3).
-pub fn lock_safety(events: &[TraceEvent]) -> Vec<Violation> {
+pub fn client_lock_safety(events: &[TraceEvent]) -> Vec<Violation> {
     use crate::model::client::approvals::{GLOBAL_KEY, resource_key};
     struct Exec {
         id: String,

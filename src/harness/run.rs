@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Once;
 
-use super::invariants::{self, DETERMINISTIC, TOOL_CALL_RESOLVED, Violation};
+use super::invariants::{self, DETERMINISTIC, TOOL_CALL_RESOLVED, TURN_TERMINATES, Violation};
 use super::scenario::{InputError, Scenario};
 use super::trace::{first_divergence, hash_text, render_events};
 use super::world::{RunOutput, run_once};
@@ -49,6 +49,8 @@ impl Verdict {
 pub struct RunReport {
     pub scenario_name: String,
     pub scenario_path: String,
+    /// Flags the reproduce command needs besides the seed (e.g. ` --swarm`).
+    pub repro_flags: String,
     pub seed: u64,
     pub faults: Vec<String>,
     pub turn_outcomes: Vec<String>,
@@ -65,6 +67,8 @@ pub struct RunReport {
     pub expected: Vec<(&'static str, String, bool)>,
     /// client-model: the client's requests (the conformance log).
     pub requests: Vec<crate::model::client::backend::RequestRecord>,
+    /// Coverage goals this run reached (`harness::coverage`).
+    pub goals: Vec<&'static str>,
     pub verdict: Verdict,
 }
 
@@ -107,9 +111,16 @@ fn install_panic_recorder() {
 
 /// Runs the scenario once, turning panics anywhere in the world into `Err(message)`.
 fn run_guarded(scenario: &Scenario, seed: u64) -> Result<Result<RunOutput, String>, InputError> {
+    guarded(|| run_once(scenario, seed))
+}
+
+/// Runs one world (`run`), turning panics anywhere in it into `Err(message)`.
+pub(crate) fn guarded<T>(
+    run: impl FnOnce() -> Result<T, InputError>,
+) -> Result<Result<T, String>, InputError> {
     install_panic_recorder();
     PANICS.with(|p| *p.borrow_mut() = Some(Vec::new()));
-    let result = catch_unwind(AssertUnwindSafe(|| run_once(scenario, seed)));
+    let result = catch_unwind(AssertUnwindSafe(run));
     let panics = PANICS.with(|p| p.borrow_mut().take()).unwrap_or_default();
     match result {
         Ok(Ok(out)) if panics.is_empty() => Ok(Ok(out)),
@@ -125,6 +136,10 @@ fn run_guarded(scenario: &Scenario, seed: u64) -> Result<Result<RunOutput, Strin
 
 /// Runs `scenario` with `seed` `runs` times (at least 1; 2 checks `deterministic`).
 pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunReport, InputError> {
+    if scenario.is_agent_loop() {
+        // The agent-loop world has its own hosts, oracles and diagnosis (`loop_run`).
+        return super::loop_run::run_scenario(scenario, seed, runs);
+    }
     let runs = runs.max(1);
     let faults = scenario
         .faults
@@ -134,6 +149,7 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
     let base = RunReport {
         scenario_name: scenario.scenario.name.clone(),
         scenario_path: scenario.path.display().to_string(),
+        repro_flags: scenario.repro_flags.clone(),
         seed,
         faults,
         turn_outcomes: Vec::new(),
@@ -146,6 +162,7 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
         pending: Vec::new(),
         expected: Vec::new(),
         requests: Vec::new(),
+        goals: Vec::new(),
         verdict: Verdict::Pass,
     };
     let first = match run_guarded(scenario, seed)? {
@@ -168,6 +185,7 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
         events: first.trace.len(),
         end_ms: first.end_ms,
         pending: invariants::pending_tool_calls(&first.trace),
+        goals: super::coverage::reached(&first.trace),
         trace_text: text,
         requests: first.requests.clone(),
         ..base
@@ -189,11 +207,16 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
                 let again_text = render_events(&again.trace);
                 if let Some((line, left, right)) = first_divergence(&report.trace_text, &again_text)
                 {
+                    let t = left
+                        .split_whitespace()
+                        .next()
+                        .or_else(|| right.split_whitespace().next())
+                        .unwrap_or("?");
                     det.push(Violation {
                         invariant: DETERMINISTIC,
                         event: Some(line - 1),
                         message: format!(
-                            "the same seed gave a different trace; first divergence at line {line}:\n    run 1: {left}\n    run 2: {right}"
+                            "the same seed gave a different trace; first divergence at line {line}, simulated time {t} ms:\n    run 1: {left}\n    run 2: {right}"
                         ),
                     });
                     break;
@@ -209,6 +232,21 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
         report.invariants.push((DETERMINISTIC, det));
     }
 
+    let liveness = first
+        .outcomes
+        .is_none()
+        .then(|| liveness_diagnosis(&first, scenario));
+    report.invariants.push((
+        TURN_TERMINATES,
+        liveness
+            .iter()
+            .map(|d| Violation {
+                invariant: TURN_TERMINATES,
+                event: None,
+                message: d.clone(),
+            })
+            .collect(),
+    ));
     // client-model: expected failures of this profile (docs/findings.md) are reported, not
     // counted; an expected failure that does not happen is itself a failure (the finding no
     // longer reproduces).
@@ -235,11 +273,11 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
         || report
             .invariants
             .iter()
-            .any(|(id, v)| !v.is_empty() && !is_expected(id))
+            .any(|(id, v)| *id != TURN_TERMINATES && !v.is_empty() && !is_expected(id))
     {
         Verdict::Correctness
-    } else if first.outcomes.is_none() {
-        Verdict::Liveness(liveness_diagnosis(&first, scenario))
+    } else if let Some(d) = liveness {
+        Verdict::Liveness(d)
     } else {
         Verdict::Pass
     };
@@ -247,13 +285,7 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
 }
 
 fn liveness_diagnosis(out: &RunOutput, scenario: &Scenario) -> String {
-    let last_client = out
-        .trace
-        .iter()
-        .rev()
-        .find(|e| e.host == "client")
-        .map(|e| e.render().trim().to_string())
-        .unwrap_or_else(|| "none".into());
+    let last_client = out.trace.iter().rev().find(|e| e.host == "client");
     let turn = out
         .trace
         .iter()
@@ -263,10 +295,47 @@ fn liveness_diagnosis(out: &RunOutput, scenario: &Scenario) -> String {
             _ => None,
         })
         .unwrap_or(0);
+    let waiting = match last_client.map(|e| &e.obs) {
+        Some(Observation::ClientSend { path, .. }) => {
+            format!("waiting for the response to POST {path}")
+        }
+        Some(Observation::ClientResponse { .. }) | Some(Observation::ClientChunk { .. }) => {
+            let last = out.trace.iter().rev().find_map(|e| match &e.obs {
+                Observation::ClientChunk { run_id, seq_id, .. } => Some(format!(
+                    "run {} after seq {}",
+                    run_id.as_deref().unwrap_or("?"),
+                    seq_id.map_or("-".to_string(), |s| s.to_string())
+                )),
+                _ => None,
+            });
+            format!(
+                "reading a stream ({})",
+                last.unwrap_or_else(|| "no chunk yet".into())
+            )
+        }
+        Some(_) | None => "between requests".into(),
+    };
+    let pending = invariants::pending_tool_calls(&out.trace);
+    let pending = if pending.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; tool calls awaiting approval: {}",
+            pending
+                .iter()
+                .map(|(_, id)| id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
     format!(
-        "the client did not finish within the {} ms budget ({}); turn {turn} stuck after its last event: {last_client}",
-        scenario.limits.sim_time_ms,
-        out.stopped.as_deref().unwrap_or("stopped")
+        "turn {turn} stuck {waiting}{pending}; the world healed at {} ms and the run stopped at {} ms ({}); last client event: {}",
+        scenario.limits.heal_at_ms,
+        out.end_ms,
+        out.stopped.as_deref().unwrap_or("stopped"),
+        last_client
+            .map(|e| e.render().trim().to_string())
+            .unwrap_or_else(|| "none".into())
     )
 }
 
@@ -274,8 +343,8 @@ impl RunReport {
     /// The one command that reproduces this run.
     pub fn repro_command(&self) -> String {
         format!(
-            "cargo run --release -p sim -- run {} --seed {}",
-            self.scenario_path, self.seed
+            "cargo run --release -p sim -- run {} --seed {}{}",
+            self.scenario_path, self.seed, self.repro_flags
         )
     }
 
@@ -365,8 +434,8 @@ impl RunReport {
             Verdict::Correctness => {
                 let _ = writeln!(s, "verdict   FAIL (correctness)");
             }
-            Verdict::Liveness(d) => {
-                let _ = writeln!(s, "verdict   FAIL (liveness): {d}");
+            Verdict::Liveness(_) => {
+                let _ = writeln!(s, "verdict   FAIL (liveness)");
             }
             Verdict::Crash(p) => {
                 let _ = writeln!(s, "verdict   CRASH: {p}");

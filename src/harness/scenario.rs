@@ -60,10 +60,17 @@ pub struct Scenario {
     #[serde(default)]
     pub network: Network,
     pub provider: Provider,
+    /// Required for `letta` (checked in `validate`; absent in an agent-loop scenario).
+    #[serde(default)]
     pub agent: Agent,
+    /// Required for `letta` (checked in `validate`; absent in an agent-loop scenario).
+    #[serde(default)]
     pub client: ClientSection,
     #[serde(default)]
     pub permissions: Permissions,
+    /// The agent host of `system = "agent-loop"` (docs/scenario.md).
+    #[serde(default)]
+    pub agent_loop: Option<super::loop_scenario::AgentLoopSection>,
     #[serde(default)]
     pub faults: Vec<Spanned<Fault>>,
     #[serde(default)]
@@ -79,6 +86,13 @@ pub struct Scenario {
     pub path: PathBuf,
     #[serde(skip)]
     pub source: String,
+    /// Cassettes to use instead of the files `[provider] responses` names, by position (the
+    /// shrinker edits cassettes in memory).
+    #[serde(skip)]
+    pub cassette_overrides: std::collections::BTreeMap<usize, crate::cassette::Cassette>,
+    /// Extra flags the reproduce command needs (e.g. ` --swarm`).
+    #[serde(skip)]
+    pub repro_flags: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -131,6 +145,7 @@ pub struct Provider {
     /// `anthropic` or `openai_chat`.
     pub api: Spanned<String>,
     /// Provider-layer cassettes, one per model call, in call order.
+    #[serde(default)]
     pub responses: Vec<Spanned<String>>,
 }
 
@@ -144,6 +159,16 @@ pub struct Agent {
 
 fn default_model() -> String {
     "anthropic/claude-sonnet-4".into()
+}
+
+/// An absent `[agent]` (an agent-loop scenario has none; `letta` requires it in `validate`).
+impl Default for Agent {
+    fn default() -> Self {
+        Agent {
+            id: String::new(),
+            model: default_model(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -206,6 +231,24 @@ fn default_conversation() -> String {
     "default".into()
 }
 
+/// An absent `[client]` (an agent-loop scenario has none; `letta` requires it in `validate`).
+impl Default for ClientSection {
+    fn default() -> Self {
+        ClientSection {
+            conversation: default_conversation(),
+            tools: Vec::new(),
+            turns: Vec::new(),
+            files: Default::default(),
+            mode: default_mode(),
+            tool_ms: Default::default(),
+            default_tool_ms: default_tool_ms(),
+            backfill: true,
+            eof_grace_ms: None,
+            stall_ms: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tool {
@@ -253,112 +296,7 @@ impl Default for Permissions {
     }
 }
 
-/// An explicit fault.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Fault {
-    /// Reset the connection of the server's `response`-th streaming response (1-based) after it
-    /// has written `after_frame` frames.
-    DropConnection { response: u64, after_frame: u64 },
-    // ---- client-model: server behaviour (interim hooks, src/model/server/client_support.rs)
-    /// The `response`-th streaming response stops after `after_frame` frames and never ends.
-    Stall { response: u64, after_frame: u64 },
-    /// The `response`-th streaming response leaves out its frame number `frame` (1-based).
-    SkipFrame { response: u64, frame: u64 },
-    /// The `send`-th message send is answered 409 busy (another run holds the lock).
-    Busy { send: u64 },
-    /// The `send`-th message send starts its run, then is answered 409 busy naming it.
-    BusyOwnRun { send: u64 },
-    /// The `send`-th message send is answered 503 `cloud_api_shutting_down`.
-    ShuttingDown { send: u64 },
-    /// At the `send`-th message send a pending approval appears on the conversation (another
-    /// client left it); `http_409` answers the send with the 409 conflict, else in-band.
-    ApprovalAppears {
-        send: u64,
-        #[serde(default)]
-        http_409: bool,
-    },
-    /// The first `count` `POST /v1/runs/{id}/stream` requests are answered 500.
-    RunStreamFails { count: u64 },
-    /// Before the client starts, a Bash tool call `call_stale_start` is left pending on the
-    /// client's conversation (a previous session died mid-approval; reference B.5.4).
-    PendingAtStart,
-    // ---- client-model: client and user ------------------------------------------------------
-    /// The user interrupts turn `turn`: `during = "stream"` after `after_chunk` processed chunks,
-    /// `during = "tools"` `after_ms` into its first tool batch, or `during = "approval"` while
-    /// the approval dialog waits for the human.
-    Interrupt {
-        turn: u32,
-        during: String,
-        #[serde(default)]
-        after_chunk: Option<u32>,
-        #[serde(default)]
-        after_ms: Option<u64>,
-    },
-    /// The client process crashes in turn `turn`, `at = "after_tools"` (tools ran, results not
-    /// sent) or `at = "after_chunk"` (after `after_chunk` processed chunks), and restarts.
-    ClientCrash {
-        turn: u32,
-        at: String,
-        #[serde(default)]
-        after_chunk: Option<u32>,
-    },
-}
-
-impl fmt::Display for Fault {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Fault::DropConnection {
-                response,
-                after_frame,
-            } => write!(
-                f,
-                "drop_connection response={response} after_frame={after_frame}"
-            ),
-            Fault::Stall {
-                response,
-                after_frame,
-            } => write!(f, "stall response={response} after_frame={after_frame}"),
-            Fault::SkipFrame { response, frame } => {
-                write!(f, "skip_frame response={response} frame={frame}")
-            }
-            Fault::Busy { send } => write!(f, "busy send={send}"),
-            Fault::BusyOwnRun { send } => write!(f, "busy_own_run send={send}"),
-            Fault::ShuttingDown { send } => write!(f, "shutting_down send={send}"),
-            Fault::ApprovalAppears { send, http_409 } => {
-                write!(f, "approval_appears send={send} http_409={http_409}")
-            }
-            Fault::RunStreamFails { count } => write!(f, "run_stream_fails count={count}"),
-            Fault::PendingAtStart => write!(f, "pending_at_start"),
-            Fault::Interrupt {
-                turn,
-                during,
-                after_chunk,
-                after_ms,
-            } => {
-                write!(f, "interrupt turn={turn} during={during}")?;
-                if let Some(n) = after_chunk {
-                    write!(f, " after_chunk={n}")?;
-                }
-                if let Some(n) = after_ms {
-                    write!(f, " after_ms={n}")?;
-                }
-                Ok(())
-            }
-            Fault::ClientCrash {
-                turn,
-                at,
-                after_chunk,
-            } => {
-                write!(f, "client_crash turn={turn} at={at}")?;
-                if let Some(n) = after_chunk {
-                    write!(f, " after_chunk={n}")?;
-                }
-                Ok(())
-            }
-        }
-    }
-}
+pub use super::faults::Fault;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -369,6 +307,20 @@ pub struct Limits {
     /// Upper bound on requests per user turn.
     #[serde(default = "default_requests")]
     pub requests_per_turn: u32,
+    /// When every fault stops and the world is repaired (partitions healed, crashed hosts
+    /// restarted). Safety is checked throughout; liveness is judged after this.
+    #[serde(default = "default_heal")]
+    pub heal_at_ms: u64,
+    /// After healing, every turn must end within this much simulated time (`turn-terminates`).
+    #[serde(default = "default_liveness")]
+    pub liveness_ms: u64,
+}
+
+fn default_heal() -> u64 {
+    120_000
+}
+fn default_liveness() -> u64 {
+    300_000
 }
 
 fn default_sim_time() -> u64 {
@@ -383,6 +335,8 @@ impl Default for Limits {
         Limits {
             sim_time_ms: default_sim_time(),
             requests_per_turn: default_requests(),
+            heal_at_ms: default_heal(),
+            liveness_ms: default_liveness(),
         }
     }
 }
@@ -421,6 +375,67 @@ pub struct Planted {
     /// Breaks lock-safety: approved tools all run at once.
     #[serde(default)]
     pub client_no_resource_locks: bool,
+    /// Client has no stall window: a silent stream is waited on forever (breaks turn-terminates).
+    #[serde(default)]
+    pub client_waits_forever_on_silence: bool,
+    // ---- agent loop (issue 5) ----
+    /// The loop records tool results in completion order, not provider order (breaks
+    /// loop-envelope).
+    #[serde(default)]
+    pub loop_results_in_completion_order: bool,
+    /// The loop's scheduler drains its queue without checking the running tasks (breaks
+    /// lock-safety).
+    #[serde(default)]
+    pub loop_scheduler_drain_ignores_active: bool,
+}
+
+impl Planted {
+    /// The invariants these switches are there to break (a canary must be caught by them).
+    pub fn expected_failures(&self) -> Vec<&'static str> {
+        use super::invariants::{DETERMINISTIC, TOOL_CALL_RESOLVED, TURN_TERMINATES};
+        let mut v = Vec::new();
+        if self.server_accepts_message_while_pending {
+            v.push(TOOL_CALL_RESOLVED);
+        }
+        if self.client_nondeterministic_otids {
+            v.push(DETERMINISTIC);
+        }
+        if self.client_waits_forever_on_silence {
+            v.push(TURN_TERMINATES);
+        }
+        if self.loop_results_in_completion_order {
+            v.push(super::invariants::LOOP_ENVELOPE);
+        }
+        if self.loop_scheduler_drain_ignores_active {
+            v.push(super::invariants::LOCK_SAFETY);
+        }
+        // client-model: one planted client defect per client invariant.
+        use super::invariants as inv;
+        for (on, id) in [
+            (
+                self.client_reexecute_pending_on_restart,
+                inv::NO_DOUBLE_EXECUTION,
+            ),
+            (self.client_resume_from_zero, inv::STREAM_GAPLESS),
+            (
+                self.client_drop_approvals_on_resume,
+                inv::STOP_REASON_CONSISTENT,
+            ),
+            (self.client_braces_args_fallback, inv::ARGS_INTACT),
+            (self.client_unbounded_busy_retries, inv::BUDGET_RESPECTED),
+            (self.client_stale_denial_as_user, inv::APPROVAL_ATTRIBUTION),
+            (
+                self.client_results_in_completion_order,
+                inv::RESULTS_ORDERED,
+            ),
+            (self.client_no_resource_locks, inv::LOCK_SAFETY),
+        ] {
+            if on && !v.contains(&id) {
+                v.push(id);
+            }
+        }
+        v
+    }
 }
 
 impl Scenario {
@@ -453,6 +468,11 @@ impl Scenario {
         Ok(s)
     }
 
+    /// True for `system = "agent-loop"` (the Kimi Code turn loop against the fake provider).
+    pub fn is_agent_loop(&self) -> bool {
+        self.scenario.system.get_ref() == super::loop_scenario::SYSTEM
+    }
+
     pub fn error_at(&self, span: std::ops::Range<usize>, msg: impl Into<String>) -> InputError {
         InputError::at(
             &self.path.display().to_string(),
@@ -464,12 +484,19 @@ impl Scenario {
 
     fn validate(&self) -> Result<(), InputError> {
         let system = &self.scenario.system;
+        if system.get_ref() == super::loop_scenario::SYSTEM {
+            return super::loop_scenario::validate(self);
+        }
         if system.get_ref() != "letta" {
             return Err(self.error_at(
                 system.span(),
-                format!("unknown system {:?}: expected \"letta\"", system.get_ref()),
+                format!(
+                    "unknown system {:?}: expected \"letta\" or \"agent-loop\"",
+                    system.get_ref()
+                ),
             ));
         }
+        super::loop_scenario::check_letta_sections(self)?;
         let profile = &self.scenario.client_profile;
         if crate::model::client::Profile::from_name(profile.get_ref()).is_none() {
             return Err(self.error_at(
@@ -554,48 +581,8 @@ impl Scenario {
             });
         }
         for f in &self.faults {
-            let bad = match f.get_ref() {
-                Fault::DropConnection { response, .. }
-                | Fault::Stall { response, .. }
-                | Fault::SkipFrame { response, .. } => {
-                    (*response == 0).then_some("response numbers start at 1")
-                }
-                Fault::Busy { send }
-                | Fault::BusyOwnRun { send }
-                | Fault::ShuttingDown { send }
-                | Fault::ApprovalAppears { send, .. } => {
-                    (*send == 0).then_some("send numbers start at 1")
-                }
-                Fault::RunStreamFails { .. } | Fault::PendingAtStart => None,
-                Fault::Interrupt {
-                    turn,
-                    during,
-                    after_chunk,
-                    after_ms,
-                } => match (during.as_str(), after_chunk, after_ms) {
-                    _ if *turn == 0 => Some("turn numbers start at 1"),
-                    ("stream", Some(n), None) if *n > 0 => None,
-                    ("tools", None, Some(_)) => None,
-                    ("approval", None, None) => None,
-                    _ => Some(
-                        "an interrupt is during = \"stream\" with after_chunk >= 1, during = \"tools\" with after_ms, or during = \"approval\"",
-                    ),
-                },
-                Fault::ClientCrash {
-                    turn,
-                    at,
-                    after_chunk,
-                } => match (at.as_str(), after_chunk) {
-                    _ if *turn == 0 => Some("turn numbers start at 1"),
-                    ("after_tools", None) => None,
-                    ("after_chunk", Some(n)) if *n > 0 => None,
-                    _ => Some(
-                        "a client crash is at = \"after_tools\", or at = \"after_chunk\" with after_chunk >= 1",
-                    ),
-                },
-            };
-            if let Some(msg) = bad {
-                return Err(self.error_at(f.span(), msg));
+            if let Some(problem) = f.get_ref().problem() {
+                return Err(self.error_at(f.span(), problem));
             }
         }
         Ok(())
@@ -672,5 +659,109 @@ fn parse_permission(s: &str) -> Option<crate::model::client::approvals::Permissi
         "ask" => Some(Permission::Ask),
         "deny" => Some(Permission::Deny),
         _ => None,
+    }
+}
+
+/// Writes TOML text for scenarios the harness generates (shrunk reproductions).
+impl Scenario {
+    /// The scenario as a standalone TOML file whose cassettes are `cassette_paths` (one per
+    /// provider response, relative to where the file will be written).
+    pub fn to_toml(&self, cassette_paths: &[String], header: &str) -> String {
+        use std::fmt::Write as _;
+        if self.is_agent_loop() {
+            return super::loop_scenario::to_toml(self, cassette_paths, header);
+        }
+        let q = |s: &str| toml::Value::String(s.to_string()).to_string();
+        let list = |v: &[String]| v.iter().map(|x| q(x)).collect::<Vec<_>>().join(", ");
+        let mut s = String::new();
+        for line in header.lines() {
+            let _ = writeln!(s, "# {line}");
+        }
+        // Top-level keys must come before the first table.
+        if !self.faults.is_empty() {
+            let _ = writeln!(s, "\nfaults = [");
+            for f in &self.faults {
+                let _ = writeln!(s, "  {},", f.get_ref().to_toml());
+            }
+            let _ = writeln!(s, "]");
+        }
+        let _ = writeln!(s, "\n[scenario]");
+        let _ = writeln!(s, "name = {}", q(&self.scenario.name));
+        let _ = writeln!(s, "description = {}", q(&self.scenario.description));
+        let _ = writeln!(s, "system = {}", q(self.scenario.system.get_ref()));
+        let _ = writeln!(
+            s,
+            "client_profile = {}",
+            q(self.scenario.client_profile.get_ref())
+        );
+        let _ = writeln!(s, "\n[network]");
+        let _ = writeln!(s, "tick_ms = {}", self.network.tick_ms);
+        let _ = writeln!(
+            s,
+            "latency_ms = [{}, {}]",
+            self.network.latency_ms[0], self.network.latency_ms[1]
+        );
+        let _ = writeln!(s, "\n[provider]");
+        let _ = writeln!(s, "api = {}", q(self.provider.api.get_ref()));
+        let _ = writeln!(s, "responses = [{}]", list(cassette_paths));
+        let _ = writeln!(s, "\n[agent]");
+        let _ = writeln!(s, "id = {}", q(&self.agent.id));
+        let _ = writeln!(s, "model = {}", q(&self.agent.model));
+        let _ = writeln!(s, "\n[client]");
+        let _ = writeln!(s, "conversation = {}", q(&self.client.conversation));
+        let _ = writeln!(s, "turns = [{}]", list(&self.client.turns));
+        for t in &self.client.tools {
+            let _ = writeln!(s, "\n[[client.tools]]");
+            let _ = writeln!(s, "name = {}", q(&t.name));
+            if let Some(d) = &t.description {
+                let _ = writeln!(s, "description = {}", q(d));
+            }
+            if let Some(p) = &t.parameters {
+                let _ = writeln!(s, "parameters = {p}");
+            }
+        }
+        if !self.client.files.is_empty() {
+            let _ = writeln!(s, "\n[client.files]");
+            for (k, v) in &self.client.files {
+                let _ = writeln!(s, "{} = {}", q(k), q(v));
+            }
+        }
+        let p = &self.permissions;
+        let _ = writeln!(s, "\n[permissions]");
+        let _ = writeln!(s, "default = {}", q(p.default.get_ref()));
+        let _ = writeln!(s, "allow = [{}]", list(&p.allow));
+        let _ = writeln!(s, "ask = [{}]", list(&p.ask));
+        let _ = writeln!(s, "deny = [{}]", list(&p.deny));
+        let human: Vec<String> = p.human.iter().map(|h| h.get_ref().clone()).collect();
+        let _ = writeln!(s, "human = [{}]", list(&human));
+        let l = &self.limits;
+        let _ = writeln!(s, "\n[limits]");
+        let _ = writeln!(s, "sim_time_ms = {}", l.sim_time_ms);
+        let _ = writeln!(s, "requests_per_turn = {}", l.requests_per_turn);
+        let _ = writeln!(s, "heal_at_ms = {}", l.heal_at_ms);
+        let _ = writeln!(s, "liveness_ms = {}", l.liveness_ms);
+        let pl = &self.planted;
+        if pl.server_accepts_message_while_pending
+            || pl.client_nondeterministic_otids
+            || pl.client_waits_forever_on_silence
+        {
+            let _ = writeln!(s, "\n[planted]");
+            let _ = writeln!(
+                s,
+                "server_accepts_message_while_pending = {}",
+                pl.server_accepts_message_while_pending
+            );
+            let _ = writeln!(
+                s,
+                "client_nondeterministic_otids = {}",
+                pl.client_nondeterministic_otids
+            );
+            let _ = writeln!(
+                s,
+                "client_waits_forever_on_silence = {}",
+                pl.client_waits_forever_on_silence
+            );
+        }
+        s
     }
 }

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::env::{AddressBook, TcpEnv};
+use super::faults::NowFn;
 use super::scenario::{InputError, Scenario};
 use super::trace::Trace;
-use super::world::{EPOCH_UNIX_MS, NowFn, RunOutput, world_parts};
+use super::world::{EPOCH_UNIX_MS, RunOutput, world_parts};
 use crate::model::{client, provider, server};
 
 /// Runs `scenario` once on real loopback TCP, in real time, on a fresh tokio runtime.
@@ -25,6 +26,7 @@ pub fn run_once_tcp(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputEr
         })?;
     runtime.block_on(async {
         let trace = Trace::new();
+        // Real time on purpose: this runner is real TCP, never a simulation.
         let start = tokio::time::Instant::now();
         let now: NowFn = Arc::new(move || start.elapsed().as_millis() as u64);
         let parts = world_parts(scenario, seed, &trace, now)?;
@@ -34,7 +36,7 @@ pub fn run_once_tcp(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputEr
         let provider_task = tokio::spawn(provider::run(
             env("provider"),
             parts.provider.clone(),
-            parts.provider_calls.clone(),
+            parts.provider_state.clone(),
         ));
         let server_task = tokio::spawn(server::run(
             env("server"),
@@ -65,6 +67,7 @@ pub fn run_once_tcp(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputEr
             end_ms: start.elapsed().as_millis() as u64,
             workspace,
             requests,
+            store: parts.store.clone(),
         })
     })
 }

@@ -4,13 +4,13 @@
 //! Seeds: one run seed; every consumer gets a seed derived from it by name
 //! ([`derive_seed`]), so adding a consumer never shifts another's stream.
 
-use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 
 use super::env::SimEnv;
+use super::faults::{FaultRuntime, NowFn, PlanHooks};
 use super::scenario::{Fault, InputError, Scenario};
 use super::trace::Trace;
 use crate::model::client::approvals::{Permission, PermissionRules};
@@ -20,11 +20,9 @@ use crate::model::client::{
     Progress, Timers, TurnOutcome,
 };
 use crate::model::observe::Observation;
-use crate::model::provider::{self, ProviderConfig, ProviderResponse};
-use crate::model::server::client_support::SendFault;
+use crate::model::provider::{self, ProviderConfig, ProviderResponse, ProviderState};
 use crate::model::server::{
-    self, AgentConfig, ServerBugs, ServerConfig, SharedStore, Store, StoredToolCall, StreamFault,
-    StreamHooks,
+    self, AgentConfig, ServerBugs, ServerConfig, SharedStore, Store, StoredToolCall,
 };
 use crate::model::tools::Workspace;
 use crate::wire::letta::ClientTool;
@@ -46,7 +44,6 @@ pub fn derive_seed(seed: u64, label: &str) -> u64 {
 }
 
 /// Everything one simulation produced.
-#[derive(Debug)]
 pub struct RunOutput {
     pub trace: Vec<super::trace::TraceEvent>,
     /// Outcomes per turn; `None` if the client never finished.
@@ -57,100 +54,28 @@ pub struct RunOutput {
     pub end_ms: u64,
     /// The client workspace at the end (side-effect counters).
     pub workspace: Workspace,
+    /// The server's durable store at the end (runs and their logs, conversations).
+    pub store: SharedStore,
     /// client-model: every request the client sent, in order (the conformance log).
     pub requests: Vec<RequestRecord>,
 }
 
-/// Reads the current time for fault reports; simulated under turmoil, real on TCP.
-pub type NowFn = Arc<dyn Fn() -> u64 + Send + Sync>;
-
-/// Stream faults from the scenario's explicit plan.
-struct PlannedFaults {
-    faults: Vec<Fault>,
-    trace: Trace,
-    now: NowFn,
-}
-
-impl PlannedFaults {
-    fn report(&self, f: &Fault) {
-        self.trace.push(
-            (self.now)(),
-            "harness",
-            Observation::Fault {
-                fault: f.to_string(),
-            },
-        );
-    }
-}
-
-impl StreamHooks for PlannedFaults {
-    fn before_frame(&self, response: u64, frame: u64) -> StreamFault {
-        for f in &self.faults {
-            let hit = match f {
-                Fault::DropConnection {
-                    response: r,
-                    after_frame,
-                } if *r == response && frame == after_frame + 1 => StreamFault::Reset,
-                // client-model: the other frame faults.
-                Fault::Stall {
-                    response: r,
-                    after_frame,
-                } if *r == response && frame == after_frame + 1 => StreamFault::Stall,
-                Fault::SkipFrame {
-                    response: r,
-                    frame: n,
-                } if *r == response && frame == *n => StreamFault::Skip,
-                _ => continue,
-            };
-            self.report(f);
-            return hit;
-        }
-        StreamFault::Pass
-    }
-
-    // client-model: send-side faults.
-    fn on_send(&self, send: u64) -> SendFault {
-        for f in &self.faults {
-            let fault = match f {
-                Fault::Busy { send: n } if *n == send => SendFault::Busy,
-                Fault::BusyOwnRun { send: n } if *n == send => SendFault::BusyOwnRun,
-                Fault::ShuttingDown { send: n } if *n == send => SendFault::ShuttingDown,
-                Fault::ApprovalAppears { send: n, http_409 } if *n == send => {
-                    SendFault::ApprovalAppears {
-                        call: StoredToolCall {
-                            id: format!("call_stale_{send}"),
-                            name: "Bash".into(),
-                            arguments: r#"{"command": "echo stale", "description": "left pending by another client"}"#.into(),
-                        },
-                        http_409: *http_409,
-                    }
-                }
-                _ => continue,
-            };
-            self.report(f);
-            return fault;
-        }
-        SendFault::Pass
-    }
-
-    fn fail_run_stream(&self, n: u64) -> bool {
-        for f in &self.faults {
-            if let Fault::RunStreamFails { count } = f
-                && n <= *count
-            {
-                self.report(f);
-                return true;
-            }
-        }
-        false
+impl std::fmt::Debug for RunOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOutput")
+            .field("events", &self.trace.len())
+            .field("outcomes", &self.outcomes)
+            .field("stopped", &self.stopped)
+            .field("end_ms", &self.end_ms)
+            .finish_non_exhaustive()
     }
 }
 
 /// Configs and durable state of one world, the same whichever network it runs on.
 pub struct WorldParts {
     pub provider: Arc<ProviderConfig>,
-    /// The provider's durable state: how many calls it has answered.
-    pub provider_calls: Arc<AtomicU32>,
+    /// The provider's durable state: calls answered, next cassette.
+    pub provider_state: Arc<Mutex<ProviderState>>,
     pub server: ServerConfig,
     /// The server's durable store.
     pub store: SharedStore,
@@ -199,15 +124,12 @@ pub fn world_parts(
             },
         );
     }
-    let hooks: Arc<dyn StreamHooks> = Arc::new(PlannedFaults {
-        faults: scenario
-            .faults
-            .iter()
-            .map(|f| f.get_ref().clone())
-            .collect(),
-        trace: trace.clone(),
-        now,
-    });
+    let plan: Vec<Fault> = scenario
+        .faults
+        .iter()
+        .map(|f| f.get_ref().clone())
+        .collect();
+    let hooks = PlanHooks::new(&plan, trace, now);
     let server = ServerConfig {
         port: SERVER_PORT,
         provider_addr: format!("provider:{PROVIDER_PORT}"),
@@ -217,7 +139,7 @@ pub fn world_parts(
         bugs: ServerBugs {
             accept_message_while_pending: scenario.planted.server_accepts_message_while_pending,
         },
-        hooks,
+        hooks: hooks.clone(),
     };
     let workspace = Arc::new(Mutex::new(Workspace::with_files(
         scenario
@@ -230,8 +152,9 @@ pub fn world_parts(
         provider: Arc::new(ProviderConfig {
             port: PROVIDER_PORT,
             responses,
+            hooks,
         }),
-        provider_calls: Arc::new(AtomicU32::new(0)),
+        provider_state: Arc::new(Mutex::new(ProviderState::default())),
         server,
         store,
         client: client_config(scenario, seed)?,
@@ -246,6 +169,11 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
     let trace = Trace::new();
     let now: NowFn = Arc::new(|| turmoil::sim_elapsed().map_or(0, |d| d.as_millis() as u64));
     let parts = world_parts(scenario, seed, &trace, now)?;
+    let plan: Vec<Fault> = scenario
+        .faults
+        .iter()
+        .map(|f| f.get_ref().clone())
+        .collect();
 
     let mut builder = turmoil::Builder::new();
     builder
@@ -260,13 +188,13 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
     {
         let trace = trace.clone();
         let config = parts.provider.clone();
-        let calls = parts.provider_calls.clone();
+        let state = parts.provider_state.clone();
         sim.host("provider", move || {
             let env = SimEnv::new("provider", trace.clone(), EPOCH_UNIX_MS);
             let config = config.clone();
-            let calls = calls.clone();
+            let state = state.clone();
             async move {
-                provider::run(env, config, calls)
+                provider::run(env, config, state)
                     .await
                     .map_err(|e| e.to_string().into())
             }
@@ -289,7 +217,9 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
         });
     }
     // client-model: the client is a host, so it can crash and restart (turmoil re-runs the
-    // closure on bounce); a completion flag ends the run, a crash flag asks for a bounce.
+    // closure on bounce); a completion flag ends the run. Each (re)start counts in the
+    // progress, so a restarted process draws fresh otids; a crash the client asked for
+    // (`client_crash`) also marks its turn crashed, a crash from the fault plan re-runs it.
     let outcomes: Arc<Mutex<Option<Vec<TurnOutcome>>>> = Arc::new(Mutex::new(None));
     let crash_requested = Arc::new(std::sync::atomic::AtomicBool::new(false));
     {
@@ -300,6 +230,7 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
         let outcomes = outcomes.clone();
         let config = parts.client.clone();
         let crash_requested = crash_requested.clone();
+        let starts = Arc::new(std::sync::atomic::AtomicU32::new(0));
         sim.host("client", move || {
             let env = SimEnv::new("client", trace.clone(), EPOCH_UNIX_MS);
             let workspace = workspace.clone();
@@ -308,6 +239,8 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
             let outcomes = outcomes.clone();
             let config = config.clone();
             let flag = crash_requested.clone();
+            let n = starts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            progress.lock().unwrap().restarts = n;
             async move {
                 let crash: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
                     flag.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -327,14 +260,24 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
         });
     }
 
+    let mut faults = FaultRuntime::new(&plan, scenario.network.latency_ms[1]);
+    let heal_at = scenario.limits.heal_at_ms;
+    let deadline = heal_at.saturating_add(scenario.limits.liveness_ms);
     let mut stopped = None;
-    let budget = Duration::from_millis(scenario.limits.sim_time_ms);
     loop {
         if let Err(e) = sim.step() {
             stopped = Some(e.to_string());
             break;
         }
         if outcomes.lock().unwrap().is_some() {
+            break;
+        }
+        // The client is a host, so turmoil's own duration check (clients only) does not apply.
+        if sim.elapsed() > Duration::from_millis(scenario.limits.sim_time_ms) {
+            stopped = Some(format!(
+                "Ran for duration: {:?} without completing",
+                Duration::from_millis(scenario.limits.sim_time_ms)
+            ));
             break;
         }
         if crash_requested.swap(false, std::sync::atomic::Ordering::SeqCst) {
@@ -351,13 +294,19 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
                 let mut p = parts.progress.lock().unwrap();
                 p.outcomes.push(TurnOutcome::Crashed);
                 p.next_turn += 1;
-                p.restarts += 1;
             }
             sim.bounce("client");
         }
-        if sim.elapsed() > budget {
+        let now = sim.elapsed().as_millis() as u64;
+        if now >= heal_at {
+            faults.heal(&mut sim, now, &trace);
+        } else {
+            faults.on_step(&mut sim, now, &trace);
+        }
+        if now >= deadline {
             stopped = Some(format!(
-                "Ran for duration: {budget:?} without the client completing"
+                "not finished {} ms after the world healed at {heal_at} ms",
+                scenario.limits.liveness_ms
             ));
             break;
         }
@@ -373,6 +322,7 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
         stopped,
         end_ms,
         workspace,
+        store: parts.store.clone(),
         requests,
     })
 }
@@ -467,6 +417,7 @@ fn client_config(scenario: &Scenario, seed: u64) -> Result<ClientConfig, InputEr
         crashes,
         bugs: ClientBugs {
             nondeterministic_otids: pl.client_nondeterministic_otids,
+            waits_forever_on_silence: pl.client_waits_forever_on_silence,
             reexecute_pending_on_restart: pl.client_reexecute_pending_on_restart,
             resume_from_zero: pl.client_resume_from_zero,
             drop_approvals_on_resume: pl.client_drop_approvals_on_resume,

@@ -126,6 +126,9 @@ pub struct ClientBugs {
     pub results_in_completion_order: bool,
     /// Breaks `lock-safety`: every approved tool runs concurrently, whatever its resource key.
     pub no_resource_locks: bool,
+    /// Breaks `turn-terminates`: no stall reconciler and no silence bound, so a stream that goes
+    /// silent without closing is waited on forever.
+    pub waits_forever_on_silence: bool,
 }
 
 /// When a scripted interrupt fires (letta-protocol.md §9).

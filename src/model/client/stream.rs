@@ -122,7 +122,7 @@ impl SdkFrames {
                 }));
             }
             Some(_) => {}
-            None => match LettaChunk::from_json(&ev.data) {
+            None => match sdk_chunk(&ev.data) {
                 Ok(c) => out.push_back(SdkEvent::Chunk(Box::new(c))),
                 Err(e) => {
                     self.finished = true;
@@ -139,6 +139,29 @@ impl SdkFrames {
     pub fn finished(&self) -> bool {
         self.finished
     }
+}
+
+/// The SDK's `JSON.parse` of a data-only event (letta-protocol.md §1.1): only text that is not
+/// JSON throws. The SDK validates nothing, so a JSON value our typed decoder rejects is still a
+/// chunk: top-level `null` fields read as absent (a real keepalive ping carries `"date":null,
+/// "seq_id":null`, captures/letta_server f3), and anything else undecodable is kept as
+/// [`LettaChunk::Unknown`] for the processor's unknown-type rule.
+fn sdk_chunk(data: &str) -> Result<LettaChunk, serde_json::Error> {
+    let value: Value = serde_json::from_str(data)?;
+    if let Ok(c) = serde_json::from_value::<LettaChunk>(value.clone()) {
+        return Ok(c);
+    }
+    if let Value::Object(map) = &value {
+        let stripped: serde_json::Map<String, Value> = map
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if let Ok(c) = serde_json::from_value::<LettaChunk>(Value::Object(stripped)) {
+            return Ok(c);
+        }
+    }
+    Ok(LettaChunk::Unknown(value))
 }
 
 /// An SSE response body read the way the SDK reads it.
@@ -487,6 +510,9 @@ pub struct DrainOptions {
     pub is_resume: bool,
     /// StreamProcessor rule 6 reads `tool_returns[]` (reference profile).
     pub consult_tool_returns: bool,
+    /// Drop frames repeating a seq id already processed in this drain (reference profile;
+    /// see `StreamProcessor::dropping_repeats`).
+    pub drop_repeated_seq: bool,
 }
 
 impl Default for DrainOptions {
@@ -499,6 +525,7 @@ impl Default for DrainOptions {
             skip_cancel_tools_on_error: false,
             is_resume: false,
             consult_tool_returns: false,
+            drop_repeated_seq: false,
         }
     }
 }
@@ -550,8 +577,9 @@ pub async fn drain<S: ChunkSource, L: RunStatusLookup>(
     observe: &dyn Fn(Observation),
     hook: ChunkHook<'_>,
 ) -> DrainResult {
-    let mut proc =
-        StreamProcessor::new(opts.threshold).consulting_tool_returns(opts.consult_tool_returns);
+    let mut proc = StreamProcessor::new(opts.threshold)
+        .consulting_tool_returns(opts.consult_tool_returns)
+        .dropping_repeats(opts.drop_repeated_seq);
     let gen0 = interrupt.generation();
     let mut signal = interrupt.subscribe();
     let mut fallback_error: Option<String> = None;

@@ -43,6 +43,11 @@ pub struct StreamProcessor {
     /// Rule 6 also consults `tool_returns[]` entries (the reference profile). The published
     /// client reads only the top-level `tool_call_id` (letta-protocol.md §10.3 item 4).
     consult_tool_returns: bool,
+    /// Drop a chunk whose `seq_id` is at or below the highest one already processed in this
+    /// drain (the reference profile). The published client has no such check: §4.1 rule 1 only
+    /// compares against the resume threshold, so a frame delivered twice is processed twice.
+    drop_repeats: bool,
+    max_seen: Option<u64>,
     pub run_ids: Vec<String>,
     pub last_run_id: Option<String>,
     pub last_seq_id: Option<u64>,
@@ -66,18 +71,36 @@ impl StreamProcessor {
         self
     }
 
+    /// Also drops repeated frames within one drain (see [`StreamProcessor::drop_repeats`]);
+    /// the reference profile's answer to a duplicated SSE frame.
+    pub fn dropping_repeats(mut self, yes: bool) -> Self {
+        self.drop_repeats = yes;
+        self
+    }
+
     /// Applies the rules of letta-protocol.md §4.1, in order.
     pub fn process(&mut self, chunk: &LettaChunk) -> Processed {
         let seq = chunk.seq_id();
+        let skip = Processed {
+            output: false,
+            skipped: true,
+            error: None,
+        };
         // 1. At or below the threshold: nothing is recorded.
         if let (Some(s), Some(t)) = (seq, self.threshold)
             && s <= t
         {
-            return Processed {
-                output: false,
-                skipped: true,
-                error: None,
-            };
+            return skip;
+        }
+        // 1'. (reference only) At or below the highest seq id of this drain: a repeated frame.
+        if self.drop_repeats
+            && let (Some(s), Some(m)) = (seq, self.max_seen)
+            && s <= m
+        {
+            return skip;
+        }
+        if let Some(s) = seq {
+            self.max_seen = Some(self.max_seen.map_or(s, |m| m.max(s)));
         }
         // 2. run id (last one wins).
         if let Some(r) = chunk.run_id() {
@@ -238,6 +261,26 @@ mod tests {
         let r = p.process(&chunk(r#"{"id":"x","message_type":"assistant_message","seq_id":4,"run_id":"r","content":"a"}"#));
         assert!(r.output);
         assert_eq!(p.last_seq_id, Some(4));
+    }
+
+    #[test]
+    fn repeated_frames_are_processed_twice_unless_dropping_repeats() {
+        let args = r#"{"id":"m1","message_type":"approval_request_message","seq_id":2,"run_id":"r","tool_call":{"name":"Bash","arguments":"{\"a\":1}","tool_call_id":"t1"}}"#;
+        // The published client: the duplicate is output again and its arguments appended twice.
+        let mut p = StreamProcessor::new(None);
+        assert!(p.process(&chunk(args)).output);
+        assert!(p.process(&chunk(args)).output);
+        assert_eq!(p.take_approvals()[0].tool_args, r#"{"a":1}{"a":1}"#);
+        // The reference: the second copy is skipped; a keepalive ping repeating the seq too.
+        let mut p = StreamProcessor::new(None).dropping_repeats(true);
+        assert!(p.process(&chunk(args)).output);
+        assert!(p.process(&chunk(args)).skipped);
+        assert!(
+            p.process(&chunk(r#"{"id":"p","message_type":"ping","seq_id":2}"#))
+                .skipped
+        );
+        assert!(!p.process(&chunk(r#"{"id":"m2","message_type":"assistant_message","seq_id":3,"run_id":"r","content":"a"}"#)).skipped);
+        assert_eq!(p.take_approvals()[0].tool_args, r#"{"a":1}"#);
     }
 
     #[test]

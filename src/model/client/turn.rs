@@ -36,6 +36,9 @@ use crate::wire::letta::{
 /// repeats "until none"; every loop is bounded, DESIGN.md §4 rule 5).
 pub const RESOLVE_ALL_MAX_ROUNDS: u32 = 5;
 
+/// "Forever" for the planted `waits_forever_on_silence` (ten years of simulated time).
+const PLANTED_FOREVER_MS: u64 = 10 * 365 * 24 * 3600 * 1000;
+
 /// The planted busy budget that breaks `budget-respected`.
 const PLANTED_BUSY_RETRIES: u32 = 5;
 
@@ -450,11 +453,20 @@ impl<B: Backend> Client<B> {
             drain: DrainOptions {
                 threshold,
                 eof_grace_ms: self.config.timers.eof_grace_ms,
-                stall_ms: self.config.timers.stall_ms,
-                max_silence_ms: self.config.timers.max_silence_ms,
+                stall_ms: if self.config.bugs.waits_forever_on_silence {
+                    PLANTED_FOREVER_MS
+                } else {
+                    self.config.timers.stall_ms
+                },
+                max_silence_ms: if self.config.bugs.waits_forever_on_silence {
+                    PLANTED_FOREVER_MS
+                } else {
+                    self.config.timers.max_silence_ms
+                },
                 skip_cancel_tools_on_error: true,
                 is_resume: false,
                 consult_tool_returns: self.config.profile == Profile::Reference,
+                drop_repeated_seq: self.config.profile == Profile::Reference,
             },
             planted_braces_args_fallback: self.config.bugs.braces_args_fallback,
             planted_resume_from_zero: self.config.bugs.resume_from_zero,

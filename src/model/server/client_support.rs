@@ -1,7 +1,7 @@
 //! client-model (interim): the server routes and send faults the faithful client model (issue
 //! 4) exercises, on the skeleton server. The faithful server model (issue 3, another branch)
 //! implements the same endpoints with the same JSON shapes and the same hook names
-//! (`StreamHooks::on_send`, `fail_run_stream`, `StreamFault::{Skip, Stall}`); when it lands this
+//! (`StreamHooks::on_send`, `fail_run_stream`, `StreamFault::{Drop, Stall}`); when it lands this
 //! file is superseded and can be deleted, keeping only what the other branch lacks (marked
 //! "client-only" below).
 //!

@@ -75,18 +75,7 @@ pub trait StreamHooks: Send + Sync + 'static {
     }
 }
 
-/// What happens to a frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StreamFault {
-    Pass,
-    /// Abort the connection before this frame (the client sees an unexpected EOF).
-    Reset,
-    // client-model (interim): the server branch's two other frame faults, same names.
-    /// Leave this frame out (e.g. a lost stop_reason).
-    Skip,
-    /// Stop writing and keep the body open forever (a stall; after `[DONE]`, a body left open).
-    Stall,
-}
+pub use super::faults::StreamFault;
 
 /// No faults.
 pub struct NoHooks;
@@ -762,6 +751,10 @@ fn stream_response(
         response_no: u64,
         hooks: Arc<dyn StreamHooks>,
         ended: bool,
+        /// A cut-inside fault wrote half a frame; the next poll resets.
+        cut_pending: bool,
+        /// A duplicate fault: this frame is written again next.
+        repeat: Option<String>,
     }
     let state = Follow {
         store: store.clone(),
@@ -772,8 +765,18 @@ fn stream_response(
         response_no,
         hooks: config.hooks.clone(),
         ended: false,
+        cut_pending: false,
+        repeat: None,
     };
     let body = futures::stream::unfold(state, |mut s| async move {
+        if s.cut_pending {
+            s.cut_pending = false;
+            s.ended = true;
+            return Some((Err(reset("fault: connection reset inside a frame")), s));
+        }
+        if let Some(text) = s.repeat.take() {
+            return Some((Ok(Frame::data(Bytes::from(text))), s));
+        }
         if s.ended {
             return None;
         }
@@ -802,33 +805,40 @@ fn stream_response(
                 Some(Some(text)) => {
                     s.frame += 1;
                     let is_done = text.starts_with("data: [DONE]");
-                    match s.hooks.before_frame(s.response_no, s.frame) {
+                    let fault = s.hooks.before_frame(s.response_no, s.frame);
+                    let advance = |s: &mut Follow| {
+                        if is_done {
+                            s.ended = true;
+                        } else {
+                            s.next += 1;
+                        }
+                    };
+                    match fault {
+                        StreamFault::Pass => {}
                         StreamFault::Reset => {
                             s.ended = true;
-                            let err = std::io::Error::new(
-                                std::io::ErrorKind::ConnectionReset,
-                                "fault: connection reset",
-                            );
-                            return Some((Err(err), s));
+                            return Some((Err(reset("fault: connection reset")), s));
                         }
-                        // client-model (interim): the server branch's Skip and Stall.
-                        StreamFault::Skip => {
-                            if is_done {
-                                return None;
-                            }
-                            s.next += 1;
-                            continue;
+                        StreamFault::CutInside => {
+                            // Half the frame's bytes, then the reset on the next poll.
+                            let bytes = Bytes::from(text);
+                            let half = bytes.slice(..bytes.len() / 2);
+                            s.cut_pending = true;
+                            return Some((Ok(Frame::data(half)), s));
                         }
                         StreamFault::Stall => {
                             std::future::pending::<()>().await;
                         }
-                        StreamFault::Pass => {}
+                        StreamFault::Close => return None,
+                        StreamFault::Drop => {
+                            advance(&mut s);
+                            continue;
+                        }
+                        StreamFault::Duplicate => {
+                            s.repeat = Some(text.clone());
+                        }
                     }
-                    if is_done {
-                        s.ended = true;
-                    } else {
-                        s.next += 1;
-                    }
+                    advance(&mut s);
                     return Some((Ok(Frame::data(Bytes::from(text))), s));
                 }
                 Some(None) => return None,
@@ -858,6 +868,10 @@ fn stream_response(
         .header("content-type", "text/event-stream; charset=utf-8")
         .body(StreamBody::new(body).boxed())
         .expect("valid response")
+}
+
+fn reset(why: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::ConnectionReset, why.to_string())
 }
 
 /// The client tools of a request, for the provider request's tool list.

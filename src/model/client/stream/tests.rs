@@ -352,6 +352,25 @@ fn sdk_frame_semantics() {
     }
 }
 
+#[test]
+fn json_the_typed_decoder_rejects_is_still_a_chunk() {
+    use crate::wire::sse::decode_all;
+    // A real keepalive ping (captures/letta_server f3) and JSON that is no Letta chunk at all:
+    // the SDK only JSON-parses, so neither throws.
+    let body = b"data: {\"id\":\"ping-keepalive\",\"date\":null,\"message_type\":\"ping\",\"seq_id\":null}\n\ndata: {\"message_type\":\"assistant_message\",\"id\":7}\n\ndata: 42\n\n";
+    let mut q = VecDeque::new();
+    let mut sdk = SdkFrames::default();
+    for f in decode_all(body) {
+        sdk.on_frame(&f, &mut q);
+    }
+    assert_eq!(q.len(), 3, "{q:?}");
+    assert!(
+        matches!(&q[0], SdkEvent::Chunk(c) if matches!(**c, LettaChunk::Ping(_)) && c.seq_id().is_none())
+    );
+    assert!(matches!(&q[1], SdkEvent::Chunk(c) if matches!(**c, LettaChunk::Unknown(_))));
+    assert!(matches!(&q[2], SdkEvent::Chunk(c) if matches!(**c, LettaChunk::Unknown(_))));
+}
+
 // ---- A.1.2 terminal-EOF guard ----------------------------------------------------------------
 
 #[test]
