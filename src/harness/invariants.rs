@@ -49,7 +49,8 @@ pub fn tool_call_resolved(events: &[TraceEvent]) -> Vec<Violation> {
                 conv.push((tool_call_id.clone(), State::Open));
             }
             HistoryEntry::ToolReturn { tool_call_id, .. }
-            | HistoryEntry::Denial { tool_call_id, .. } => {
+            | HistoryEntry::Denial { tool_call_id, .. }
+            | HistoryEntry::Settled { tool_call_id, .. } => {
                 match conv.iter_mut().rev().find(|(id, _)| id == tool_call_id) {
                     None => out.push(Violation {
                         invariant: TOOL_CALL_RESOLVED,
@@ -108,7 +109,8 @@ pub fn pending_tool_calls(events: &[TraceEvent]) -> Vec<(String, String)> {
                     open.push((conversation_id.clone(), tool_call_id.clone()))
                 }
                 HistoryEntry::ToolReturn { tool_call_id, .. }
-                | HistoryEntry::Denial { tool_call_id, .. } => {
+                | HistoryEntry::Denial { tool_call_id, .. }
+                | HistoryEntry::Settled { tool_call_id, .. } => {
                     open.retain(|(c, id)| !(c == conversation_id && id == tool_call_id))
                 }
                 HistoryEntry::User { .. } => open.retain(|(c, _)| c != conversation_id),

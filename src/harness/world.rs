@@ -126,8 +126,11 @@ pub fn world_parts(
         provider_api: scenario.provider_api()?,
         agents,
         provider_idle_timeout: Duration::from_secs(60),
+        profile: Default::default(),
+        approval_conflict: Default::default(),
         bugs: ServerBugs {
             accept_message_while_pending: scenario.planted.server_accepts_message_while_pending,
+            ..ServerBugs::default()
         },
         hooks,
     };
