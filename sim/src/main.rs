@@ -63,6 +63,34 @@ enum Command {
         #[arg(long, default_value_t = 200, value_name = "N")]
         seeds: u64,
     },
+    /// Serve the scenario's Letta server model (and its fake provider) on real TCP, for real
+    /// clients such as the Letta Code CLI and the SDKs.
+    ///
+    /// Applies the scenario's server-side faults (busy_on_send, approval_pending_on_send,
+    /// stale_approval, drop_connection, run_stream_fail, …; docs/serve.md), prints one JSON line
+    /// on stdout when it listens (address, agent, conversations), and logs every request as a
+    /// JSON line to --log. Runs until stopped (Ctrl-C, SIGTERM).
+    #[command(after_help = "Docs: docs/serve.md, docs/server.md, docs/scenario.md")]
+    Serve {
+        /// The scenario file (TOML; see docs/scenario.md).
+        #[arg(long)]
+        scenario: PathBuf,
+        /// The seed for ids and everything else the server draws.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// TCP port to listen on (0 picks a free one; the ready line says which).
+        #[arg(long, default_value_t = 8283)]
+        port: u16,
+        /// Address to bind. Loopback unless you say otherwise.
+        #[arg(long, default_value = "127.0.0.1")]
+        bind: std::net::IpAddr,
+        /// Write every request (method, path, body, status) as JSON lines to this file.
+        #[arg(long, value_name = "FILE")]
+        log: Option<PathBuf>,
+        /// Write the trace (one event per line) to this file as it happens.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -82,6 +110,14 @@ fn main() -> ExitCode {
             print_trace,
         } => run(scenario, seed, trace, runs, print_trace),
         Command::Bench { scenario, seeds } => bench(scenario, seeds),
+        Command::Serve {
+            scenario,
+            seed,
+            port,
+            bind,
+            log,
+            trace,
+        } => serve(scenario, seed, std::net::SocketAddr::new(bind, port), log, trace),
     };
     ExitCode::from(code as u8)
 }
@@ -158,4 +194,32 @@ fn bench(path: PathBuf, seeds: u64) -> i32 {
         simulated_ms as f64 / 1000.0 / wall
     );
     exit::PASS
+}
+
+fn serve(
+    scenario: PathBuf,
+    seed: u64,
+    listen: std::net::SocketAddr,
+    log: Option<PathBuf>,
+    trace: Option<PathBuf>,
+) -> i32 {
+    use std::io::Write as _;
+    let opts = loopsim::harness::serve::ServeOptions {
+        scenario,
+        seed,
+        listen,
+        request_log: log,
+        trace,
+    };
+    let result = loopsim::harness::serve::serve(opts, |ready| {
+        println!("{ready}");
+        let _ = std::io::stdout().flush();
+    });
+    match result {
+        Ok(()) => exit::PASS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit::USAGE
+        }
+    }
 }

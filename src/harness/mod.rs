@@ -6,6 +6,7 @@ pub mod env;
 pub mod invariants;
 pub mod run;
 pub mod scenario;
+pub mod serve;
 pub mod tcp;
 pub mod trace;
 pub mod world;

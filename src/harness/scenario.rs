@@ -71,6 +71,13 @@ pub struct Scenario {
     /// Deliberate defects, for tests that prove an invariant can fail.
     #[serde(default)]
     pub planted: Planted,
+    /// The server's profile and variants (issue 3; docs/scenario.md).
+    #[serde(default)]
+    pub server: ServerSection,
+    /// Scripted raw requests from a `probe` host (issue 3): a second client, a duplicate send,
+    /// a replay, a cancel.
+    #[serde(default)]
+    pub requests: Vec<Spanned<ProbeRequest>>,
     /// The file it was read from (set by [`Scenario::load`]).
     #[serde(skip)]
     pub path: PathBuf,
@@ -211,6 +218,107 @@ pub enum Fault {
     /// Reset the connection of the server's `response`-th streaming response (1-based) after it
     /// has written `after_frame` frames.
     DropConnection { response: u64, after_frame: u64 },
+    // ---- server-behaviour faults (issue 3) ---------------------------------------------
+    /// Answer the `send`-th message send (1-based) with 409 busy.
+    BusyOnSend { send: u64 },
+    /// Answer the `send`-th message send with 503 `cloud_api_shutting_down`.
+    ShuttingDownOnSend { send: u64 },
+    /// When the `send`-th message send arrives, a pending approval appears on its
+    /// conversation and the send gets the 409 approval-pending conflict (reference B.5.3).
+    ApprovalPendingOnSend {
+        send: u64,
+        #[serde(default = "default_stale_id")]
+        tool_call_id: String,
+        #[serde(default = "default_stale_tool")]
+        tool: String,
+        #[serde(default = "default_stale_args")]
+        arguments: String,
+    },
+    /// A pending approval left on a conversation before the run starts (reference B.5.4);
+    /// the conversation is created for the scenario's agent if it does not exist.
+    StaleApproval {
+        conversation: String,
+        #[serde(default = "default_stale_id")]
+        tool_call_id: String,
+        #[serde(default = "default_stale_tool")]
+        tool: String,
+        #[serde(default = "default_stale_args")]
+        arguments: String,
+    },
+    /// Answer the first `times` `POST /v1/runs/{id}/stream` requests with 500.
+    RunStreamFail { times: u64 },
+    /// Leave frame `frame` (1-based) out of streaming response `response` (e.g. a lost
+    /// stop_reason).
+    SkipFrame { response: u64, frame: u64 },
+    /// Stop writing streaming response `response` after `after_frame` frames and keep it open
+    /// (after `[DONE]`: a body left open).
+    StallStream { response: u64, after_frame: u64 },
+    /// Crash the server at `at_ms` (simulated) and start it again `down_ms` later, on the same
+    /// durable store (simulation only).
+    ServerRestart { at_ms: u64, down_ms: u64 },
+}
+
+fn default_stale_id() -> String {
+    "toolu_stale_1".into()
+}
+fn default_stale_tool() -> String {
+    "Bash".into()
+}
+fn default_stale_args() -> String {
+    r#"{"command": "echo stale", "description": "left pending"}"#.into()
+}
+
+/// `[server]`: which server the model behaves like.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    /// `cloud` (default) or `local` (letta-protocol.md §7).
+    #[serde(default = "default_server_profile")]
+    pub profile: Spanned<String>,
+    /// How a cloud server answers a plain streaming message while an approval is pending:
+    /// `in_band` (default; Letta 0.16.8) or `http_409` (letta-protocol.md §3.2).
+    #[serde(default = "default_approval_conflict")]
+    pub approval_conflict: Spanned<String>,
+}
+
+fn default_server_profile() -> Spanned<String> {
+    Spanned::new(0..0, "cloud".to_string())
+}
+fn default_approval_conflict() -> Spanned<String> {
+    Spanned::new(0..0, "in_band".to_string())
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        ServerSection {
+            profile: default_server_profile(),
+            approval_conflict: default_approval_conflict(),
+        }
+    }
+}
+
+/// `[[requests]]`: one scripted request from the probe host.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeRequest {
+    /// Simulated ms at which to send it (requests run in order).
+    pub at_ms: u64,
+    #[serde(default = "default_method")]
+    pub method: String,
+    pub path: String,
+    /// The body, JSON text.
+    #[serde(default)]
+    pub body: Option<String>,
+    /// Stop reading the answer after this long without bytes.
+    #[serde(default = "default_read_timeout")]
+    pub read_timeout_ms: u64,
+}
+
+fn default_method() -> String {
+    "POST".into()
+}
+fn default_read_timeout() -> u64 {
+    30_000
 }
 
 impl fmt::Display for Fault {
@@ -223,6 +331,33 @@ impl fmt::Display for Fault {
                 f,
                 "drop_connection response={response} after_frame={after_frame}"
             ),
+            Fault::BusyOnSend { send } => write!(f, "busy_on_send send={send}"),
+            Fault::ShuttingDownOnSend { send } => write!(f, "shutting_down_on_send send={send}"),
+            Fault::ApprovalPendingOnSend {
+                send, tool_call_id, ..
+            } => write!(
+                f,
+                "approval_pending_on_send send={send} tool_call_id={tool_call_id}"
+            ),
+            Fault::StaleApproval {
+                conversation,
+                tool_call_id,
+                ..
+            } => write!(
+                f,
+                "stale_approval conversation={conversation} tool_call_id={tool_call_id}"
+            ),
+            Fault::RunStreamFail { times } => write!(f, "run_stream_fail times={times}"),
+            Fault::SkipFrame { response, frame } => {
+                write!(f, "skip_frame response={response} frame={frame}")
+            }
+            Fault::StallStream {
+                response,
+                after_frame,
+            } => write!(f, "stall_stream response={response} after_frame={after_frame}"),
+            Fault::ServerRestart { at_ms, down_ms } => {
+                write!(f, "server_restart at_ms={at_ms} down_ms={down_ms}")
+            }
         }
     }
 }
@@ -263,6 +398,15 @@ pub struct Planted {
     /// Client otids mix in a process-wide counter (breaks deterministic).
     #[serde(default)]
     pub client_nondeterministic_otids: bool,
+    /// Server starts a second run for a duplicate request token (breaks one-run-per-request).
+    #[serde(default)]
+    pub server_ignores_request_token: bool,
+    /// Server loses what interrupted runs wrote when it restarts (breaks durable-ack).
+    #[serde(default)]
+    pub server_volatile_writes: bool,
+    /// Local server does not settle orphaned tool calls at a new turn (breaks history-valid).
+    #[serde(default)]
+    pub server_skips_orphan_settling: bool,
 }
 
 impl Scenario {
@@ -371,11 +515,21 @@ impl Scenario {
             });
         }
         for f in &self.faults {
-            let Fault::DropConnection { response, .. } = f.get_ref();
-            if *response == 0 {
-                return Err(self.error_at(f.span(), "response numbers start at 1"));
+            let numbered = match f.get_ref() {
+                Fault::DropConnection { response, .. }
+                | Fault::SkipFrame { response, .. }
+                | Fault::StallStream { response, .. } => Some(*response),
+                Fault::BusyOnSend { send }
+                | Fault::ShuttingDownOnSend { send }
+                | Fault::ApprovalPendingOnSend { send, .. } => Some(*send),
+                _ => None,
+            };
+            if numbered == Some(0) {
+                return Err(self.error_at(f.span(), "response and send numbers start at 1"));
             }
         }
+        self.server_profile()?;
+        self.approval_conflict()?;
         Ok(())
     }
 
@@ -384,6 +538,36 @@ impl Scenario {
         match self.path.parent() {
             Some(dir) => dir.join(rel),
             None => PathBuf::from(rel),
+        }
+    }
+
+    pub fn server_profile(&self) -> Result<crate::model::server::Profile, InputError> {
+        let p = &self.server.profile;
+        crate::model::server::Profile::from_name(p.get_ref()).ok_or_else(|| {
+            self.error_at(
+                p.span(),
+                format!(
+                    "unknown server profile {:?}: expected \"cloud\" or \"local\"",
+                    p.get_ref()
+                ),
+            )
+        })
+    }
+
+    pub fn approval_conflict(
+        &self,
+    ) -> Result<crate::model::server::ApprovalConflict, InputError> {
+        use crate::model::server::ApprovalConflict;
+        let a = &self.server.approval_conflict;
+        match a.get_ref().as_str() {
+            "in_band" => Ok(ApprovalConflict::InBand),
+            "http_409" => Ok(ApprovalConflict::Http409),
+            other => Err(self.error_at(
+                a.span(),
+                format!(
+                    "unknown approval_conflict {other:?}: expected \"in_band\" or \"http_409\""
+                ),
+            )),
         }
     }
 

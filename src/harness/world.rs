@@ -18,7 +18,8 @@ use crate::model::client::{Client, ClientBugs, ClientConfig, TurnOutcome};
 use crate::model::observe::Observation;
 use crate::model::provider::{self, ProviderConfig, ProviderResponse};
 use crate::model::server::{
-    self, AgentConfig, ServerBugs, ServerConfig, SharedStore, Store, StreamFault, StreamHooks,
+    self, AgentConfig, SendFault, ServerBugs, ServerConfig, SharedStore, Store, StoredToolCall,
+    StreamFault, StreamHooks,
 };
 use crate::model::tools::Workspace;
 use crate::wire::letta::ClientTool;
@@ -63,26 +64,133 @@ struct PlannedFaults {
     now: NowFn,
 }
 
+impl PlannedFaults {
+    fn report(&self, f: &Fault) {
+        self.trace.push(
+            (self.now)(),
+            "harness",
+            Observation::Fault {
+                fault: f.to_string(),
+            },
+        );
+    }
+}
+
 impl StreamHooks for PlannedFaults {
     fn before_frame(&self, response: u64, frame: u64) -> StreamFault {
         for f in &self.faults {
-            let Fault::DropConnection {
-                response: r,
-                after_frame,
-            } = f;
-            if *r == response && frame == after_frame + 1 {
-                self.trace.push(
-                    (self.now)(),
-                    "harness",
-                    Observation::Fault {
-                        fault: f.to_string(),
-                    },
-                );
-                return StreamFault::Reset;
+            match f {
+                Fault::DropConnection {
+                    response: r,
+                    after_frame,
+                } if *r == response && frame == after_frame + 1 => {
+                    self.report(f);
+                    return StreamFault::Reset;
+                }
+                // Server-behaviour faults (issue 3): the server reports these itself.
+                Fault::SkipFrame { response: r, frame: k } if *r == response && *k == frame => {
+                    return StreamFault::Skip;
+                }
+                Fault::StallStream {
+                    response: r,
+                    after_frame,
+                } if *r == response && frame == after_frame + 1 => {
+                    return StreamFault::Stall;
+                }
+                _ => {}
             }
         }
         StreamFault::Pass
     }
+
+    // ---- server-behaviour faults (issue 3) -----------------------------------------------
+    fn on_send(&self, send: u64) -> SendFault {
+        for f in &self.faults {
+            match f {
+                Fault::BusyOnSend { send: n } if *n == send => return SendFault::Busy,
+                Fault::ShuttingDownOnSend { send: n } if *n == send => {
+                    return SendFault::ShuttingDown;
+                }
+                Fault::ApprovalPendingOnSend {
+                    send: n,
+                    tool_call_id,
+                    tool,
+                    arguments,
+                } if *n == send => {
+                    return SendFault::ApprovalAppears(StoredToolCall {
+                        id: tool_call_id.clone(),
+                        name: tool.clone(),
+                        arguments: arguments.clone(),
+                    });
+                }
+                _ => {}
+            }
+        }
+        SendFault::Pass
+    }
+
+    fn fail_run_stream(&self, n: u64) -> bool {
+        self.faults
+            .iter()
+            .any(|f| matches!(f, Fault::RunStreamFail { times } if n <= *times))
+    }
+}
+
+/// The server config and its durable store for a scenario: profile, variants, planted defects,
+/// the fault hooks, and any stale approval planted before the run (issue 3).
+pub fn server_parts(
+    scenario: &Scenario,
+    seed: u64,
+    hooks: Arc<dyn StreamHooks>,
+    provider_addr: String,
+) -> Result<(ServerConfig, SharedStore), InputError> {
+    let agents = vec![AgentConfig {
+        id: scenario.agent.id.clone(),
+        model: scenario.agent.model.clone(),
+    }];
+    let profile = scenario.server_profile()?;
+    let mut store = Store::new(derive_seed(seed, "server"), &agents);
+    for f in &scenario.faults {
+        if let Fault::StaleApproval {
+            conversation,
+            tool_call_id,
+            tool,
+            arguments,
+        } = f.get_ref()
+        {
+            server::plant_pending_approval(
+                &mut store,
+                profile,
+                conversation,
+                &scenario.agent.id,
+                StoredToolCall {
+                    id: tool_call_id.clone(),
+                    name: tool.clone(),
+                    arguments: arguments.clone(),
+                },
+                0,
+            );
+        }
+    }
+    let p = &scenario.planted;
+    let config = ServerConfig {
+        port: SERVER_PORT,
+        provider_addr,
+        provider_api: scenario.provider_api()?,
+        agents,
+        provider_idle_timeout: Duration::from_secs(60),
+        profile,
+        approval_conflict: scenario.approval_conflict()?,
+        bugs: ServerBugs {
+            accept_message_while_pending: p.server_accepts_message_while_pending,
+            ignore_request_token: p.server_ignores_request_token,
+            volatile_writes: p.server_volatile_writes,
+            skip_orphan_settling: p.server_skips_orphan_settling,
+        },
+        hooks,
+        request_log: None,
+    };
+    Ok((config, Arc::new(Mutex::new(store))))
 }
 
 /// Configs and durable state of one world, the same whichever network it runs on.
@@ -106,11 +214,6 @@ pub fn world_parts(
     now: NowFn,
 ) -> Result<WorldParts, InputError> {
     let responses: Vec<ProviderResponse> = super::cassettes::provider_responses(scenario)?;
-    let agents = vec![AgentConfig {
-        id: scenario.agent.id.clone(),
-        model: scenario.agent.model.clone(),
-    }];
-    let store = Arc::new(Mutex::new(Store::new(derive_seed(seed, "server"), &agents)));
     let hooks: Arc<dyn StreamHooks> = Arc::new(PlannedFaults {
         faults: scenario
             .faults
@@ -120,20 +223,8 @@ pub fn world_parts(
         trace: trace.clone(),
         now,
     });
-    let server = ServerConfig {
-        port: SERVER_PORT,
-        provider_addr: format!("provider:{PROVIDER_PORT}"),
-        provider_api: scenario.provider_api()?,
-        agents,
-        provider_idle_timeout: Duration::from_secs(60),
-        profile: Default::default(),
-        approval_conflict: Default::default(),
-        bugs: ServerBugs {
-            accept_message_while_pending: scenario.planted.server_accepts_message_while_pending,
-            ..ServerBugs::default()
-        },
-        hooks,
-    };
+    let (server, store) =
+        server_parts(scenario, seed, hooks, format!("provider:{PROVIDER_PORT}"))?;
     let workspace = Arc::new(Mutex::new(Workspace::with_files(
         scenario
             .client
@@ -201,6 +292,15 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
             }
         });
     }
+    // Scripted probe requests (issue 3).
+    if !scenario.requests.is_empty() {
+        let env = SimEnv::new("probe", trace.clone(), EPOCH_UNIX_MS);
+        let steps = probe_steps(scenario);
+        sim.client("probe", async move {
+            server::probe::run(env, format!("server:{SERVER_PORT}"), steps).await;
+            Ok(())
+        });
+    }
     let outcomes: Arc<Mutex<Option<Vec<TurnOutcome>>>> = Arc::new(Mutex::new(None));
     {
         let env = SimEnv::new("client", trace.clone(), EPOCH_UNIX_MS);
@@ -216,7 +316,30 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
     }
 
     let mut stopped = None;
+    // Server restarts (issue 3): crash at at_ms, bounce down_ms later.
+    let mut restarts: Vec<(u64, u64, String)> = scenario
+        .faults
+        .iter()
+        .filter_map(|f| match f.get_ref() {
+            Fault::ServerRestart { at_ms, down_ms } => {
+                Some((*at_ms, at_ms + down_ms, f.get_ref().to_string()))
+            }
+            _ => None,
+        })
+        .collect();
+    let mut down: Vec<u64> = Vec::new();
     loop {
+        let t = sim.elapsed().as_millis() as u64;
+        if let Some(i) = restarts.iter().position(|(at, _, _)| t >= *at) {
+            let (_, up, name) = restarts.remove(i);
+            trace.push(t, "harness", Observation::Fault { fault: name });
+            sim.crash("server");
+            down.push(up);
+        }
+        if let Some(i) = down.iter().position(|up| t >= *up) {
+            down.remove(i);
+            sim.bounce("server");
+        }
         match sim.step() {
             Ok(true) => break,
             Ok(false) => {}
@@ -237,6 +360,24 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
         end_ms,
         workspace,
     })
+}
+
+/// The probe host's steps from the scenario's `[[requests]]`.
+pub fn probe_steps(scenario: &Scenario) -> Vec<server::probe::ProbeStep> {
+    scenario
+        .requests
+        .iter()
+        .map(|r| {
+            let r = r.get_ref();
+            server::probe::ProbeStep {
+                at_ms: r.at_ms,
+                method: r.method.clone(),
+                path: r.path.clone(),
+                body: r.body.clone(),
+                read_timeout_ms: r.read_timeout_ms,
+            }
+        })
+        .collect()
 }
 
 fn client_config(scenario: &Scenario, seed: u64) -> Result<ClientConfig, InputError> {

@@ -8,8 +8,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::body::Incoming;
-use hyper::{Method, Request, Response, StatusCode};
+use bytes::Bytes;
+use hyper::{Method, Response, StatusCode};
 use serde_json::{Value, json};
 
 use super::send::{open_calls, send_message};
@@ -19,7 +19,7 @@ use super::{
     no_run_for_otid, record, settle_unresolved, stream,
 };
 use crate::model::env::Env;
-use crate::model::http::{self, Body};
+use crate::model::http::{self as mhttp, Body};
 use crate::model::observe::Observation;
 use crate::wire::letta::{LettaChunk, StopReason, StopReasonChunk};
 
@@ -30,7 +30,7 @@ const DEFAULT_USER: &str = "user-00000000-0000-4000-8000-000000000000";
 /// 422 for a body that is not valid JSON or not the expected shape (FastAPI's validation
 /// answer: `detail` is a list of errors).
 pub(crate) fn unprocessable(msg: &str) -> Response<Body> {
-    http::json_response(
+    mhttp::json_response(
         StatusCode::UNPROCESSABLE_ENTITY,
         &json!({"detail": [{"type": "json_invalid", "loc": ["body"], "msg": msg}]}),
     )
@@ -122,31 +122,29 @@ fn q_all<'a>(pairs: &'a [(String, String)], key: &str) -> Vec<&'a str> {
         .collect()
 }
 
-async fn body_json(req: Request<Incoming>) -> Result<Value, Response<Body>> {
-    let bytes = http::read_body(req.into_body(), 16 << 20)
-        .await
-        .map_err(|e| detail(StatusCode::BAD_REQUEST, &e))?;
+fn body_json(bytes: &[u8]) -> Result<Value, Response<Body>> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(json!({}));
     }
-    serde_json::from_slice(&bytes).map_err(|e| unprocessable(&e.to_string()))
+    serde_json::from_slice(bytes).map_err(|e| unprocessable(&e.to_string()))
 }
 
 pub(crate) async fn route<E: Env>(
     env: E,
     config: Arc<ServerConfig>,
     store: SharedStore,
-    req: Request<Incoming>,
+    req: &::http::request::Parts,
+    body: Bytes,
 ) -> Response<Body> {
-    let method = req.method().clone();
-    let path = req.uri().path().trim_end_matches('/').to_string();
-    let query = query_pairs(req.uri().query());
+    let method = req.method.clone();
+    let path = req.uri.path().trim_end_matches('/').to_string();
+    let query = query_pairs(req.uri.query());
     let parts: Vec<String> = path.split('/').skip(1).map(percent_decode).collect();
     let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
     let epoch = env.epoch_ms();
     let now = env.now_ms();
     match (parts.as_slice(), method) {
-        (["v1", "health"], Method::GET) => http::json_response(
+        (["v1", "health"], Method::GET) => mhttp::json_response(
             StatusCode::OK,
             &json!({"version": "0.16.8", "status": "ok"}),
         ),
@@ -156,10 +154,10 @@ pub(crate) async fn route<E: Env>(
             handles.sort();
             handles.dedup();
             let models: Vec<Value> = handles.iter().map(|h| model_json(h)).collect();
-            http::json_response(StatusCode::OK, &Value::Array(models))
+            mhttp::json_response(StatusCode::OK, &Value::Array(models))
         }
         (["v1", "tools", "add-base-tools"], Method::POST) => {
-            http::json_response(StatusCode::OK, &json!([]))
+            mhttp::json_response(StatusCode::OK, &json!([]))
         }
         (["v1", "agents"], Method::GET) => {
             let st = store.lock().unwrap();
@@ -172,10 +170,10 @@ pub(crate) async fn route<E: Env>(
                 .take(limit)
                 .map(|a| agent_json(&st, a, epoch))
                 .collect();
-            http::json_response(StatusCode::OK, &Value::Array(list))
+            mhttp::json_response(StatusCode::OK, &Value::Array(list))
         }
         (["v1", "agents"], Method::POST) => {
-            let body = match body_json(req).await {
+            let body = match body_json(&body) {
                 Ok(b) => b,
                 Err(r) => return r,
             };
@@ -216,7 +214,7 @@ pub(crate) async fn route<E: Env>(
             );
             st.ensure_system_message(config.profile, &id, now);
             let a = &st.agents[&id];
-            http::json_response(StatusCode::OK, &agent_json(&st, a, epoch))
+            mhttp::json_response(StatusCode::OK, &agent_json(&st, a, epoch))
         }
         (["v1", "agents", agent_id], m) => {
             let agent_id = agent_id.to_string();
@@ -227,13 +225,13 @@ pub(crate) async fn route<E: Env>(
                         return not_found_agent(&agent_id);
                     }
                     st.ensure_system_message(config.profile, &agent_id, now);
-                    http::json_response(
+                    mhttp::json_response(
                         StatusCode::OK,
                         &agent_json(&st, &st.agents[&agent_id], epoch),
                     )
                 }
                 Method::PATCH => {
-                    let body = match body_json(req).await {
+                    let body = match body_json(&body) {
                         Ok(b) => b,
                         Err(r) => return r,
                     };
@@ -243,7 +241,7 @@ pub(crate) async fn route<E: Env>(
                     };
                     apply_agent_patch(agent, &body);
                     agent.updated_ms = now;
-                    http::json_response(
+                    mhttp::json_response(
                         StatusCode::OK,
                         &agent_json(&st, &st.agents[&agent_id], epoch),
                     )
@@ -260,7 +258,7 @@ pub(crate) async fn route<E: Env>(
         }
         (["v1", "agents", agent_id, "messages", "cancel"], Method::POST) => {
             let agent_id = agent_id.to_string();
-            let body = match body_json(req).await {
+            let body = match body_json(&body) {
                 Ok(b) => b,
                 Err(r) => return r,
             };
@@ -268,12 +266,12 @@ pub(crate) async fn route<E: Env>(
         }
         (["v1", "conversations"], Method::POST) => {
             let Some(agent_id) = q(&query, "agent_id").map(str::to_string) else {
-                return http::json_response(
+                return mhttp::json_response(
                     StatusCode::UNPROCESSABLE_ENTITY,
                     &json!({"detail": [{"type": "missing", "loc": ["query", "agent_id"], "msg": "Field required"}]}),
                 );
             };
-            let body = match body_json(req).await {
+            let body = match body_json(&body) {
                 Ok(b) => b,
                 Err(r) => return r,
             };
@@ -294,7 +292,7 @@ pub(crate) async fn route<E: Env>(
                 },
             );
             st.ensure_system_message(config.profile, &id, now);
-            http::json_response(StatusCode::OK, &conversation_json(&st, &id, epoch))
+            mhttp::json_response(StatusCode::OK, &conversation_json(&st, &id, epoch))
         }
         (["v1", "conversations", conv_id], Method::GET) => {
             let mut st = store.lock().unwrap();
@@ -302,14 +300,11 @@ pub(crate) async fn route<E: Env>(
                 return not_found_conversation(conv_id);
             }
             st.ensure_system_message(config.profile, conv_id, now);
-            http::json_response(StatusCode::OK, &conversation_json(&st, conv_id, epoch))
+            mhttp::json_response(StatusCode::OK, &conversation_json(&st, conv_id, epoch))
         }
         (["v1", "conversations", conv_id, "messages"], Method::POST) => {
             let conv = conv_id.to_string();
-            match http::read_body(req.into_body(), 16 << 20).await {
-                Ok(body) => send_message(env, config, store, &conv, &body),
-                Err(e) => detail(StatusCode::BAD_REQUEST, &e),
-            }
+            send_message(env, config, store, &conv, &body)
         }
         (["v1", "conversations", conv_id, "messages"], Method::GET) => {
             let st = store.lock().unwrap();
@@ -333,7 +328,7 @@ pub(crate) async fn route<E: Env>(
         }
         (["v1", "conversations", conv_id, "stream"], Method::POST) => {
             let conv = conv_id.to_string();
-            let body = match body_json(req).await {
+            let body = match body_json(&body) {
                 Ok(b) => b,
                 Err(r) => return r,
             };
@@ -352,7 +347,7 @@ pub(crate) async fn route<E: Env>(
             // Local projected ids carry a `:(assistant|reasoning|tool):…` suffix (§1.7).
             let source = strip_variant(message_id);
             match st.messages.get(source) {
-                Some(m) => http::json_response(
+                Some(m) => mhttp::json_response(
                     StatusCode::OK,
                     &Value::Array(project(m, config.profile, epoch)),
                 ),
@@ -390,18 +385,18 @@ pub(crate) async fn route<E: Env>(
                 .and_then(|l| l.parse().ok())
                 .unwrap_or(usize::MAX);
             let list: Vec<Value> = runs.iter().take(limit).map(|r| r.to_json(epoch)).collect();
-            http::json_response(StatusCode::OK, &Value::Array(list))
+            mhttp::json_response(StatusCode::OK, &Value::Array(list))
         }
         (["v1", "runs", run_id], Method::GET) => {
             let st = store.lock().unwrap();
             match st.runs.get(*run_id) {
-                Some(r) => http::json_response(StatusCode::OK, &r.to_json(epoch)),
+                Some(r) => mhttp::json_response(StatusCode::OK, &r.to_json(epoch)),
                 None => not_found_run(run_id),
             }
         }
         (["v1", "runs", run_id, "stream"], Method::POST) => {
             let run_id = run_id.to_string();
-            let body = match body_json(req).await {
+            let body = match body_json(&body) {
                 Ok(b) => b,
                 Err(r) => return r,
             };
@@ -417,7 +412,7 @@ pub(crate) async fn route<E: Env>(
                 return Response::builder()
                     .status(StatusCode::INTERNAL_SERVER_ERROR)
                     .header("content-type", "text/plain; charset=utf-8")
-                    .body(http::full("Internal Server Error"))
+                    .body(mhttp::full("Internal Server Error"))
                     .expect("valid response");
             }
             let after = body["starting_after"].as_u64().unwrap_or(0);
@@ -586,7 +581,7 @@ fn cancel_conversation<E: Env>(
             if let Some(r) = active {
                 out[r] = json!("cancelled");
             }
-            http::json_response(StatusCode::OK, &out)
+            mhttp::json_response(StatusCode::OK, &out)
         }
     }
 }
@@ -643,7 +638,7 @@ fn cancel_runs<E: Env>(
         }
         out.insert(run_id, json!(if ok { "cancelled" } else { "failed" }));
     }
-    http::json_response(StatusCode::OK, &Value::Object(out))
+    mhttp::json_response(StatusCode::OK, &Value::Object(out))
 }
 
 /// `POST /v1/conversations/{id}/compact`: everything before the last user message that starts a
@@ -679,7 +674,7 @@ fn compact<E: Env>(
         Some(MessageBody::System { .. })
     ));
     if cut <= start {
-        return http::json_response(
+        return mhttp::json_response(
             StatusCode::OK,
             &json!({"num_messages_before": before, "num_messages_after": before,
                     "summary": "No prior conversation messages."}),
@@ -712,7 +707,7 @@ fn compact<E: Env>(
     kept.extend(conv.messages[cut..].iter().cloned());
     conv.messages = kept;
     let after = conv.messages.len();
-    http::json_response(
+    mhttp::json_response(
         StatusCode::OK,
         &json!({"num_messages_before": before, "num_messages_after": after, "summary": summary}),
     )
@@ -978,5 +973,5 @@ fn list_messages(
         .and_then(|l| l.parse().ok())
         .unwrap_or(100);
     all.truncate(limit);
-    http::json_response(StatusCode::OK, &Value::Array(all))
+    mhttp::json_response(StatusCode::OK, &Value::Array(all))
 }

@@ -225,6 +225,8 @@ pub struct ServerConfig {
     pub approval_conflict: ApprovalConflict,
     pub bugs: ServerBugs,
     pub hooks: Arc<dyn StreamHooks>,
+    /// Every request, for `sim serve`'s request log.
+    pub request_log: Option<RequestLog>,
 }
 
 impl ServerConfig {
@@ -300,9 +302,28 @@ pub async fn run<E: Env>(env: E, config: ServerConfig, store: SharedStore) -> st
         let config = config.clone();
         let store = store.clone();
         async move {
-            let method = req.method().to_string();
-            let path = req.uri().path().to_string();
-            let resp = route(env.clone(), config, store, req).await;
+            let (parts, body) = req.into_parts();
+            let method = parts.method.to_string();
+            let path = parts.uri.path().to_string();
+            let resp = match http::read_body(body, MAX_BODY).await {
+                Ok(bytes) => {
+                    let resp = api::route(env.clone(), config.clone(), store, &parts, bytes.clone())
+                        .await;
+                    if let Some(log) = &config.request_log {
+                        log(RequestRecord {
+                            method: method.clone(),
+                            path: parts
+                                .uri
+                                .path_and_query()
+                                .map_or(path.clone(), |p| p.to_string()),
+                            body: bytes,
+                            status: resp.status().as_u16(),
+                        });
+                    }
+                    resp
+                }
+                Err(e) => detail(StatusCode::PAYLOAD_TOO_LARGE, &e),
+            };
             env.observe(Observation::ServerRequest {
                 method,
                 path,
@@ -313,6 +334,23 @@ pub async fn run<E: Env>(env: E, config: ServerConfig, store: SharedStore) -> st
     };
     http::serve(env, port, handler).await
 }
+
+/// Largest request body the server reads.
+pub const MAX_BODY: usize = 16 << 20;
+
+/// One request as `sim serve` logs it.
+#[derive(Debug, Clone)]
+pub struct RequestRecord {
+    pub method: String,
+    /// Path and query, as sent.
+    pub path: String,
+    pub body: bytes::Bytes,
+    /// The status of the response head.
+    pub status: u16,
+}
+
+/// Called once per request after its response head is ready.
+pub type RequestLog = Arc<dyn Fn(RequestRecord) + Send + Sync>;
 
 /// `{"detail": text}` with `status`.
 pub(crate) fn detail(status: StatusCode, text: &str) -> Response<Body> {
@@ -329,15 +367,6 @@ pub(crate) fn conflict(body: Value) -> Response<Body> {
         hyper::header::HeaderValue::from_static("false"),
     );
     resp
-}
-
-async fn route<E: Env>(
-    env: E,
-    config: Arc<ServerConfig>,
-    store: SharedStore,
-    req: Request<Incoming>,
-) -> Response<Body> {
-    api::route(env, config, store, req).await
 }
 
 /// Ends a run with an error: the stop_reason frame, then the error frame (`event: error` in
