@@ -117,7 +117,13 @@ fn main() -> ExitCode {
             bind,
             log,
             trace,
-        } => serve(scenario, seed, std::net::SocketAddr::new(bind, port), log, trace),
+        } => serve(
+            scenario,
+            seed,
+            std::net::SocketAddr::new(bind, port),
+            log,
+            trace,
+        ),
     };
     ExitCode::from(code as u8)
 }

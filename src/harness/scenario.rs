@@ -354,7 +354,10 @@ impl fmt::Display for Fault {
             Fault::StallStream {
                 response,
                 after_frame,
-            } => write!(f, "stall_stream response={response} after_frame={after_frame}"),
+            } => write!(
+                f,
+                "stall_stream response={response} after_frame={after_frame}"
+            ),
             Fault::ServerRestart { at_ms, down_ms } => {
                 write!(f, "server_restart at_ms={at_ms} down_ms={down_ms}")
             }
@@ -554,9 +557,7 @@ impl Scenario {
         })
     }
 
-    pub fn approval_conflict(
-        &self,
-    ) -> Result<crate::model::server::ApprovalConflict, InputError> {
+    pub fn approval_conflict(&self) -> Result<crate::model::server::ApprovalConflict, InputError> {
         use crate::model::server::ApprovalConflict;
         let a = &self.server.approval_conflict;
         match a.get_ref().as_str() {

@@ -173,13 +173,13 @@ pub fn serve(opts: ServeOptions, ready: impl FnOnce(Value)) -> Result<(), InputE
         let trace = Trace::new();
         let start = tokio::time::Instant::now();
         let now: NowFn = Arc::new(move || start.elapsed().as_millis() as u64);
-        let sink = Arc::new(Mutex::new(match &opts.trace {
-            Some(p) => Some(
-                std::fs::File::create(p)
-                    .map_err(|e| input_error(&opts, format!("cannot write {}: {e}", p.display())))?,
-            ),
-            None => None,
-        }));
+        let sink =
+            Arc::new(Mutex::new(match &opts.trace {
+                Some(p) => Some(std::fs::File::create(p).map_err(|e| {
+                    input_error(&opts, format!("cannot write {}: {e}", p.display()))
+                })?),
+                None => None,
+            }));
         let book = AddressBook::new();
         let bound = Arc::new(Mutex::new(None));
         let env = |host: &str| ServeEnv {
@@ -192,13 +192,17 @@ pub fn serve(opts: ServeOptions, ready: impl FnOnce(Value)) -> Result<(), InputE
         };
         let parts = super::world::world_parts(&scenario, opts.seed, &trace, now.clone())?;
         // The harness's fault hooks push `fault` events into `trace`; forward them to the sink.
-        let (mut config, store) =
-            server_parts(&scenario, opts.seed, parts.server.hooks.clone(), format!("provider:{PROVIDER_PORT}"))?;
+        let (mut config, store) = server_parts(
+            &scenario,
+            opts.seed,
+            parts.server.hooks.clone(),
+            format!("provider:{PROVIDER_PORT}"),
+        )?;
         if let Some(p) = &opts.request_log {
-            config.request_log = Some(
-                request_logger(p)
-                    .map_err(|e| input_error(&opts, format!("cannot write {}: {e}", p.display())))?,
-            );
+            config.request_log =
+                Some(request_logger(p).map_err(|e| {
+                    input_error(&opts, format!("cannot write {}: {e}", p.display()))
+                })?);
         }
         let provider_config = Arc::new(ProviderConfig {
             port: PROVIDER_PORT,
@@ -233,7 +237,10 @@ pub fn serve(opts: ServeOptions, ready: impl FnOnce(Value)) -> Result<(), InputE
                 Ok(Err(e)) => e.to_string(),
                 _ => "the server stopped".into(),
             };
-            return Err(input_error(&opts, format!("cannot listen on {}: {err}", opts.listen)));
+            return Err(input_error(
+                &opts,
+                format!("cannot listen on {}: {err}", opts.listen),
+            ));
         };
         ready(json!({
             "listening": addr.to_string(),

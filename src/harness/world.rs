@@ -88,7 +88,10 @@ impl StreamHooks for PlannedFaults {
                     return StreamFault::Reset;
                 }
                 // Server-behaviour faults (issue 3): the server reports these itself.
-                Fault::SkipFrame { response: r, frame: k } if *r == response && *k == frame => {
+                Fault::SkipFrame {
+                    response: r,
+                    frame: k,
+                } if *r == response && *k == frame => {
                     return StreamFault::Skip;
                 }
                 Fault::StallStream {
@@ -223,8 +226,7 @@ pub fn world_parts(
         trace: trace.clone(),
         now,
     });
-    let (server, store) =
-        server_parts(scenario, seed, hooks, format!("provider:{PROVIDER_PORT}"))?;
+    let (server, store) = server_parts(scenario, seed, hooks, format!("provider:{PROVIDER_PORT}"))?;
     let workspace = Arc::new(Mutex::new(Workspace::with_files(
         scenario
             .client

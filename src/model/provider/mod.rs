@@ -97,7 +97,10 @@ async fn answer<E: Env>(
             status: 400,
             message: message.clone(),
         });
-        return http::json_response(StatusCode::BAD_REQUEST, &validate::error_body(format, &message));
+        return http::json_response(
+            StatusCode::BAD_REQUEST,
+            &validate::error_body(format, &message),
+        );
     }
     let call = calls.fetch_add(1, Ordering::SeqCst);
     let Some(resp) = config.responses.get(call as usize) else {

@@ -152,7 +152,10 @@ mod tests {
             {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "x", "input": {}}]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "r"}]},
         ]});
-        assert_eq!(validate(ProviderFormat::Anthropic, ok.to_string().as_bytes()), Ok(()));
+        assert_eq!(
+            validate(ProviderFormat::Anthropic, ok.to_string().as_bytes()),
+            Ok(())
+        );
     }
 
     #[test]
@@ -163,13 +166,19 @@ mod tests {
             {"role": "user", "content": "next"},
         ]});
         let err = validate(ProviderFormat::OpenAiChat, body.to_string().as_bytes()).unwrap_err();
-        assert!(err.ends_with("did not have response messages: call_1"), "{err}");
+        assert!(
+            err.ends_with("did not have response messages: call_1"),
+            "{err}"
+        );
         let stray = json!({"messages": [{"role": "tool", "tool_call_id": "c", "content": "r"}]});
         assert!(validate(ProviderFormat::OpenAiChat, stray.to_string().as_bytes()).is_err());
         let ok = json!({"messages": [
             {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "x", "arguments": "{}"}}]},
             {"role": "tool", "tool_call_id": "call_1", "content": "r"},
         ]});
-        assert_eq!(validate(ProviderFormat::OpenAiChat, ok.to_string().as_bytes()), Ok(()));
+        assert_eq!(
+            validate(ProviderFormat::OpenAiChat, ok.to_string().as_bytes()),
+            Ok(())
+        );
     }
 }

@@ -307,8 +307,8 @@ pub async fn run<E: Env>(env: E, config: ServerConfig, store: SharedStore) -> st
             let path = parts.uri.path().to_string();
             let resp = match http::read_body(body, MAX_BODY).await {
                 Ok(bytes) => {
-                    let resp = api::route(env.clone(), config.clone(), store, &parts, bytes.clone())
-                        .await;
+                    let resp =
+                        api::route(env.clone(), config.clone(), store, &parts, bytes.clone()).await;
                     if let Some(log) = &config.request_log {
                         log(RequestRecord {
                             method: method.clone(),

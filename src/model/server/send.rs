@@ -62,10 +62,16 @@ pub(crate) fn send_message<E: Env>(
     conv_path_id: &str,
     body: &[u8],
 ) -> Response<Body> {
-    let req: SendMessageRequest = match serde_json::from_slice(body) {
+    let mut req: SendMessageRequest = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) => return super::api::unprocessable(&e.to_string()),
     };
+    // The conversations endpoint streams unless told otherwise (captures d4, d7; the SDK's
+    // docstring: "By default (streaming=true)").
+    req.streaming = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("streaming").and_then(Value::as_bool))
+        .unwrap_or(true);
     let local = config.profile == Profile::Local;
     let mut st = store.lock().unwrap();
     let conv_id = if conv_path_id == "default" {
