@@ -312,6 +312,9 @@ pub struct ProbeRequest {
     /// Stop reading the answer after this long without bytes.
     #[serde(default = "default_read_timeout")]
     pub read_timeout_ms: u64,
+    /// Hang up after this many SSE frames.
+    #[serde(default)]
+    pub max_frames: Option<usize>,
 }
 
 fn default_method() -> String {
@@ -509,12 +512,15 @@ impl Scenario {
                 message: "[network] tick_ms must be at least 1".into(),
             });
         }
-        if self.client.turns.is_empty() {
+        // A scenario driven only by probe requests (issue 3) may have no client turns.
+        if self.client.turns.is_empty() && self.requests.is_empty() {
             return Err(InputError {
                 file: self.path.display().to_string(),
                 line: None,
                 column: None,
-                message: "[client] turns is empty: give at least one user message".into(),
+                message:
+                    "[client] turns is empty: give at least one user message (or [[requests]])"
+                        .into(),
             });
         }
         for f in &self.faults {

@@ -377,6 +377,7 @@ pub fn probe_steps(scenario: &Scenario) -> Vec<server::probe::ProbeStep> {
                 path: r.path.clone(),
                 body: r.body.clone(),
                 read_timeout_ms: r.read_timeout_ms,
+                max_frames: r.max_frames,
             }
         })
         .collect()

@@ -26,11 +26,24 @@ pub struct ProbeStep {
     pub body: Option<String>,
     /// Stop reading the response after this long without bytes (a replay that never ends).
     pub read_timeout_ms: u64,
+    /// Hang up after this many SSE frames (a client that drops the stream).
+    pub max_frames: Option<usize>,
+}
+
+/// `{run_id}` in a path or body is the last run id the probe saw in a stream.
+fn substitute(text: &str, run_id: &Option<String>) -> String {
+    match run_id {
+        Some(r) => text.replace("{run_id}", r),
+        None => text.to_string(),
+    }
 }
 
 /// Runs the steps against `server_addr`, observing each request and its answer.
 pub async fn run<E: Env>(env: E, server_addr: String, steps: Vec<ProbeStep>) {
-    for (i, step) in steps.into_iter().enumerate() {
+    let mut last_run: Option<String> = None;
+    for (i, mut step) in steps.into_iter().enumerate() {
+        step.path = substitute(&step.path, &last_run);
+        step.body = step.body.map(|b| substitute(&b, &last_run));
         let n = i as u32 + 1;
         let now = env.now_ms();
         if step.at_ms > now {
@@ -85,9 +98,17 @@ pub async fn run<E: Env>(env: E, server_addr: String, steps: Vec<ProbeStep>) {
                     if let Ok(d) = f.into_data() {
                         raw.extend_from_slice(&d);
                     }
+                    if let Some(max) = step.max_frames
+                        && is_sse
+                        && raw.windows(2).filter(|w| w == b"\n\n").count() >= max
+                    {
+                        how = "hung up";
+                        break;
+                    }
                 }
             }
         }
+        drop(body);
         let summary = if is_sse {
             let mut dec = SseDecoder::new();
             let mut frames = dec.push(&raw);
@@ -100,6 +121,9 @@ pub async fn run<E: Env>(env: E, server_addr: String, steps: Vec<ProbeStep>) {
                     continue;
                 }
                 let v: Value = serde_json::from_str(&ev.data).unwrap_or(Value::Null);
+                if let Some(r) = v["run_id"].as_str() {
+                    last_run = Some(r.to_string());
+                }
                 let mt = v["message_type"].as_str().unwrap_or("?");
                 let mut p = match v["seq_id"].as_u64() {
                     Some(s) => format!("{mt}#{s}"),
