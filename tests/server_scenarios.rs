@@ -258,3 +258,17 @@ fn history_valid_fails_on_a_local_server_that_does_not_settle_orphans() {
         .message
         .contains("`tool_use` ids were found without `tool_result` blocks immediately after: toolu_01NRLabsLyVHZPKxbKvkfSMn"));
 }
+
+#[test]
+fn keepalive_pings_repeat_the_last_seq_and_a_replay_past_the_end_pings_with_null() {
+    let r = passing("server_keepalive.toml");
+    // Two keepalives (20 s and 40 s of silence) repeat seq 2; the idle timeout at 60 s fails
+    // the run: stop_reason error then llm_api_error, then the error frame, no [DONE].
+    assert_eq!(
+        probe(&r, 1),
+        "status=200 summary=\"ping#1,assistant_message#2,ping#2,ping#2,stop_reason:error,stop_reason:llm_api_error,event:error:error_message#5 (eof)\""
+    );
+    assert_eq!(probe(&r, 2), "status=200 summary=\"ping,ping (hung up)\"");
+    // Keepalives are not recorded: the log has the ping, the delta and the three error frames.
+    assert_eq!(r.trace_text.matches(" chunk_recorded ").count(), 5);
+}
