@@ -272,3 +272,19 @@ fn keepalive_pings_repeat_the_last_seq_and_a_replay_past_the_end_pings_with_null
     // Keepalives are not recorded: the log has the ping, the delta and the three error frames.
     assert_eq!(r.trace_text.matches(" chunk_recorded ").count(), 5);
 }
+
+#[test]
+fn stream_faults_fail_the_run_stream_lose_a_frame_and_stall() {
+    let r = passing("server_stream_faults.toml");
+    assert_eq!(probe(&r, 2), "status=500 summary=\"Internal Server Error\"");
+    let lost = probe(&r, 3);
+    assert!(
+        lost.contains("approval_request_message#8,usage_statistics,[DONE]"),
+        "{lost}"
+    );
+    assert!(!lost.contains("stop_reason"), "{lost}");
+    assert_eq!(
+        probe(&r, 4),
+        "status=200 summary=\"assistant_message#3,approval_request_message#4 (timeout)\""
+    );
+}

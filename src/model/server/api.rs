@@ -122,11 +122,11 @@ fn q_all<'a>(pairs: &'a [(String, String)], key: &str) -> Vec<&'a str> {
         .collect()
 }
 
-fn body_json(bytes: &[u8]) -> Result<Value, Response<Body>> {
+fn body_json(bytes: &[u8]) -> Result<Value, String> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(json!({}));
     }
-    serde_json::from_slice(bytes).map_err(|e| unprocessable(&e.to_string()))
+    serde_json::from_slice(bytes).map_err(|e| e.to_string())
 }
 
 pub(crate) async fn route<E: Env>(
@@ -175,7 +175,7 @@ pub(crate) async fn route<E: Env>(
         (["v1", "agents"], Method::POST) => {
             let body = match body_json(&body) {
                 Ok(b) => b,
-                Err(r) => return r,
+                Err(e) => return unprocessable(&e),
             };
             let mut st = store.lock().unwrap();
             let id = st.new_id(config.profile, IdKind::Agent);
@@ -233,7 +233,7 @@ pub(crate) async fn route<E: Env>(
                 Method::PATCH => {
                     let body = match body_json(&body) {
                         Ok(b) => b,
-                        Err(r) => return r,
+                        Err(e) => return unprocessable(&e),
                     };
                     let mut st = store.lock().unwrap();
                     let Some(agent) = st.agents.get_mut(&agent_id) else {
@@ -260,7 +260,7 @@ pub(crate) async fn route<E: Env>(
             let agent_id = agent_id.to_string();
             let body = match body_json(&body) {
                 Ok(b) => b,
-                Err(r) => return r,
+                Err(e) => return unprocessable(&e),
             };
             cancel_runs(&env, &config, &store, &agent_id, &body)
         }
@@ -273,7 +273,7 @@ pub(crate) async fn route<E: Env>(
             };
             let body = match body_json(&body) {
                 Ok(b) => b,
-                Err(r) => return r,
+                Err(e) => return unprocessable(&e),
             };
             let mut st = store.lock().unwrap();
             if !st.agents.contains_key(&agent_id) {
@@ -330,7 +330,7 @@ pub(crate) async fn route<E: Env>(
             let conv = conv_id.to_string();
             let body = match body_json(&body) {
                 Ok(b) => b,
-                Err(r) => return r,
+                Err(e) => return unprocessable(&e),
             };
             attach(env, config, store, &conv, body).await
         }
@@ -398,7 +398,7 @@ pub(crate) async fn route<E: Env>(
             let run_id = run_id.to_string();
             let body = match body_json(&body) {
                 Ok(b) => b,
-                Err(r) => return r,
+                Err(e) => return unprocessable(&e),
             };
             let n = {
                 let mut st = store.lock().unwrap();
