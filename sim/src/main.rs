@@ -1,32 +1,47 @@
 //! `sim`: the loopsim command line. Thin by design: clap arguments → harness calls → exit code.
 
-use std::path::PathBuf;
-use std::process::ExitCode;
+mod progress;
 
-use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use loopsim::harness::explore::{ExploreOptions, ExploreReport, explore, plan_of, with_swarm};
+use loopsim::harness::gate::{GateOptions, run_gate};
 use loopsim::harness::run::{exit, run_scenario};
-use loopsim::harness::scenario::Scenario;
+use loopsim::harness::scenario::{InputError, Scenario};
+use loopsim::harness::shrink::{shrink, with_plan};
 
 const EXIT_CODES: &str = "\
 Exit codes:
   0    pass: every invariant held
   2    usage or input error (bad flag, unreadable or invalid scenario or cassette)
   127  crash: a panic in the harness or a model was caught
-  128  liveness: the run did not finish within its simulated-time budget
-  129  correctness: an invariant was violated
+  128  liveness: a turn did not finish after the world healed (turn-terminates)
+  129  correctness: an invariant was violated (or, for `sim ci`, a canary was not caught)
 
-Docs: docs/scenario.md, docs/cassette.md, docs/trace.md, docs/invariants.md, docs/exit-codes.md";
+Docs: docs/scenario.md, docs/cassette.md, docs/trace.md, docs/invariants.md, docs/faults.md,
+docs/explore.md, docs/exit-codes.md";
 
 /// loopsim: deterministic simulation of LLM coding-agent client/server protocols.
 ///
 /// Runs faithful models of a Letta-style server and Letta Code-style client on a simulated
-/// network, against a fake provider replaying recorded SSE cassettes, and checks protocol
-/// invariants. The same scenario and seed always give the same trace, byte for byte.
+/// network, against a fake provider replaying recorded SSE cassettes, injects faults, and checks
+/// protocol invariants. The same scenario and seed always give the same trace, byte for byte.
+///
+/// Start with: sim run scenarios/approval_turn.toml --seed 1
 #[derive(Parser)]
 #[command(name = "sim", version, after_help = EXIT_CODES)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -42,15 +57,107 @@ enum Command {
         /// The run seed. Every random choice (latency, ids, faults) derives from it.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Add the seed's swarm fault plan (as `sim explore --swarm` did for this seed).
+        #[arg(long)]
+        swarm: bool,
         /// Also write the canonical trace (one event per line) to this file.
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
         /// How many times to run the seed; 2 or more checks `deterministic`.
         #[arg(long, default_value_t = 2, value_name = "N")]
         runs: u32,
+        /// Run at least twice and report the first divergent trace event and its simulated time.
+        #[arg(long)]
+        check_determinism: bool,
         /// Print the full trace after the report.
         #[arg(long)]
         print_trace: bool,
+    },
+    /// Sweep seeds over scenarios, report failures by invariant and the coverage table.
+    ///
+    /// Results are identical for any --jobs. With --shrink, the first failure of each
+    /// invariant is shrunk to a minimal scenario written under shrunk/.
+    #[command(after_help = EXIT_CODES)]
+    Explore {
+        /// Scenario files.
+        #[arg(required = true)]
+        scenarios: Vec<PathBuf>,
+        /// Seed range `A..B` (B exclusive), e.g. 0..1000.
+        #[arg(long, value_parser = parse_range, default_value = "0..100")]
+        seeds: std::ops::Range<u64>,
+        /// Worker threads.
+        #[arg(long, default_value_t = 1)]
+        jobs: usize,
+        /// Run only shard K of N (1-based): the seeds with seed % N == K-1.
+        #[arg(long, value_parser = parse_shard, value_name = "K/N")]
+        shard: Option<(u64, u64)>,
+        /// Draw a fault plan per seed (which fault families are on, where faults land).
+        #[arg(long)]
+        swarm: bool,
+        /// Run every N-th seed twice to check determinism (0 = never).
+        #[arg(long, default_value_t = 10, value_name = "N")]
+        determinism_every: u64,
+        /// Output format on stdout.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// Also write the JSON report to this file (for `sim report merge`).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Shrink the first failure of each invariant and write it under this directory.
+        #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "shrunk")]
+        shrink: Option<PathBuf>,
+    },
+    /// Shrink one failing seed to a minimal scenario that fails the same invariant.
+    #[command(after_help = EXIT_CODES)]
+    Shrink {
+        scenario: PathBuf,
+        #[arg(long)]
+        seed: u64,
+        /// The seed failed with `--swarm` faults.
+        #[arg(long)]
+        swarm: bool,
+        /// The invariant to keep failing (default: the first one the seed fails).
+        #[arg(long)]
+        invariant: Option<String>,
+        /// Where to write the shrunk scenario.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Upper bound on candidate runs.
+        #[arg(long, default_value_t = 400)]
+        max_runs: u32,
+    },
+    /// The CI regression gate: every scenario over fixed and commit-derived seeds with swarm
+    /// faults, every planted canary, every snapshot.
+    #[command(after_help = EXIT_CODES)]
+    Ci {
+        /// Repository root.
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
+        /// The commit under test (adds a seed range derived from it).
+        #[arg(long)]
+        commit: Option<String>,
+        /// Seeds 0..N for every scenario.
+        #[arg(long, default_value_t = 300)]
+        fixed_seeds: u64,
+        /// Seeds taken from the commit, per scenario.
+        #[arg(long, default_value_t = 200)]
+        commit_seeds: u64,
+        /// Seeds per canary.
+        #[arg(long, default_value_t = 20)]
+        canary_seeds: u64,
+        #[arg(long, default_value_t = 2)]
+        jobs: usize,
+        /// Write JUnit XML here.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+        /// Write the JSON report here.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
+    /// Work with JSON reports.
+    Report {
+        #[command(subcommand)]
+        command: ReportCommand,
     },
     /// Measure simulation speed: run seeds 0..N once each and report runs per second and
     /// simulated time per wall time.
@@ -62,6 +169,9 @@ enum Command {
         /// How many seeds to run.
         #[arg(long, default_value_t = 200, value_name = "N")]
         seeds: u64,
+        /// Add swarm faults.
+        #[arg(long)]
+        swarm: bool,
     },
     /// Serve the scenario's Letta server model (and its fake provider) on real TCP, for real
     /// clients such as the Letta Code CLI and the SDKs.
@@ -93,6 +203,43 @@ enum Command {
     },
 }
 
+#[derive(Subcommand)]
+enum ReportCommand {
+    /// Merge the JSON reports of `sim explore --shard K/N --out FILE` runs into one.
+    Merge {
+        #[arg(required = true)]
+        reports: Vec<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+}
+
+fn parse_range(s: &str) -> Result<std::ops::Range<u64>, String> {
+    let (a, b) = s
+        .split_once("..")
+        .ok_or_else(|| format!("expected A..B, e.g. 0..1000, got {s:?}"))?;
+    let a: u64 = a.parse().map_err(|_| format!("bad start {a:?} in {s:?}"))?;
+    let b: u64 = b.parse().map_err(|_| format!("bad end {b:?} in {s:?}"))?;
+    if b <= a {
+        return Err(format!("empty range {s:?}: B must be greater than A"));
+    }
+    Ok(a..b)
+}
+
+fn parse_shard(s: &str) -> Result<(u64, u64), String> {
+    let (k, n) = s
+        .split_once('/')
+        .ok_or_else(|| format!("expected K/N, e.g. 2/4, got {s:?}"))?;
+    let k: u64 = k.parse().map_err(|_| format!("bad K in {s:?}"))?;
+    let n: u64 = n.parse().map_err(|_| format!("bad N in {s:?}"))?;
+    if n == 0 || k == 0 || k > n {
+        return Err(format!("shard {s:?}: need 1 <= K <= N"));
+    }
+    Ok((k, n))
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -101,15 +248,89 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { exit::USAGE as u8 } else { 0 });
         }
     };
-    let code = match cli.command {
+    let result = match cli.command {
         Command::Run {
             scenario,
             seed,
+            swarm,
             trace,
             runs,
+            check_determinism,
             print_trace,
-        } => run(scenario, seed, trace, runs, print_trace),
-        Command::Bench { scenario, seeds } => bench(scenario, seeds),
+        } => run(
+            &scenario,
+            seed,
+            swarm,
+            trace,
+            if check_determinism { runs.max(2) } else { runs },
+            print_trace,
+        ),
+        Command::Explore {
+            scenarios,
+            seeds,
+            jobs,
+            shard,
+            swarm,
+            determinism_every,
+            format,
+            out,
+            shrink,
+        } => cmd_explore(
+            &scenarios,
+            ExploreOptions {
+                seeds,
+                jobs,
+                shard,
+                swarm,
+                determinism_every,
+            },
+            format,
+            out,
+            shrink,
+        ),
+        Command::Shrink {
+            scenario,
+            seed,
+            swarm,
+            invariant,
+            out,
+            max_runs,
+        } => cmd_shrink(&scenario, seed, swarm, invariant, out, max_runs),
+        Command::Ci {
+            root,
+            commit,
+            fixed_seeds,
+            commit_seeds,
+            canary_seeds,
+            jobs,
+            junit,
+            json,
+        } => cmd_ci(
+            GateOptions {
+                root,
+                fixed_seeds,
+                commit,
+                commit_seeds,
+                canary_seeds,
+                determinism_every: 10,
+                jobs,
+            },
+            junit,
+            json,
+        ),
+        Command::Report {
+            command:
+                ReportCommand::Merge {
+                    reports,
+                    format,
+                    out,
+                },
+        } => cmd_merge(&reports, format, out),
+        Command::Bench {
+            scenario,
+            seeds,
+            swarm,
+        } => bench(&scenario, seeds, swarm),
         Command::Serve {
             scenario,
             seed,
@@ -125,72 +346,295 @@ fn main() -> ExitCode {
             trace,
         ),
     };
-    ExitCode::from(code as u8)
+    ExitCode::from(match result {
+        Ok(code) => code as u8,
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit::USAGE as u8
+        }
+    })
 }
 
-fn run(path: PathBuf, seed: u64, trace_out: Option<PathBuf>, runs: u32, print_trace: bool) -> i32 {
-    let scenario = match Scenario::load(&path) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return exit::USAGE;
-        }
-    };
-    let report = match run_scenario(&scenario, seed, runs) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return exit::USAGE;
-        }
-    };
+/// Any input problem: printed as `error: <file>:<line>:<col>: …`, exit 2.
+type CmdResult = Result<i32, InputError>;
+
+fn write_file(path: &Path, text: &str) -> Result<(), InputError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    std::fs::write(path, text).map_err(|e| InputError {
+        file: path.display().to_string(),
+        line: None,
+        column: None,
+        message: format!("cannot write: {e}"),
+    })
+}
+
+fn load_with_swarm(path: &Path, seed: u64, swarm: bool) -> Result<Scenario, InputError> {
+    let scenario = Scenario::load(path)?;
+    if swarm {
+        let base = loopsim::harness::explore::baseline(&scenario)?;
+        Ok(with_swarm(&scenario, seed, &base))
+    } else {
+        Ok(scenario)
+    }
+}
+
+fn run(
+    path: &Path,
+    seed: u64,
+    swarm: bool,
+    trace_out: Option<PathBuf>,
+    runs: u32,
+    print_trace: bool,
+) -> CmdResult {
+    let mut scenario = load_with_swarm(path, seed, swarm)?;
+    // The report's reproduce line must carry --swarm too.
+    if swarm {
+        scenario.repro_flags = " --swarm".into();
+    }
+    let report = run_scenario(&scenario, seed, runs)?;
     if let Some(file) = trace_out {
-        if let Err(e) = std::fs::write(&file, &report.trace_text) {
-            eprintln!("error: cannot write trace to {}: {e}", file.display());
-            return exit::USAGE;
-        }
+        write_file(&file, &report.trace_text)?;
         println!("trace written to {}", file.display());
     }
     if print_trace {
         print!("{}", report.trace_text);
     }
     print!("{}", report.render());
-    report.verdict.exit_code()
+    Ok(report.verdict.exit_code())
 }
 
-fn bench(path: PathBuf, seeds: u64) -> i32 {
-    let scenario = match Scenario::load(&path) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return exit::USAGE;
+fn report_exit(report: &ExploreReport) -> i32 {
+    if report.failures.is_empty() {
+        exit::PASS
+    } else if report.failures.iter().any(|f| f.kind == "crash") {
+        exit::CRASH
+    } else if report.failures.iter().all(|f| f.kind == "liveness") {
+        exit::LIVENESS
+    } else {
+        exit::CORRECTNESS
+    }
+}
+
+fn cmd_explore(
+    paths: &[PathBuf],
+    options: ExploreOptions,
+    format: Format,
+    out: Option<PathBuf>,
+    shrink_dir: Option<PathBuf>,
+) -> CmdResult {
+    let scenarios: Vec<Scenario> = paths
+        .iter()
+        .map(|p| Scenario::load(p))
+        .collect::<Result<_, _>>()?;
+    let started = Instant::now();
+    let bar = progress::Bar::new("explore");
+    let report = explore(&scenarios, &options, &|done, total| bar.update(done, total))?;
+    bar.finish();
+    let wall = started.elapsed().as_secs_f64();
+    match format {
+        Format::Text => {
+            print!("{}", report.render());
+            println!(
+                "rate      {:.1} seeds/s over {} job(s) ({wall:.2} s wall)",
+                report.runs as f64 / wall.max(1e-9),
+                options.jobs.max(1)
+            );
+        }
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("report serialises")
+        ),
+    }
+    if let Some(file) = out {
+        write_file(
+            &file,
+            &serde_json::to_string_pretty(&report).expect("report serialises"),
+        )?;
+        eprintln!("report written to {}", file.display());
+    }
+    if let Some(dir) = shrink_dir {
+        for (invariant, seeds) in report.by_invariant() {
+            let (scenario_path, seed) = &seeds[0];
+            let base = Scenario::load(Path::new(scenario_path))?;
+            let plan = plan_of(&base, *seed, options.swarm)?;
+            let start = with_plan(&base, plan);
+            let shrunk = shrink(&start, *seed, &invariant, 400)?;
+            let stem = Path::new(scenario_path)
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let target = dir.join(format!("{stem}-seed{seed}-{invariant}"));
+            let file = shrunk.write(&target)?;
+            eprintln!(
+                "shrunk    {invariant} (seed {seed}) in {} runs → {}\n          reproduce: cargo run --release -p sim -- run {} --seed {seed}",
+                shrunk.attempts,
+                file.display(),
+                file.display()
+            );
+        }
+    }
+    Ok(report_exit(&report))
+}
+
+fn cmd_shrink(
+    path: &Path,
+    seed: u64,
+    swarm: bool,
+    invariant: Option<String>,
+    out: Option<PathBuf>,
+    max_runs: u32,
+) -> CmdResult {
+    let base = Scenario::load(path)?;
+    let start = with_plan(&base, plan_of(&base, seed, swarm)?);
+    let invariant = match invariant {
+        Some(i) => i,
+        None => {
+            let r = run_scenario(&start, seed, 2)?;
+            match r.invariants.iter().find(|(_, v)| !v.is_empty()) {
+                Some((id, _)) => id.to_string(),
+                None if matches!(r.verdict, loopsim::harness::run::Verdict::Crash(_)) => {
+                    "crash".into()
+                }
+                None => {
+                    println!(
+                        "seed {seed} passes every invariant on {}: nothing to shrink",
+                        path.display()
+                    );
+                    return Ok(exit::PASS);
+                }
+            }
         }
     };
+    let shrunk = shrink(&start, seed, &invariant, max_runs)?;
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let dir = out.unwrap_or_else(|| PathBuf::from(format!("shrunk/{stem}-seed{seed}-{invariant}")));
+    let file = shrunk.write(&dir)?;
+    println!(
+        "shrunk    {invariant} on {} seed {seed} in {} runs",
+        path.display(),
+        shrunk.attempts
+    );
+    for s in &shrunk.steps {
+        println!("  - {s}");
+    }
+    println!(
+        "faults    {}",
+        if shrunk.scenario.faults.is_empty() {
+            "none".to_string()
+        } else {
+            shrunk
+                .scenario
+                .faults
+                .iter()
+                .map(|f| f.get_ref().to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        }
+    );
+    println!("written   {}", file.display());
+    println!(
+        "reproduce cargo run --release -p sim -- run {} --seed {seed}",
+        file.display()
+    );
+    Ok(exit::CORRECTNESS)
+}
+
+fn cmd_ci(options: GateOptions, junit: Option<PathBuf>, json: Option<PathBuf>) -> CmdResult {
+    let started = Instant::now();
+    let report = run_gate(&options, &|stage| eprintln!("sim ci: {stage}"))?;
+    print!("{}", report.render());
+    println!("wall      {:.1} s", started.elapsed().as_secs_f64());
+    if let Some(f) = junit {
+        write_file(&f, &report.to_junit())?;
+        eprintln!("junit written to {}", f.display());
+    }
+    if let Some(f) = json {
+        write_file(
+            &f,
+            &serde_json::to_string_pretty(&report).expect("report serialises"),
+        )?;
+        eprintln!("json written to {}", f.display());
+    }
+    Ok(report.exit_code)
+}
+
+fn cmd_merge(paths: &[PathBuf], format: Format, out: Option<PathBuf>) -> CmdResult {
+    let mut reports = Vec::new();
+    for p in paths {
+        let text = std::fs::read_to_string(p).map_err(|e| InputError {
+            file: p.display().to_string(),
+            line: None,
+            column: None,
+            message: format!("cannot read report: {e}"),
+        })?;
+        let r: ExploreReport = serde_json::from_str(&text).map_err(|e| InputError {
+            file: p.display().to_string(),
+            line: Some(e.line()),
+            column: Some(e.column()),
+            message: format!("not a `sim explore --out` report: {e}"),
+        })?;
+        reports.push(r);
+    }
+    let merged = ExploreReport::merge(&reports).map_err(|m| InputError {
+        file: paths[0].display().to_string(),
+        line: None,
+        column: None,
+        message: m,
+    })?;
+    match format {
+        Format::Text => print!("{}", merged.render()),
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&merged).expect("report serialises")
+        ),
+    }
+    if let Some(f) = out {
+        write_file(
+            &f,
+            &serde_json::to_string_pretty(&merged).expect("report serialises"),
+        )?;
+    }
+    Ok(report_exit(&merged))
+}
+
+fn bench(path: &Path, seeds: u64, swarm: bool) -> CmdResult {
+    let scenario = Scenario::load(path)?;
+    let base = if swarm {
+        Some(loopsim::harness::explore::baseline(&scenario)?)
+    } else {
+        None
+    };
     let seeds = seeds.max(1);
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let mut simulated_ms = 0u64;
     let mut events = 0usize;
     let mut failures = 0u64;
+    let bar = progress::Bar::new("bench");
     for seed in 0..seeds {
-        match run_scenario(&scenario, seed, 1) {
-            Ok(r) => {
-                simulated_ms += r.end_ms;
-                events += r.events;
-                if r.verdict.exit_code() != exit::PASS {
-                    failures += 1;
-                }
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                return exit::USAGE;
-            }
+        let s = match &base {
+            Some(b) => with_swarm(&scenario, seed, b),
+            None => scenario.clone(),
+        };
+        let r = run_scenario(&s, seed, 1)?;
+        simulated_ms += r.end_ms;
+        events += r.events;
+        if r.verdict.exit_code() != exit::PASS {
+            failures += 1;
         }
-        if seeds >= 20 && (seed + 1) % (seeds / 10) == 0 {
-            eprintln!("  {}/{} seeds", seed + 1, seeds);
-        }
+        bar.update(seed + 1, seeds);
     }
+    bar.finish();
     let wall = started.elapsed().as_secs_f64();
     println!("scenario        {}", path.display());
-    println!("seeds           {seeds} (one run each), {failures} not passing");
+    println!(
+        "seeds           {seeds} (one run each{}), {failures} not passing",
+        if swarm { ", swarm faults" } else { "" }
+    );
     println!("wall            {wall:.3} s");
     println!("runs/s          {:.1}", seeds as f64 / wall);
     println!("events/s        {:.0}", events as f64 / wall);
@@ -199,7 +643,7 @@ fn bench(path: PathBuf, seeds: u64) -> i32 {
         "simulated/wall  {:.1}x",
         simulated_ms as f64 / 1000.0 / wall
     );
-    exit::PASS
+    Ok(exit::PASS)
 }
 
 fn serve(
@@ -208,7 +652,7 @@ fn serve(
     listen: std::net::SocketAddr,
     log: Option<PathBuf>,
     trace: Option<PathBuf>,
-) -> i32 {
+) -> CmdResult {
     use std::io::Write as _;
     let opts = loopsim::harness::serve::ServeOptions {
         scenario,
@@ -217,15 +661,9 @@ fn serve(
         request_log: log,
         trace,
     };
-    let result = loopsim::harness::serve::serve(opts, |ready| {
+    loopsim::harness::serve::serve(opts, |ready| {
         println!("{ready}");
         let _ = std::io::stdout().flush();
-    });
-    match result {
-        Ok(()) => exit::PASS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            exit::USAGE
-        }
-    }
+    })?;
+    Ok(exit::PASS)
 }

@@ -105,5 +105,5 @@ fn serve_refuses_a_bad_scenario_and_a_simulation_only_fault() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("server_restart is a simulation fault"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is a simulation fault"));
 }

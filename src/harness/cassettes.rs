@@ -13,14 +13,17 @@ pub fn provider_responses(scenario: &Scenario) -> Result<Vec<ProviderResponse>, 
         .provider
         .responses
         .iter()
-        .map(|r| {
-            let path = scenario.resolve(r.get_ref());
-            let cassette = Cassette::load(&path).map_err(|e| InputError {
-                file: e.origin.clone(),
-                line: e.line,
-                column: None,
-                message: e.message.clone(),
-            })?;
+        .enumerate()
+        .map(|(i, r)| {
+            let cassette = match scenario.cassette_overrides.get(&i) {
+                Some(c) => c.clone(),
+                None => Cassette::load(scenario.resolve(r.get_ref())).map_err(|e| InputError {
+                    file: e.origin.clone(),
+                    line: e.line,
+                    column: None,
+                    message: e.message.clone(),
+                })?,
+            };
             let format = cassette.header().format;
             if format != api {
                 return Err(scenario.error_at(

@@ -12,6 +12,8 @@ use super::trace::TraceEvent;
 /// Stable invariant ids.
 pub const TOOL_CALL_RESOLVED: &str = "tool-call-resolved";
 pub const DETERMINISTIC: &str = "deterministic";
+/// Liveness: after the world heals, every user turn reaches a terminal state in the budget.
+pub const TURN_TERMINATES: &str = "turn-terminates";
 
 /// One broken invariant.
 #[derive(Debug, Clone, PartialEq, Eq)]

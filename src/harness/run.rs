@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Once;
 
-use super::invariants::{self, DETERMINISTIC, TOOL_CALL_RESOLVED, Violation};
+use super::invariants::{self, DETERMINISTIC, TOOL_CALL_RESOLVED, TURN_TERMINATES, Violation};
 use super::scenario::{InputError, Scenario};
 use super::trace::{first_divergence, hash_text, render_events};
 use super::world::{RunOutput, run_once};
@@ -49,6 +49,8 @@ impl Verdict {
 pub struct RunReport {
     pub scenario_name: String,
     pub scenario_path: String,
+    /// Flags the reproduce command needs besides the seed (e.g. ` --swarm`).
+    pub repro_flags: String,
     pub seed: u64,
     pub faults: Vec<String>,
     pub turn_outcomes: Vec<String>,
@@ -60,6 +62,8 @@ pub struct RunReport {
     /// (invariant id, violations); an empty list is a pass.
     pub invariants: Vec<(&'static str, Vec<Violation>)>,
     pub pending: Vec<(String, String)>,
+    /// Coverage goals this run reached (`harness::coverage`).
+    pub goals: Vec<&'static str>,
     pub verdict: Verdict,
 }
 
@@ -129,6 +133,7 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
     let base = RunReport {
         scenario_name: scenario.scenario.name.clone(),
         scenario_path: scenario.path.display().to_string(),
+        repro_flags: scenario.repro_flags.clone(),
         seed,
         faults,
         turn_outcomes: Vec::new(),
@@ -139,6 +144,7 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
         runs,
         invariants: Vec::new(),
         pending: Vec::new(),
+        goals: Vec::new(),
         verdict: Verdict::Pass,
     };
     let first = match run_guarded(scenario, seed)? {
@@ -161,6 +167,7 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
         events: first.trace.len(),
         end_ms: first.end_ms,
         pending: invariants::pending_tool_calls(&first.trace),
+        goals: super::coverage::reached(&first.trace),
         trace_text: text,
         ..base
     };
@@ -178,11 +185,9 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
         invariants::HISTORY_VALID,
         invariants::history_valid(&first.trace),
     ));
-    if scenario
-        .faults
-        .iter()
-        .any(|f| matches!(f.get_ref(), super::scenario::Fault::ServerRestart { .. }))
-    {
+    if scenario.faults.iter().any(
+        |f| matches!(f.get_ref(), super::scenario::Fault::Crash { host, .. } if host == "server"),
+    ) {
         report.invariants.push((
             invariants::DURABLE_ACK,
             invariants::durable_ack(&first.trace),
@@ -196,11 +201,16 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
                 let again_text = render_events(&again.trace);
                 if let Some((line, left, right)) = first_divergence(&report.trace_text, &again_text)
                 {
+                    let t = left
+                        .split_whitespace()
+                        .next()
+                        .or_else(|| right.split_whitespace().next())
+                        .unwrap_or("?");
                     det.push(Violation {
                         invariant: DETERMINISTIC,
                         event: Some(line - 1),
                         message: format!(
-                            "the same seed gave a different trace; first divergence at line {line}:\n    run 1: {left}\n    run 2: {right}"
+                            "the same seed gave a different trace; first divergence at line {line}, simulated time {t} ms:\n    run 1: {left}\n    run 2: {right}"
                         ),
                     });
                     break;
@@ -216,10 +226,29 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
         report.invariants.push((DETERMINISTIC, det));
     }
 
-    report.verdict = if report.invariants.iter().any(|(_, v)| !v.is_empty()) {
+    let liveness = first
+        .outcomes
+        .is_none()
+        .then(|| liveness_diagnosis(&first, scenario));
+    report.invariants.push((
+        TURN_TERMINATES,
+        liveness
+            .iter()
+            .map(|d| Violation {
+                invariant: TURN_TERMINATES,
+                event: None,
+                message: d.clone(),
+            })
+            .collect(),
+    ));
+    report.verdict = if report
+        .invariants
+        .iter()
+        .any(|(id, v)| *id != TURN_TERMINATES && !v.is_empty())
+    {
         Verdict::Correctness
-    } else if first.outcomes.is_none() {
-        Verdict::Liveness(liveness_diagnosis(&first, scenario))
+    } else if let Some(d) = liveness {
+        Verdict::Liveness(d)
     } else {
         Verdict::Pass
     };
@@ -227,13 +256,7 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
 }
 
 fn liveness_diagnosis(out: &RunOutput, scenario: &Scenario) -> String {
-    let last_client = out
-        .trace
-        .iter()
-        .rev()
-        .find(|e| e.host == "client")
-        .map(|e| e.render().trim().to_string())
-        .unwrap_or_else(|| "none".into());
+    let last_client = out.trace.iter().rev().find(|e| e.host == "client");
     let turn = out
         .trace
         .iter()
@@ -243,10 +266,47 @@ fn liveness_diagnosis(out: &RunOutput, scenario: &Scenario) -> String {
             _ => None,
         })
         .unwrap_or(0);
+    let waiting = match last_client.map(|e| &e.obs) {
+        Some(Observation::ClientSend { path, .. }) => {
+            format!("waiting for the response to POST {path}")
+        }
+        Some(Observation::ClientResponse { .. }) | Some(Observation::ClientChunk { .. }) => {
+            let last = out.trace.iter().rev().find_map(|e| match &e.obs {
+                Observation::ClientChunk { run_id, seq_id, .. } => Some(format!(
+                    "run {} after seq {}",
+                    run_id.as_deref().unwrap_or("?"),
+                    seq_id.map_or("-".to_string(), |s| s.to_string())
+                )),
+                _ => None,
+            });
+            format!(
+                "reading a stream ({})",
+                last.unwrap_or_else(|| "no chunk yet".into())
+            )
+        }
+        Some(_) | None => "between requests".into(),
+    };
+    let pending = invariants::pending_tool_calls(&out.trace);
+    let pending = if pending.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; tool calls awaiting approval: {}",
+            pending
+                .iter()
+                .map(|(_, id)| id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
     format!(
-        "the client did not finish within the {} ms budget ({}); turn {turn} stuck after its last event: {last_client}",
-        scenario.limits.sim_time_ms,
-        out.stopped.as_deref().unwrap_or("stopped")
+        "turn {turn} stuck {waiting}{pending}; the world healed at {} ms and the run stopped at {} ms ({}); last client event: {}",
+        scenario.limits.heal_at_ms,
+        out.end_ms,
+        out.stopped.as_deref().unwrap_or("stopped"),
+        last_client
+            .map(|e| e.render().trim().to_string())
+            .unwrap_or_else(|| "none".into())
     )
 }
 
@@ -254,8 +314,8 @@ impl RunReport {
     /// The one command that reproduces this run.
     pub fn repro_command(&self) -> String {
         format!(
-            "cargo run --release -p sim -- run {} --seed {}",
-            self.scenario_path, self.seed
+            "cargo run --release -p sim -- run {} --seed {}{}",
+            self.scenario_path, self.seed, self.repro_flags
         )
     }
 
@@ -327,8 +387,8 @@ impl RunReport {
             Verdict::Correctness => {
                 let _ = writeln!(s, "verdict   FAIL (correctness)");
             }
-            Verdict::Liveness(d) => {
-                let _ = writeln!(s, "verdict   FAIL (liveness): {d}");
+            Verdict::Liveness(_) => {
+                let _ = writeln!(s, "verdict   FAIL (liveness)");
             }
             Verdict::Crash(p) => {
                 let _ = writeln!(s, "verdict   CRASH: {p}");

@@ -83,6 +83,13 @@ pub struct Scenario {
     pub path: PathBuf,
     #[serde(skip)]
     pub source: String,
+    /// Cassettes to use instead of the files `[provider] responses` names, by position (the
+    /// shrinker edits cassettes in memory).
+    #[serde(skip)]
+    pub cassette_overrides: std::collections::BTreeMap<usize, crate::cassette::Cassette>,
+    /// Extra flags the reproduce command needs (e.g. ` --swarm`).
+    #[serde(skip)]
+    pub repro_flags: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -211,62 +218,9 @@ impl Default for Permissions {
     }
 }
 
-/// An explicit fault.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Fault {
-    /// Reset the connection of the server's `response`-th streaming response (1-based) after it
-    /// has written `after_frame` frames.
-    DropConnection { response: u64, after_frame: u64 },
-    // ---- server-behaviour faults (issue 3) ---------------------------------------------
-    /// Answer the `send`-th message send (1-based) with 409 busy.
-    BusyOnSend { send: u64 },
-    /// Answer the `send`-th message send with 503 `cloud_api_shutting_down`.
-    ShuttingDownOnSend { send: u64 },
-    /// When the `send`-th message send arrives, a pending approval appears on its
-    /// conversation and the send gets the 409 approval-pending conflict (reference B.5.3).
-    ApprovalPendingOnSend {
-        send: u64,
-        #[serde(default = "default_stale_id")]
-        tool_call_id: String,
-        #[serde(default = "default_stale_tool")]
-        tool: String,
-        #[serde(default = "default_stale_args")]
-        arguments: String,
-    },
-    /// A pending approval left on a conversation before the run starts (reference B.5.4);
-    /// the conversation is created for the scenario's agent if it does not exist.
-    StaleApproval {
-        conversation: String,
-        #[serde(default = "default_stale_id")]
-        tool_call_id: String,
-        #[serde(default = "default_stale_tool")]
-        tool: String,
-        #[serde(default = "default_stale_args")]
-        arguments: String,
-    },
-    /// Answer the first `times` `POST /v1/runs/{id}/stream` requests with 500.
-    RunStreamFail { times: u64 },
-    /// Leave frame `frame` (1-based) out of streaming response `response` (e.g. a lost
-    /// stop_reason).
-    SkipFrame { response: u64, frame: u64 },
-    /// Stop writing streaming response `response` after `after_frame` frames and keep it open
-    /// (after `[DONE]`: a body left open).
-    StallStream { response: u64, after_frame: u64 },
-    /// Crash the server at `at_ms` (simulated) and start it again `down_ms` later, on the same
-    /// durable store (simulation only).
-    ServerRestart { at_ms: u64, down_ms: u64 },
-}
+pub use super::faults::Fault;
 
-fn default_stale_id() -> String {
-    "toolu_stale_1".into()
-}
-fn default_stale_tool() -> String {
-    "Bash".into()
-}
-fn default_stale_args() -> String {
-    r#"{"command": "echo stale", "description": "left pending"}"#.into()
-}
+// ---- server model sections (issue 3) -----------------------------------------------------
 
 /// `[server]`: which server the model behaves like.
 #[derive(Debug, Clone, Deserialize)]
@@ -324,50 +278,6 @@ fn default_read_timeout() -> u64 {
     30_000
 }
 
-impl fmt::Display for Fault {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Fault::DropConnection {
-                response,
-                after_frame,
-            } => write!(
-                f,
-                "drop_connection response={response} after_frame={after_frame}"
-            ),
-            Fault::BusyOnSend { send } => write!(f, "busy_on_send send={send}"),
-            Fault::ShuttingDownOnSend { send } => write!(f, "shutting_down_on_send send={send}"),
-            Fault::ApprovalPendingOnSend {
-                send, tool_call_id, ..
-            } => write!(
-                f,
-                "approval_pending_on_send send={send} tool_call_id={tool_call_id}"
-            ),
-            Fault::StaleApproval {
-                conversation,
-                tool_call_id,
-                ..
-            } => write!(
-                f,
-                "stale_approval conversation={conversation} tool_call_id={tool_call_id}"
-            ),
-            Fault::RunStreamFail { times } => write!(f, "run_stream_fail times={times}"),
-            Fault::SkipFrame { response, frame } => {
-                write!(f, "skip_frame response={response} frame={frame}")
-            }
-            Fault::StallStream {
-                response,
-                after_frame,
-            } => write!(
-                f,
-                "stall_stream response={response} after_frame={after_frame}"
-            ),
-            Fault::ServerRestart { at_ms, down_ms } => {
-                write!(f, "server_restart at_ms={at_ms} down_ms={down_ms}")
-            }
-        }
-    }
-}
-
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
@@ -377,6 +287,20 @@ pub struct Limits {
     /// Upper bound on requests per user turn.
     #[serde(default = "default_requests")]
     pub requests_per_turn: u32,
+    /// When every fault stops and the world is repaired (partitions healed, crashed hosts
+    /// restarted). Safety is checked throughout; liveness is judged after this.
+    #[serde(default = "default_heal")]
+    pub heal_at_ms: u64,
+    /// After healing, every turn must end within this much simulated time (`turn-terminates`).
+    #[serde(default = "default_liveness")]
+    pub liveness_ms: u64,
+}
+
+fn default_heal() -> u64 {
+    120_000
+}
+fn default_liveness() -> u64 {
+    300_000
 }
 
 fn default_sim_time() -> u64 {
@@ -391,6 +315,8 @@ impl Default for Limits {
         Limits {
             sim_time_ms: default_sim_time(),
             requests_per_turn: default_requests(),
+            heal_at_ms: default_heal(),
+            liveness_ms: default_liveness(),
         }
     }
 }
@@ -404,6 +330,9 @@ pub struct Planted {
     /// Client otids mix in a process-wide counter (breaks deterministic).
     #[serde(default)]
     pub client_nondeterministic_otids: bool,
+    /// Client has no stall window: a silent stream is waited on forever (breaks turn-terminates).
+    #[serde(default)]
+    pub client_waits_forever_on_silence: bool,
     /// Server starts a second run for a duplicate request token (breaks one-run-per-request).
     #[serde(default)]
     pub server_ignores_request_token: bool,
@@ -413,6 +342,34 @@ pub struct Planted {
     /// Local server does not settle orphaned tool calls at a new turn (breaks history-valid).
     #[serde(default)]
     pub server_skips_orphan_settling: bool,
+}
+
+impl Planted {
+    /// The invariants these switches are there to break (a canary must be caught by them).
+    pub fn expected_failures(&self) -> Vec<&'static str> {
+        use super::invariants::{DETERMINISTIC, TOOL_CALL_RESOLVED, TURN_TERMINATES};
+        let mut v = Vec::new();
+        if self.server_accepts_message_while_pending {
+            v.push(TOOL_CALL_RESOLVED);
+        }
+        if self.client_nondeterministic_otids {
+            v.push(DETERMINISTIC);
+        }
+        if self.client_waits_forever_on_silence {
+            v.push(TURN_TERMINATES);
+        }
+        // Server defects (issue 3).
+        if self.server_ignores_request_token {
+            v.push(super::invariants::ONE_RUN_PER_REQUEST);
+        }
+        if self.server_volatile_writes {
+            v.push(super::invariants::DURABLE_ACK);
+        }
+        if self.server_skips_orphan_settling {
+            v.push(super::invariants::HISTORY_VALID);
+        }
+        v
+    }
 }
 
 impl Scenario {
@@ -524,30 +481,13 @@ impl Scenario {
             });
         }
         for f in &self.faults {
-            let numbered = match f.get_ref() {
-                Fault::DropConnection { response, .. }
-                | Fault::SkipFrame { response, .. }
-                | Fault::StallStream { response, .. } => Some(*response),
-                Fault::BusyOnSend { send }
-                | Fault::ShuttingDownOnSend { send }
-                | Fault::ApprovalPendingOnSend { send, .. } => Some(*send),
-                _ => None,
-            };
-            if numbered == Some(0) {
-                return Err(self.error_at(f.span(), "response and send numbers start at 1"));
+            if let Some(problem) = f.get_ref().problem() {
+                return Err(self.error_at(f.span(), problem));
             }
         }
         self.server_profile()?;
         self.approval_conflict()?;
         Ok(())
-    }
-
-    /// A path in the scenario, resolved against the scenario file's directory.
-    pub fn resolve(&self, rel: &str) -> PathBuf {
-        match self.path.parent() {
-            Some(dir) => dir.join(rel),
-            None => PathBuf::from(rel),
-        }
     }
 
     pub fn server_profile(&self) -> Result<crate::model::server::Profile, InputError> {
@@ -575,6 +515,14 @@ impl Scenario {
                     "unknown approval_conflict {other:?}: expected \"in_band\" or \"http_409\""
                 ),
             )),
+        }
+    }
+
+    /// A path in the scenario, resolved against the scenario file's directory.
+    pub fn resolve(&self, rel: &str) -> PathBuf {
+        match self.path.parent() {
+            Some(dir) => dir.join(rel),
+            None => PathBuf::from(rel),
         }
     }
 
@@ -639,5 +587,142 @@ fn parse_permission(s: &str) -> Option<crate::model::client::approvals::Permissi
         "ask" => Some(Permission::Ask),
         "deny" => Some(Permission::Deny),
         _ => None,
+    }
+}
+
+/// Writes TOML text for scenarios the harness generates (shrunk reproductions).
+impl Scenario {
+    /// The scenario as a standalone TOML file whose cassettes are `cassette_paths` (one per
+    /// provider response, relative to where the file will be written).
+    pub fn to_toml(&self, cassette_paths: &[String], header: &str) -> String {
+        use std::fmt::Write as _;
+        let q = |s: &str| toml::Value::String(s.to_string()).to_string();
+        let list = |v: &[String]| v.iter().map(|x| q(x)).collect::<Vec<_>>().join(", ");
+        let mut s = String::new();
+        for line in header.lines() {
+            let _ = writeln!(s, "# {line}");
+        }
+        // Top-level keys must come before the first table.
+        if !self.faults.is_empty() {
+            let _ = writeln!(s, "\nfaults = [");
+            for f in &self.faults {
+                let _ = writeln!(s, "  {},", f.get_ref().to_toml());
+            }
+            let _ = writeln!(s, "]");
+        }
+        let _ = writeln!(s, "\n[scenario]");
+        let _ = writeln!(s, "name = {}", q(&self.scenario.name));
+        let _ = writeln!(s, "description = {}", q(&self.scenario.description));
+        let _ = writeln!(s, "system = {}", q(self.scenario.system.get_ref()));
+        let _ = writeln!(
+            s,
+            "client_profile = {}",
+            q(self.scenario.client_profile.get_ref())
+        );
+        let _ = writeln!(s, "\n[network]");
+        let _ = writeln!(s, "tick_ms = {}", self.network.tick_ms);
+        let _ = writeln!(
+            s,
+            "latency_ms = [{}, {}]",
+            self.network.latency_ms[0], self.network.latency_ms[1]
+        );
+        let _ = writeln!(s, "\n[provider]");
+        let _ = writeln!(s, "api = {}", q(self.provider.api.get_ref()));
+        let _ = writeln!(s, "responses = [{}]", list(cassette_paths));
+        let _ = writeln!(s, "\n[agent]");
+        let _ = writeln!(s, "id = {}", q(&self.agent.id));
+        let _ = writeln!(s, "model = {}", q(&self.agent.model));
+        let _ = writeln!(s, "\n[client]");
+        let _ = writeln!(s, "conversation = {}", q(&self.client.conversation));
+        let _ = writeln!(s, "turns = [{}]", list(&self.client.turns));
+        for t in &self.client.tools {
+            let _ = writeln!(s, "\n[[client.tools]]");
+            let _ = writeln!(s, "name = {}", q(&t.name));
+            if let Some(d) = &t.description {
+                let _ = writeln!(s, "description = {}", q(d));
+            }
+            if let Some(p) = &t.parameters {
+                let _ = writeln!(s, "parameters = {p}");
+            }
+        }
+        if !self.client.files.is_empty() {
+            let _ = writeln!(s, "\n[client.files]");
+            for (k, v) in &self.client.files {
+                let _ = writeln!(s, "{} = {}", q(k), q(v));
+            }
+        }
+        let p = &self.permissions;
+        let _ = writeln!(s, "\n[permissions]");
+        let _ = writeln!(s, "default = {}", q(p.default.get_ref()));
+        let _ = writeln!(s, "allow = [{}]", list(&p.allow));
+        let _ = writeln!(s, "ask = [{}]", list(&p.ask));
+        let _ = writeln!(s, "deny = [{}]", list(&p.deny));
+        let human: Vec<String> = p.human.iter().map(|h| h.get_ref().clone()).collect();
+        let _ = writeln!(s, "human = [{}]", list(&human));
+        let l = &self.limits;
+        let _ = writeln!(s, "\n[limits]");
+        let _ = writeln!(s, "sim_time_ms = {}", l.sim_time_ms);
+        let _ = writeln!(s, "requests_per_turn = {}", l.requests_per_turn);
+        let _ = writeln!(s, "heal_at_ms = {}", l.heal_at_ms);
+        let _ = writeln!(s, "liveness_ms = {}", l.liveness_ms);
+        // Server model sections (issue 3).
+        let _ = writeln!(s, "\n[server]");
+        let _ = writeln!(s, "profile = {}", q(self.server.profile.get_ref()));
+        let _ = writeln!(
+            s,
+            "approval_conflict = {}",
+            q(self.server.approval_conflict.get_ref())
+        );
+        for r in &self.requests {
+            let r = r.get_ref();
+            let _ = writeln!(s, "\n[[requests]]");
+            let _ = writeln!(s, "at_ms = {}", r.at_ms);
+            let _ = writeln!(s, "method = {}", q(&r.method));
+            let _ = writeln!(s, "path = {}", q(&r.path));
+            if let Some(b) = &r.body {
+                let _ = writeln!(s, "body = {}", q(b));
+            }
+            let _ = writeln!(s, "read_timeout_ms = {}", r.read_timeout_ms);
+            if let Some(m) = r.max_frames {
+                let _ = writeln!(s, "max_frames = {m}");
+            }
+        }
+        let pl = &self.planted;
+        if pl.server_accepts_message_while_pending
+            || pl.client_nondeterministic_otids
+            || pl.client_waits_forever_on_silence
+            || pl.server_ignores_request_token
+            || pl.server_volatile_writes
+            || pl.server_skips_orphan_settling
+        {
+            let _ = writeln!(s, "\n[planted]");
+            let _ = writeln!(
+                s,
+                "server_accepts_message_while_pending = {}",
+                pl.server_accepts_message_while_pending
+            );
+            let _ = writeln!(
+                s,
+                "client_nondeterministic_otids = {}",
+                pl.client_nondeterministic_otids
+            );
+            let _ = writeln!(
+                s,
+                "client_waits_forever_on_silence = {}",
+                pl.client_waits_forever_on_silence
+            );
+            let _ = writeln!(
+                s,
+                "server_ignores_request_token = {}",
+                pl.server_ignores_request_token
+            );
+            let _ = writeln!(s, "server_volatile_writes = {}", pl.server_volatile_writes);
+            let _ = writeln!(
+                s,
+                "server_skips_orphan_settling = {}",
+                pl.server_skips_orphan_settling
+            );
+        }
+        s
     }
 }

@@ -10,18 +10,19 @@
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
 use super::env::AddressBook;
-use super::scenario::{Fault, InputError, Scenario};
+use super::faults::NowFn;
+use super::scenario::{InputError, Scenario};
 use super::trace::{Trace, TraceEvent};
-use super::world::{EPOCH_UNIX_MS, NowFn, PROVIDER_PORT, SERVER_PORT, server_parts};
+use super::world::{EPOCH_UNIX_MS, PROVIDER_PORT, SERVER_PORT, server_parts};
 use crate::model::env::{Env, Listener};
 use crate::model::observe::Observation;
-use crate::model::provider::{self, ProviderConfig};
+use crate::model::provider::{self, ProviderConfig, ProviderState};
 use crate::model::server::{self, RequestLog, RequestRecord};
 
 /// What `sim serve` is asked to do.
@@ -155,14 +156,18 @@ fn input_error(opts: &ServeOptions, message: String) -> InputError {
 /// listens: its address, the agent, the conversations that exist, the profile and the faults.
 pub fn serve(opts: ServeOptions, ready: impl FnOnce(Value)) -> Result<(), InputError> {
     let scenario = Scenario::load(&opts.scenario)?;
-    if scenario
+    // Network and process faults act on turmoil; on real TCP there is nothing to apply them to.
+    if let Some(f) = scenario
         .faults
         .iter()
-        .any(|f| matches!(f.get_ref(), Fault::ServerRestart { .. }))
+        .find(|f| f.get_ref().trigger().is_some())
     {
-        return Err(input_error(
-            &opts,
-            "server_restart is a simulation fault; sim serve cannot apply it".into(),
+        return Err(scenario.error_at(
+            f.span(),
+            format!(
+                "{} is a simulation fault (network or process); sim serve cannot apply it",
+                f.get_ref()
+            ),
         ));
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -207,11 +212,12 @@ pub fn serve(opts: ServeOptions, ready: impl FnOnce(Value)) -> Result<(), InputE
         let provider_config = Arc::new(ProviderConfig {
             port: PROVIDER_PORT,
             responses: parts.provider.responses.clone(),
+            hooks: parts.provider.hooks.clone(),
         });
         let provider_task = tokio::spawn(provider::run(
             env("provider"),
             provider_config,
-            Arc::new(AtomicU32::new(0)),
+            Arc::new(Mutex::new(ProviderState::default())),
         ));
         let agent_id = scenario.agent.id.clone();
         let profile = config.profile;

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::env::{AddressBook, TcpEnv};
+use super::faults::NowFn;
 use super::scenario::{InputError, Scenario};
 use super::trace::Trace;
-use super::world::{EPOCH_UNIX_MS, NowFn, RunOutput, world_parts};
+use super::world::{EPOCH_UNIX_MS, RunOutput, world_parts};
 use crate::model::client::Client;
 use crate::model::{provider, server};
 
@@ -35,7 +36,7 @@ pub fn run_once_tcp(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputEr
         let provider_task = tokio::spawn(provider::run(
             env("provider"),
             parts.provider.clone(),
-            parts.provider_calls.clone(),
+            parts.provider_state.clone(),
         ));
         let server_task = tokio::spawn(server::run(
             env("server"),

@@ -88,6 +88,15 @@ impl Trace {
         self.events.lock().unwrap().clone()
     }
 
+    /// Events from index `from` on.
+    pub fn events_since(&self, from: usize) -> Vec<TraceEvent> {
+        let events = self.events.lock().unwrap();
+        events
+            .get(from..)
+            .map(<[TraceEvent]>::to_vec)
+            .unwrap_or_default()
+    }
+
     pub fn len(&self) -> usize {
         self.events.lock().unwrap().len()
     }

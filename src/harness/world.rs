@@ -4,22 +4,20 @@
 //! Seeds: one run seed; every consumer gets a seed derived from it by name
 //! ([`derive_seed`]), so adding a consumer never shifts another's stream.
 
-use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 
 use super::env::SimEnv;
+use super::faults::{FaultRuntime, NowFn, PlanHooks};
 use super::scenario::{Fault, InputError, Scenario};
 use super::trace::Trace;
 use crate::model::client::approvals::{Permission, PermissionRules};
 use crate::model::client::{Client, ClientBugs, ClientConfig, TurnOutcome};
-use crate::model::observe::Observation;
-use crate::model::provider::{self, ProviderConfig, ProviderResponse};
+use crate::model::provider::{self, ProviderConfig, ProviderResponse, ProviderState};
 use crate::model::server::{
-    self, AgentConfig, SendFault, ServerBugs, ServerConfig, SharedStore, Store, StoredToolCall,
-    StreamFault, StreamHooks,
+    self, AgentConfig, ServerBugs, ServerConfig, SharedStore, Store, StoredToolCall, StreamHooks,
 };
 use crate::model::tools::Workspace;
 use crate::wire::letta::ClientTool;
@@ -54,93 +52,62 @@ pub struct RunOutput {
     pub workspace: Workspace,
 }
 
-/// Reads the current time for fault reports; simulated under turmoil, real on TCP.
-pub type NowFn = Arc<dyn Fn() -> u64 + Send + Sync>;
+/// Configs and durable state of one world, the same whichever network it runs on.
+pub struct WorldParts {
+    pub provider: Arc<ProviderConfig>,
+    /// The provider's durable state: calls answered, next cassette.
+    pub provider_state: Arc<Mutex<ProviderState>>,
+    pub server: ServerConfig,
+    /// The server's durable store.
+    pub store: SharedStore,
+    pub client: ClientConfig,
+    /// The client's workspace (its disk).
+    pub workspace: Arc<Mutex<Workspace>>,
+}
 
-/// Stream faults from the scenario's explicit plan.
-struct PlannedFaults {
-    faults: Vec<Fault>,
-    trace: Trace,
+/// Builds the parts of a world from a scenario and seed.
+pub fn world_parts(
+    scenario: &Scenario,
+    seed: u64,
+    trace: &Trace,
     now: NowFn,
-}
-
-impl PlannedFaults {
-    fn report(&self, f: &Fault) {
-        self.trace.push(
-            (self.now)(),
-            "harness",
-            Observation::Fault {
-                fault: f.to_string(),
-            },
-        );
-    }
-}
-
-impl StreamHooks for PlannedFaults {
-    fn before_frame(&self, response: u64, frame: u64) -> StreamFault {
-        for f in &self.faults {
-            match f {
-                Fault::DropConnection {
-                    response: r,
-                    after_frame,
-                } if *r == response && frame == after_frame + 1 => {
-                    self.report(f);
-                    return StreamFault::Reset;
-                }
-                // Server-behaviour faults (issue 3): the server reports these itself.
-                Fault::SkipFrame {
-                    response: r,
-                    frame: k,
-                } if *r == response && *k == frame => {
-                    return StreamFault::Skip;
-                }
-                Fault::StallStream {
-                    response: r,
-                    after_frame,
-                } if *r == response && frame == after_frame + 1 => {
-                    return StreamFault::Stall;
-                }
-                _ => {}
-            }
-        }
-        StreamFault::Pass
-    }
-
-    // ---- server-behaviour faults (issue 3) -----------------------------------------------
-    fn on_send(&self, send: u64) -> SendFault {
-        for f in &self.faults {
-            match f {
-                Fault::BusyOnSend { send: n } if *n == send => return SendFault::Busy,
-                Fault::ShuttingDownOnSend { send: n } if *n == send => {
-                    return SendFault::ShuttingDown;
-                }
-                Fault::ApprovalPendingOnSend {
-                    send: n,
-                    tool_call_id,
-                    tool,
-                    arguments,
-                } if *n == send => {
-                    return SendFault::ApprovalAppears(StoredToolCall {
-                        id: tool_call_id.clone(),
-                        name: tool.clone(),
-                        arguments: arguments.clone(),
-                    });
-                }
-                _ => {}
-            }
-        }
-        SendFault::Pass
-    }
-
-    fn fail_run_stream(&self, n: u64) -> bool {
-        self.faults
+) -> Result<WorldParts, InputError> {
+    let responses: Vec<ProviderResponse> = super::cassettes::provider_responses(scenario)?;
+    let plan: Vec<Fault> = scenario
+        .faults
+        .iter()
+        .map(|f| f.get_ref().clone())
+        .collect();
+    let hooks = PlanHooks::new(&plan, trace, now);
+    let (server, store) = server_parts(
+        scenario,
+        seed,
+        hooks.clone(),
+        format!("provider:{PROVIDER_PORT}"),
+    )?;
+    let workspace = Arc::new(Mutex::new(Workspace::with_files(
+        scenario
+            .client
+            .files
             .iter()
-            .any(|f| matches!(f, Fault::RunStreamFail { times } if n <= *times))
-    }
+            .map(|(k, v)| (k.clone(), v.clone())),
+    )));
+    Ok(WorldParts {
+        provider: Arc::new(ProviderConfig {
+            port: PROVIDER_PORT,
+            responses,
+            hooks,
+        }),
+        provider_state: Arc::new(Mutex::new(ProviderState::default())),
+        server,
+        store,
+        client: client_config(scenario, seed)?,
+        workspace,
+    })
 }
 
-/// The server config and its durable store for a scenario: profile, variants, planted defects,
-/// the fault hooks, and any stale approval planted before the run (issue 3).
+/// The server config and its durable store for a scenario (issue 3): profile, variants,
+/// planted defects, the fault hooks, and any stale approval planted before the run.
 pub fn server_parts(
     scenario: &Scenario,
     seed: u64,
@@ -196,55 +163,23 @@ pub fn server_parts(
     Ok((config, Arc::new(Mutex::new(store))))
 }
 
-/// Configs and durable state of one world, the same whichever network it runs on.
-pub struct WorldParts {
-    pub provider: Arc<ProviderConfig>,
-    /// The provider's durable state: how many calls it has answered.
-    pub provider_calls: Arc<AtomicU32>,
-    pub server: ServerConfig,
-    /// The server's durable store.
-    pub store: SharedStore,
-    pub client: ClientConfig,
-    /// The client's workspace (its disk).
-    pub workspace: Arc<Mutex<Workspace>>,
-}
-
-/// Builds the parts of a world from a scenario and seed.
-pub fn world_parts(
-    scenario: &Scenario,
-    seed: u64,
-    trace: &Trace,
-    now: NowFn,
-) -> Result<WorldParts, InputError> {
-    let responses: Vec<ProviderResponse> = super::cassettes::provider_responses(scenario)?;
-    let hooks: Arc<dyn StreamHooks> = Arc::new(PlannedFaults {
-        faults: scenario
-            .faults
-            .iter()
-            .map(|f| f.get_ref().clone())
-            .collect(),
-        trace: trace.clone(),
-        now,
-    });
-    let (server, store) = server_parts(scenario, seed, hooks, format!("provider:{PROVIDER_PORT}"))?;
-    let workspace = Arc::new(Mutex::new(Workspace::with_files(
-        scenario
-            .client
-            .files
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone())),
-    )));
-    Ok(WorldParts {
-        provider: Arc::new(ProviderConfig {
-            port: PROVIDER_PORT,
-            responses,
-        }),
-        provider_calls: Arc::new(AtomicU32::new(0)),
-        server,
-        store,
-        client: client_config(scenario, seed)?,
-        workspace,
-    })
+/// The probe host's steps from the scenario's `[[requests]]` (issue 3).
+pub fn probe_steps(scenario: &Scenario) -> Vec<server::probe::ProbeStep> {
+    scenario
+        .requests
+        .iter()
+        .map(|r| {
+            let r = r.get_ref();
+            server::probe::ProbeStep {
+                at_ms: r.at_ms,
+                method: r.method.clone(),
+                path: r.path.clone(),
+                body: r.body.clone(),
+                read_timeout_ms: r.read_timeout_ms,
+                max_frames: r.max_frames,
+            }
+        })
+        .collect()
 }
 
 /// Runs `scenario` once with `seed` on turmoil.
@@ -252,6 +187,11 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
     let trace = Trace::new();
     let now: NowFn = Arc::new(|| turmoil::sim_elapsed().map_or(0, |d| d.as_millis() as u64));
     let parts = world_parts(scenario, seed, &trace, now)?;
+    let plan: Vec<Fault> = scenario
+        .faults
+        .iter()
+        .map(|f| f.get_ref().clone())
+        .collect();
 
     let mut builder = turmoil::Builder::new();
     builder
@@ -266,13 +206,13 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
     {
         let trace = trace.clone();
         let config = parts.provider.clone();
-        let calls = parts.provider_calls.clone();
+        let state = parts.provider_state.clone();
         sim.host("provider", move || {
             let env = SimEnv::new("provider", trace.clone(), EPOCH_UNIX_MS);
             let config = config.clone();
-            let calls = calls.clone();
+            let state = state.clone();
             async move {
-                provider::run(env, config, calls)
+                provider::run(env, config, state)
                     .await
                     .map_err(|e| e.to_string().into())
             }
@@ -317,31 +257,11 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
         });
     }
 
+    let mut faults = FaultRuntime::new(&plan, scenario.network.latency_ms[1]);
+    let heal_at = scenario.limits.heal_at_ms;
+    let deadline = heal_at.saturating_add(scenario.limits.liveness_ms);
     let mut stopped = None;
-    // Server restarts (issue 3): crash at at_ms, bounce down_ms later.
-    let mut restarts: Vec<(u64, u64, String)> = scenario
-        .faults
-        .iter()
-        .filter_map(|f| match f.get_ref() {
-            Fault::ServerRestart { at_ms, down_ms } => {
-                Some((*at_ms, at_ms + down_ms, f.get_ref().to_string()))
-            }
-            _ => None,
-        })
-        .collect();
-    let mut down: Vec<u64> = Vec::new();
     loop {
-        let t = sim.elapsed().as_millis() as u64;
-        if let Some(i) = restarts.iter().position(|(at, _, _)| t >= *at) {
-            let (_, up, name) = restarts.remove(i);
-            trace.push(t, "harness", Observation::Fault { fault: name });
-            sim.crash("server");
-            down.push(up);
-        }
-        if let Some(i) = down.iter().position(|up| t >= *up) {
-            down.remove(i);
-            sim.bounce("server");
-        }
         match sim.step() {
             Ok(true) => break,
             Ok(false) => {}
@@ -349,6 +269,19 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
                 stopped = Some(e.to_string());
                 break;
             }
+        }
+        let now = sim.elapsed().as_millis() as u64;
+        if now >= heal_at {
+            faults.heal(&mut sim, now, &trace);
+        } else {
+            faults.on_step(&mut sim, now, &trace);
+        }
+        if now >= deadline {
+            stopped = Some(format!(
+                "not finished {} ms after the world healed at {heal_at} ms",
+                scenario.limits.liveness_ms
+            ));
+            break;
         }
     }
     let end_ms = sim.elapsed().as_millis() as u64;
@@ -362,25 +295,6 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
         end_ms,
         workspace,
     })
-}
-
-/// The probe host's steps from the scenario's `[[requests]]`.
-pub fn probe_steps(scenario: &Scenario) -> Vec<server::probe::ProbeStep> {
-    scenario
-        .requests
-        .iter()
-        .map(|r| {
-            let r = r.get_ref();
-            server::probe::ProbeStep {
-                at_ms: r.at_ms,
-                method: r.method.clone(),
-                path: r.path.clone(),
-                body: r.body.clone(),
-                read_timeout_ms: r.read_timeout_ms,
-                max_frames: r.max_frames,
-            }
-        })
-        .collect()
 }
 
 fn client_config(scenario: &Scenario, seed: u64) -> Result<ClientConfig, InputError> {
@@ -419,6 +333,7 @@ fn client_config(scenario: &Scenario, seed: u64) -> Result<ClientConfig, InputEr
         request_timeout: Duration::from_secs(30),
         bugs: ClientBugs {
             nondeterministic_otids: scenario.planted.client_nondeterministic_otids,
+            waits_forever_on_silence: scenario.planted.client_waits_forever_on_silence,
         },
     })
 }

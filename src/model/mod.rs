@@ -1,8 +1,10 @@
-//! The systems under test. Each model receives its network, clock and PRNG through
-//! [`env::Env`] and its config; none imports the harness (DESIGN.md §4 rule 1).
+//! The systems under test (DESIGN.md §2). A model never imports `harness`: it receives its
+//! network, clock, PRNG and abort signals through [`env::Env`], its config, or its caller.
 
+pub mod agent_loop;
 pub mod client;
 pub mod env;
+pub mod faults;
 pub mod http;
 pub mod observe;
 pub mod provider;

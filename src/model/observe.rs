@@ -191,3 +191,13 @@ pub enum Observation {
         fault: String,
     },
 }
+
+impl Observation {
+    /// The event's name as it appears in the trace (`client_chunk`, `fault`, …).
+    pub fn name(&self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.get("ev").and_then(|e| e.as_str()).map(str::to_string))
+            .unwrap_or_default()
+    }
+}

@@ -51,6 +51,9 @@ pub struct ClientBugs {
     /// Breaks `deterministic`: otids mix in a process-wide counter, so two runs of the same seed
     /// in one process differ.
     pub nondeterministic_otids: bool,
+    /// Breaks `turn-terminates`: no stall window, so a stream that goes silent without closing
+    /// is waited on forever.
+    pub waits_forever_on_silence: bool,
 }
 
 /// Client configuration.
@@ -342,6 +345,8 @@ impl<E: Env> Client<E> {
         let how: String = 'read: loop {
             let wait = if proc.stop_reason.is_some() {
                 TERMINAL_EOF_GRACE
+            } else if self.config.bugs.waits_forever_on_silence {
+                Duration::MAX
             } else {
                 STALL_WINDOW
             };

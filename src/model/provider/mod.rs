@@ -5,8 +5,7 @@
 //! Which call gets which response is the call's index: call 0 gets response 0, and so on. The
 //! call counter lives outside the host task (an `Arc`), so a provider crash does not rewind it.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -16,6 +15,7 @@ use hyper::{Request, Response, StatusCode};
 use serde_json::json;
 
 use super::env::Env;
+use super::faults::{ProviderHooks, StreamFault};
 use super::http::{self, Body};
 use super::observe::Observation;
 use crate::cassette::{Cassette, EndKind};
@@ -46,26 +46,35 @@ pub struct ProviderResponse {
     pub cassette: Cassette,
 }
 
-/// The provider's configuration: its port and its responses, in call order.
-#[derive(Debug, Clone)]
+/// The provider's configuration: its port, its responses in call order, its fault hooks.
+#[derive(Clone)]
 pub struct ProviderConfig {
     pub port: u16,
     pub responses: Vec<ProviderResponse>,
+    pub hooks: Arc<dyn ProviderHooks>,
+}
+
+/// The provider's durable state (it survives a provider crash): calls answered so far and the
+/// next cassette to replay. An overridden call (an injected error) uses no cassette.
+#[derive(Debug, Default)]
+pub struct ProviderState {
+    pub calls: u32,
+    pub next_cassette: usize,
 }
 
 /// Runs the fake provider on `env` until the host stops.
 pub async fn run<E: Env>(
     env: E,
     config: Arc<ProviderConfig>,
-    calls: Arc<AtomicU32>,
+    state: Arc<Mutex<ProviderState>>,
 ) -> std::io::Result<()> {
     let port = config.port;
     let served = env.clone();
     let handler = move |req: Request<Incoming>| {
         let env = served.clone();
         let config = config.clone();
-        let calls = calls.clone();
-        async move { answer(env, &config, &calls, req).await }
+        let state = state.clone();
+        async move { answer(env, &config, &state, req).await }
     };
     http::serve(env, port, handler).await
 }
@@ -73,7 +82,7 @@ pub async fn run<E: Env>(
 async fn answer<E: Env>(
     env: E,
     config: &ProviderConfig,
-    calls: &AtomicU32,
+    state: &Mutex<ProviderState>,
     req: Request<Incoming>,
 ) -> Response<Body> {
     let path = req.uri().path().to_string();
@@ -91,7 +100,7 @@ async fn answer<E: Env>(
     if let Some(format) = format_of_path(&path)
         && let Err(message) = validate::validate(format, &body)
     {
-        let call = calls.load(Ordering::SeqCst);
+        let call = state.lock().unwrap().calls;
         env.observe(Observation::ProviderRejected {
             call,
             status: 400,
@@ -102,10 +111,34 @@ async fn answer<E: Env>(
             &validate::error_body(format, &message),
         );
     }
-    let call = calls.fetch_add(1, Ordering::SeqCst);
-    let Some(resp) = config.responses.get(call as usize) else {
+    let call = {
+        let mut st = state.lock().unwrap();
+        st.calls += 1;
+        st.calls - 1
+    };
+    if let Some(ov) = config.hooks.override_call(call) {
+        env.observe(Observation::ProviderServe {
+            call,
+            cassette: "<fault>".into(),
+            status: ov.status,
+            frames: 0,
+        });
+        let mut b = Response::builder()
+            .status(StatusCode::from_u16(ov.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+            .header("content-type", "application/json");
+        for (k, v) in &ov.headers {
+            b = b.header(k.as_str(), v.as_str());
+        }
+        return b.body(http::full(ov.body)).expect("valid response");
+    }
+    let index = {
+        let mut st = state.lock().unwrap();
+        st.next_cassette += 1;
+        st.next_cassette - 1
+    };
+    let Some(resp) = config.responses.get(index) else {
         let message = format!(
-            "loopsim provider: no recorded response for model call #{call} (the scenario lists {}); \
+            "loopsim provider: no recorded response left for model call #{call} (cassette {index}; the scenario lists {}); \
              add a cassette to [provider] responses",
             config.responses.len()
         );
@@ -149,56 +182,115 @@ async fn answer<E: Env>(
             .body(http::full(body))
             .expect("valid response");
     }
-    let start = tokio::time::Instant::now();
-    let frames = resp.cassette.frames().to_vec();
-    let end = resp.cassette.end();
-    let body = futures::stream::unfold(
-        (0usize, frames, env, call),
-        move |(i, frames, env, call)| async move {
-            if let Some(f) = frames.get(i) {
-                tokio::time::sleep_until(start + Duration::from_millis(f.t_ms)).await;
-                let bytes = Bytes::from(encode_frame(&f.frame));
-                return Some((Ok(Frame::data(bytes)), (i + 1, frames, env, call)));
-            }
-            if i > frames.len() {
-                return None;
-            }
-            // Before ending, wait for the recorded end time (a stall or reset can come late).
-            tokio::time::sleep_until(start + Duration::from_millis(end.t_ms)).await;
-            match end.kind {
-                EndKind::Clean => {
-                    env.observe(Observation::ProviderServeEnd {
-                        call,
-                        how: "clean".into(),
-                    });
-                    None
-                }
-                EndKind::Reset => {
-                    env.observe(Observation::ProviderServeEnd {
-                        call,
-                        how: "reset".into(),
-                    });
-                    let err = std::io::Error::new(
-                        std::io::ErrorKind::ConnectionReset,
-                        "cassette ends with a reset",
-                    );
-                    Some((Err(err), (i + 1, frames, env, call)))
-                }
-                EndKind::Stall => {
-                    env.observe(Observation::ProviderServeEnd {
-                        call,
-                        how: "stall".into(),
-                    });
-                    std::future::pending::<()>().await;
-                    None
-                }
-            }
-        },
-    );
+    let state = Replay {
+        start: tokio::time::Instant::now(),
+        frames: resp.cassette.frames().to_vec(),
+        end: resp.cassette.end(),
+        next: 0,
+        env,
+        call,
+        hooks: config.hooks.clone(),
+        pending: None,
+        done: false,
+    };
+    let body = futures::stream::unfold(state, |mut r| async move {
+        let item = r.next_item().await?;
+        Some((item, r))
+    });
     Response::builder()
         .status(status)
         .header("content-type", header.content_type.as_str())
         .header("cache-control", "no-cache")
         .body(StreamBody::new(body).boxed())
         .expect("valid response")
+}
+
+/// The replay of one cassette as a response body: frames at their offsets, fault hooks
+/// consulted before each frame, then the recorded ending.
+struct Replay<E: Env> {
+    start: tokio::time::Instant,
+    frames: Vec<crate::cassette::TimedFrame>,
+    end: crate::cassette::StreamEnd,
+    next: usize,
+    env: E,
+    call: u32,
+    hooks: Arc<dyn ProviderHooks>,
+    /// Bytes (or an error) to yield before anything else: a duplicate, or the reset after a cut.
+    pending: Option<Result<Bytes, std::io::Error>>,
+    done: bool,
+}
+
+impl<E: Env> Replay<E> {
+    fn ended(&self, how: &str) {
+        self.env.observe(Observation::ProviderServeEnd {
+            call: self.call,
+            how: how.to_string(),
+        });
+    }
+
+    async fn next_item(&mut self) -> Option<Result<Frame<Bytes>, std::io::Error>> {
+        if let Some(p) = self.pending.take() {
+            return Some(p.map(Frame::data));
+        }
+        if self.done {
+            return None;
+        }
+        if let Some(f) = self.frames.get(self.next) {
+            tokio::time::sleep_until(self.start + Duration::from_millis(f.t_ms)).await;
+            let bytes = Bytes::from(encode_frame(&f.frame));
+            self.next += 1;
+            let fault = self.hooks.before_frame(self.call, self.next as u64);
+            return match fault {
+                StreamFault::Pass => Some(Ok(Frame::data(bytes))),
+                StreamFault::Duplicate => {
+                    self.pending = Some(Ok(bytes.clone()));
+                    Some(Ok(Frame::data(bytes)))
+                }
+                StreamFault::Drop => Box::pin(self.next_item()).await,
+                StreamFault::Reset => {
+                    self.done = true;
+                    self.ended("fault: reset");
+                    Some(Err(reset("fault: provider connection reset")))
+                }
+                StreamFault::CutInside => {
+                    self.done = true;
+                    self.ended("fault: cut inside a frame");
+                    self.pending = Some(Err(reset("fault: provider connection reset")));
+                    Some(Ok(Frame::data(bytes.slice(..bytes.len() / 2))))
+                }
+                StreamFault::Close => {
+                    self.done = true;
+                    self.ended("fault: close");
+                    None
+                }
+                StreamFault::Stall => {
+                    self.ended("fault: stall");
+                    std::future::pending::<()>().await;
+                    None
+                }
+            };
+        }
+        // Before ending, wait for the recorded end time (a stall or reset can come late).
+        self.done = true;
+        tokio::time::sleep_until(self.start + Duration::from_millis(self.end.t_ms)).await;
+        match self.end.kind {
+            EndKind::Clean => {
+                self.ended("clean");
+                None
+            }
+            EndKind::Reset => {
+                self.ended("reset");
+                Some(Err(reset("cassette ends with a reset")))
+            }
+            EndKind::Stall => {
+                self.ended("stall");
+                std::future::pending::<()>().await;
+                None
+            }
+        }
+    }
+}
+
+fn reset(why: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::ConnectionReset, why.to_string())
 }

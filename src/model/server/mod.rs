@@ -172,17 +172,7 @@ pub trait StreamHooks: Send + Sync + 'static {
     }
 }
 
-/// What happens to a frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StreamFault {
-    Pass,
-    /// Abort the connection before this frame (the client sees an unexpected EOF).
-    Reset,
-    /// Leave this frame out (e.g. a lost stop_reason).
-    Skip,
-    /// Stop writing and keep the body open forever (a stall; after `[DONE]`, a body left open).
-    Stall,
-}
+pub use super::faults::StreamFault;
 
 /// What happens to a message send before the server looks at it.
 #[derive(Debug, Clone, PartialEq, Eq)]

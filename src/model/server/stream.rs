@@ -25,7 +25,6 @@ use super::{KEEPALIVE_INTERVAL, Profile, REPLAY_SILENCE_CAP, ServerConfig, Share
 use super::{StreamFault, StreamHooks};
 use crate::model::env::Env;
 use crate::model::http::{self, Body};
-use crate::model::observe::Observation;
 
 struct Follow<E: Env> {
     env: E,
@@ -47,6 +46,14 @@ struct Follow<E: Env> {
     /// Consecutive keepalive pings with nothing else sent.
     idle_pings: u64,
     ended: bool,
+    /// A cut-inside fault wrote half a frame; the next poll resets.
+    cut_pending: bool,
+    /// A duplicate fault: this frame is written again next.
+    repeat: Option<String>,
+}
+
+fn reset(why: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::ConnectionReset, why.to_string())
 }
 
 enum Step {
@@ -88,8 +95,18 @@ pub(crate) fn follow<E: Env>(
         done_sent: false,
         idle_pings: 0,
         ended: false,
+        cut_pending: false,
+        repeat: None,
     };
     let body = futures::stream::unfold(state, |mut s| async move {
+        if s.cut_pending {
+            s.cut_pending = false;
+            s.ended = true;
+            return Some((Err(reset("fault: connection reset inside a frame")), s));
+        }
+        if let Some(text) = s.repeat.take() {
+            return Some((Ok(Frame::data(Bytes::from(text))), s));
+        }
         if s.ended {
             return None;
         }
@@ -118,27 +135,24 @@ pub(crate) fn follow<E: Env>(
             s.frame += 1;
             match s.hooks.before_frame(s.response_no, s.frame) {
                 StreamFault::Pass => {}
-                StreamFault::Skip => {
-                    s.env.observe(Observation::Fault {
-                        fault: format!("skip_frame response={} frame={}", s.response_no, s.frame),
-                    });
-                    continue;
-                }
+                StreamFault::Drop => continue,
                 StreamFault::Reset => {
                     s.ended = true;
-                    let err = std::io::Error::new(
-                        std::io::ErrorKind::ConnectionReset,
-                        "fault: connection reset",
-                    );
-                    return Some((Err(err), s));
+                    return Some((Err(reset("fault: connection reset")), s));
+                }
+                StreamFault::CutInside => {
+                    // Half the frame's bytes, then the reset on the next poll.
+                    let bytes = Bytes::from(text);
+                    let half = bytes.slice(..bytes.len() / 2);
+                    s.cut_pending = true;
+                    return Some((Ok(Frame::data(half)), s));
                 }
                 StreamFault::Stall => {
-                    s.env.observe(Observation::Fault {
-                        fault: format!("stall_stream response={} frame={}", s.response_no, s.frame),
-                    });
                     std::future::pending::<()>().await;
                     return None;
                 }
+                StreamFault::Close => return None,
+                StreamFault::Duplicate => s.repeat = Some(text.clone()),
             }
             return Some((Ok(Frame::data(Bytes::from(text))), s));
         }

@@ -1,0 +1,340 @@
+//! `sim explore`: sweep seeds over scenarios, optionally with swarm faults, in parallel, and
+//! report every failure grouped by invariant plus the coverage table.
+//!
+//! Results depend only on (scenarios, seeds, options), never on `jobs` or timing: workers take
+//! seeds in any order, and the report is assembled in (scenario, seed) order. Only failures are
+//! kept in full, so memory stays flat however many seeds run.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use super::coverage::GOALS;
+use super::faults::Fault;
+use super::run::{Verdict, run_scenario};
+use super::scenario::{InputError, Scenario};
+use super::swarm::{self, Baseline};
+use super::world::run_once;
+
+/// What to sweep.
+#[derive(Debug, Clone)]
+pub struct ExploreOptions {
+    /// Seeds `start..end`.
+    pub seeds: std::ops::Range<u64>,
+    /// Worker threads (1 = run on the calling thread).
+    pub jobs: usize,
+    /// Shard `(k, n)`, 1-based: this process runs the seeds with `seed % n == k - 1`.
+    pub shard: Option<(u64, u64)>,
+    /// Add a swarm-drawn fault plan to each seed's run.
+    pub swarm: bool,
+    /// Run every n-th seed twice to check `deterministic` (0 = never).
+    pub determinism_every: u64,
+}
+
+/// One failing seed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    pub scenario: String,
+    pub seed: u64,
+    /// `correctness`, `liveness` or `crash`.
+    pub kind: String,
+    /// Invariant ids that failed (`crash` for a caught panic).
+    pub invariants: Vec<String>,
+    /// The first violation's message.
+    pub message: String,
+    /// The fault plan of the run, one fault per line.
+    pub plan: Vec<String>,
+    pub trace_hash: String,
+    /// The command that reproduces it.
+    pub reproduce: String,
+}
+
+/// A sweep's results. Equal for equal inputs, whatever `jobs` was.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExploreReport {
+    pub format: u32,
+    pub scenarios: Vec<String>,
+    pub seeds: [u64; 2],
+    pub shard: Option<[u64; 2]>,
+    pub swarm: bool,
+    /// Seeds run, summed over scenarios.
+    pub runs: u64,
+    pub passed: u64,
+    pub failures: Vec<Failure>,
+    /// Coverage goal → seeds that reached it (every goal is listed, reached or not).
+    pub coverage: BTreeMap<String, u64>,
+}
+
+impl ExploreReport {
+    /// Failures grouped by invariant id: id → (scenario, seed) list, in order.
+    pub fn by_invariant(&self) -> BTreeMap<String, Vec<(String, u64)>> {
+        let mut m: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();
+        for f in &self.failures {
+            for i in &f.invariants {
+                m.entry(i.clone())
+                    .or_default()
+                    .push((f.scenario.clone(), f.seed));
+            }
+        }
+        m
+    }
+
+    /// Goals no seed reached.
+    pub fn unreached(&self) -> Vec<String> {
+        self.coverage
+            .iter()
+            .filter(|(_, n)| **n == 0)
+            .map(|(g, _)| g.clone())
+            .collect()
+    }
+
+    /// Combines shard reports of one sweep (`sim report merge`).
+    pub fn merge(reports: &[ExploreReport]) -> Result<ExploreReport, String> {
+        let Some(first) = reports.first() else {
+            return Err("no reports to merge".into());
+        };
+        let mut out = first.clone();
+        out.shard = None;
+        for r in &reports[1..] {
+            if r.scenarios != first.scenarios || r.seeds != first.seeds || r.swarm != first.swarm {
+                return Err(format!(
+                    "reports are not shards of one sweep: scenarios/seeds/swarm differ ({:?} {:?} vs {:?} {:?})",
+                    first.scenarios, first.seeds, r.scenarios, r.seeds
+                ));
+            }
+            out.runs += r.runs;
+            out.passed += r.passed;
+            out.failures.extend(r.failures.iter().cloned());
+            for (g, n) in &r.coverage {
+                *out.coverage.entry(g.clone()).or_insert(0) += n;
+            }
+        }
+        out.failures
+            .sort_by(|a, b| (&a.scenario, a.seed).cmp(&(&b.scenario, b.seed)));
+        Ok(out)
+    }
+
+    /// The human-readable summary.
+    pub fn render(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "explored  {} runs over {} scenario(s), seeds {}..{}{}{}",
+            self.runs,
+            self.scenarios.len(),
+            self.seeds[0],
+            self.seeds[1],
+            self.shard
+                .map(|[k, n]| format!(", shard {k}/{n}"))
+                .unwrap_or_default(),
+            if self.swarm { ", swarm faults" } else { "" }
+        );
+        let _ = writeln!(s, "passed    {}", self.passed);
+        let _ = writeln!(s, "failed    {}", self.failures.len());
+        for (inv, seeds) in self.by_invariant() {
+            let _ = writeln!(s, "  {inv}: {} seed(s)", seeds.len());
+            for (scenario, seed) in seeds.iter().take(10) {
+                let f = self
+                    .failures
+                    .iter()
+                    .find(|f| &f.scenario == scenario && f.seed == *seed)
+                    .expect("grouped from failures");
+                let _ = writeln!(s, "    seed {seed} {scenario}: {}", first_line(&f.message));
+                let _ = writeln!(s, "      reproduce: {}", f.reproduce);
+            }
+            if seeds.len() > 10 {
+                let _ = writeln!(s, "    … and {} more", seeds.len() - 10);
+            }
+        }
+        let _ = writeln!(s, "coverage  (seeds that reached each goal)");
+        for g in GOALS {
+            let n = self.coverage.get(g.id).copied().unwrap_or(0);
+            let mark = if n == 0 { "  NEVER REACHED" } else { "" };
+            let _ = writeln!(s, "  {:<40} {n:>7}{mark}", g.id);
+        }
+        let unreached = self.unreached();
+        if !unreached.is_empty() {
+            let _ = writeln!(
+                s,
+                "note      this sweep never reached: {}",
+                unreached.join(", ")
+            );
+        }
+        s
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}
+
+/// The fault-free baseline of a scenario (seed 0, its explicit faults removed): where swarm
+/// faults can land.
+pub fn baseline(scenario: &Scenario) -> Result<Baseline, InputError> {
+    let mut clean = scenario.clone();
+    clean.faults.clear();
+    let out = run_once(&clean, 0)?;
+    Ok(Baseline::from_trace(&out.trace, out.end_ms))
+}
+
+/// The scenario a swarm seed runs: its explicit faults plus the seed's swarm plan.
+pub fn with_swarm(scenario: &Scenario, seed: u64, baseline: &Baseline) -> Scenario {
+    let mut s = scenario.clone();
+    s.faults.extend(
+        swarm::plan(seed, baseline)
+            .into_iter()
+            .map(|f| Spanned::new(0..0, f)),
+    );
+    s
+}
+
+/// The command that reproduces one seed of a sweep.
+pub fn reproduce_command(scenario: &Scenario, seed: u64, swarm: bool) -> String {
+    format!(
+        "cargo run --release -p sim -- run {} --seed {seed}{}",
+        scenario.path.display(),
+        if swarm { " --swarm" } else { "" }
+    )
+}
+
+/// Runs the sweep. `progress(done, total)` is called after every seed (from worker threads).
+pub fn explore(
+    scenarios: &[Scenario],
+    options: &ExploreOptions,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<ExploreReport, InputError> {
+    let baselines: Vec<Option<Baseline>> = scenarios
+        .iter()
+        .map(|s| options.swarm.then(|| baseline(s)).transpose())
+        .collect::<Result<_, _>>()?;
+    let seeds: Vec<u64> = options
+        .seeds
+        .clone()
+        .filter(|s| match options.shard {
+            Some((k, n)) => s % n == k - 1,
+            None => true,
+        })
+        .collect();
+    let work: Vec<(usize, u64)> = (0..scenarios.len())
+        .flat_map(|i| seeds.iter().map(move |s| (i, *s)))
+        .collect();
+    let total = work.len() as u64;
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    type Slot = Option<Result<(Option<Failure>, Vec<&'static str>), InputError>>;
+    let results: Vec<Mutex<Slot>> = work.iter().map(|_| Mutex::new(None)).collect();
+
+    let worker = || {
+        loop {
+            let i = next.fetch_add(1, Ordering::SeqCst);
+            let Some(&(si, seed)) = work.get(i) else {
+                break;
+            };
+            let base = &scenarios[si];
+            let scenario = match &baselines[si] {
+                Some(b) => with_swarm(base, seed, b),
+                None => base.clone(),
+            };
+            let runs = if options.determinism_every > 0 && seed % options.determinism_every == 0 {
+                2
+            } else {
+                1
+            };
+            let r = run_scenario(&scenario, seed, runs).map(|report| {
+                let failure = (report.verdict != Verdict::Pass).then(|| {
+                    let failed: Vec<_> = report
+                        .invariants
+                        .iter()
+                        .filter(|(_, v)| !v.is_empty())
+                        .collect();
+                    let (kind, invariants, message) = match &report.verdict {
+                        Verdict::Crash(p) => ("crash", vec!["crash".to_string()], p.clone()),
+                        v => (
+                            if matches!(v, Verdict::Liveness(_)) {
+                                "liveness"
+                            } else {
+                                "correctness"
+                            },
+                            failed.iter().map(|(id, _)| id.to_string()).collect(),
+                            failed
+                                .first()
+                                .and_then(|(_, v)| v.first())
+                                .map(|v| v.message.clone())
+                                .unwrap_or_default(),
+                        ),
+                    };
+                    Failure {
+                        scenario: base.path.display().to_string(),
+                        seed,
+                        kind: kind.to_string(),
+                        invariants,
+                        message,
+                        plan: scenario
+                            .faults
+                            .iter()
+                            .map(|f| f.get_ref().to_string())
+                            .collect(),
+                        trace_hash: report.trace_hash.clone(),
+                        reproduce: reproduce_command(base, seed, options.swarm),
+                    }
+                });
+                (failure, report.goals.clone())
+            });
+            *results[i].lock().unwrap() = Some(r);
+            let d = done.fetch_add(1, Ordering::SeqCst) as u64 + 1;
+            progress(d, total);
+        }
+    };
+    let jobs = options.jobs.max(1);
+    if jobs == 1 {
+        worker();
+    } else {
+        std::thread::scope(|scope| {
+            for _ in 0..jobs {
+                scope.spawn(worker);
+            }
+        });
+    }
+
+    let mut report = ExploreReport {
+        format: 1,
+        scenarios: scenarios
+            .iter()
+            .map(|s| s.path.display().to_string())
+            .collect(),
+        seeds: [options.seeds.start, options.seeds.end],
+        shard: options.shard.map(|(k, n)| [k, n]),
+        swarm: options.swarm,
+        runs: 0,
+        passed: 0,
+        failures: Vec::new(),
+        coverage: GOALS.iter().map(|g| (g.id.to_string(), 0)).collect(),
+    };
+    for slot in results {
+        let r = slot.into_inner().unwrap().expect("every seed ran");
+        let (failure, goals) = r?;
+        report.runs += 1;
+        match failure {
+            Some(f) => report.failures.push(f),
+            None => report.passed += 1,
+        }
+        for g in goals {
+            *report.coverage.entry(g.to_string()).or_insert(0) += 1;
+        }
+    }
+    Ok(report)
+}
+
+/// The explicit plan a failing seed ran with (for shrinking).
+pub fn plan_of(scenario: &Scenario, seed: u64, swarm: bool) -> Result<Vec<Fault>, InputError> {
+    let s = if swarm {
+        with_swarm(scenario, seed, &baseline(scenario)?)
+    } else {
+        scenario.clone()
+    };
+    Ok(s.faults.iter().map(|f| f.get_ref().clone()).collect())
+}

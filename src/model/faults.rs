@@ -1,0 +1,80 @@
+//! The vocabulary of injection points. Models consult hooks at the places a fault can happen
+//! (before writing a stream frame, before answering a model call); the harness implements the
+//! hooks from a fault plan. A model with no plan gets hooks that always answer "pass".
+
+/// What happens to one SSE frame a model is about to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamFault {
+    Pass,
+    /// Abort the connection before this frame (the peer sees an unexpected EOF).
+    Reset,
+    /// Write the first half of this frame's bytes, then abort: a cut inside an event.
+    CutInside,
+    /// Write nothing more and never close the body (the peer's timers must notice).
+    Stall,
+    /// End the body cleanly before this frame (e.g. close without a terminal event).
+    Close,
+    /// Skip this frame and go on (a lost event).
+    Drop,
+    /// Write this frame twice (a duplicated event).
+    Duplicate,
+}
+
+impl StreamFault {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamFault::Pass => "pass",
+            StreamFault::Reset => "reset",
+            StreamFault::CutInside => "cut_inside",
+            StreamFault::Stall => "stall",
+            StreamFault::Close => "close",
+            StreamFault::Drop => "drop",
+            StreamFault::Duplicate => "duplicate",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<StreamFault> {
+        [
+            StreamFault::Pass,
+            StreamFault::Reset,
+            StreamFault::CutInside,
+            StreamFault::Stall,
+            StreamFault::Close,
+            StreamFault::Drop,
+            StreamFault::Duplicate,
+        ]
+        .into_iter()
+        .find(|f| f.as_str() == s)
+    }
+}
+
+/// How the fake provider answers one model call instead of replaying its cassette.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderOverride {
+    pub status: u16,
+    /// Extra response headers, e.g. `retry-after`.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+/// Fault hooks of the fake provider.
+pub trait ProviderHooks: Send + Sync + 'static {
+    /// Called once per model call (0-based). `Some` answers the call with an error response
+    /// instead of the cassette, and the cassette stays for the next call.
+    fn override_call(&self, call: u32) -> Option<ProviderOverride>;
+    /// Called before frame `frame` (1-based) of the streamed answer to call `call`.
+    fn before_frame(&self, call: u32, frame: u64) -> StreamFault;
+}
+
+/// Hooks that never inject anything.
+pub struct NoFaults;
+
+impl ProviderHooks for NoFaults {
+    fn override_call(&self, _: u32) -> Option<ProviderOverride> {
+        None
+    }
+    fn before_frame(&self, _: u32, _: u64) -> StreamFault {
+        StreamFault::Pass
+    }
+}

@@ -1,0 +1,220 @@
+//! Sweeps, swarm plans, shrinking and the gate: results independent of parallelism, shards that
+//! merge into the whole, shrunk scenarios that still fail, canaries that are always caught.
+
+use std::path::PathBuf;
+
+use loopsim::harness::explore::{ExploreOptions, ExploreReport, explore, plan_of};
+use loopsim::harness::gate::{GateOptions, run_gate};
+use loopsim::harness::run::{Verdict, run_scenario};
+use loopsim::harness::scenario::Scenario;
+use loopsim::harness::shrink::{shrink, with_plan};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn load(rel: &str) -> Scenario {
+    Scenario::load(&root().join(rel)).unwrap()
+}
+
+fn options(seeds: std::ops::Range<u64>, jobs: usize, swarm: bool) -> ExploreOptions {
+    ExploreOptions {
+        seeds,
+        jobs,
+        shard: None,
+        swarm,
+        determinism_every: 5,
+    }
+}
+
+#[test]
+fn results_do_not_depend_on_jobs() {
+    let s = vec![load("scenarios/approval_turn.toml")];
+    let one = explore(&s, &options(0..60, 1, true), &|_, _| {}).unwrap();
+    let three = explore(&s, &options(0..60, 3, true), &|_, _| {}).unwrap();
+    assert_eq!(one, three);
+    assert_eq!(one.runs, 60);
+    // Swarm faults reach interesting places.
+    assert!(one.coverage["provider-error"] > 0, "{}", one.render());
+    assert!(
+        one.coverage["stream-cut-in-tool-args"] > 0,
+        "{}",
+        one.render()
+    );
+}
+
+#[test]
+fn shards_merge_into_the_whole_sweep() {
+    let s = vec![load("scenarios/planted/dangling_tool_call.toml")];
+    let whole = explore(&s, &options(0..12, 1, true), &|_, _| {}).unwrap();
+    let shards: Vec<ExploreReport> = (1..=3)
+        .map(|k| {
+            let mut o = options(0..12, 1, true);
+            o.shard = Some((k, 3));
+            explore(&s, &o, &|_, _| {}).unwrap()
+        })
+        .collect();
+    assert_eq!(shards.iter().map(|r| r.runs).sum::<u64>(), 12);
+    let merged = ExploreReport::merge(&shards).unwrap();
+    assert_eq!(merged, whole);
+    assert!(!whole.by_invariant()["tool-call-resolved"].is_empty());
+}
+
+#[test]
+fn a_sweep_reports_failures_by_invariant_with_reproduce_commands() {
+    let s = vec![load("scenarios/planted/dangling_tool_call.toml")];
+    let r = explore(&s, &options(0..4, 2, false), &|_, _| {}).unwrap();
+    assert_eq!(r.failures.len(), 4);
+    let text = r.render();
+    assert!(text.contains("tool-call-resolved: 4 seed(s)"), "{text}");
+    assert!(
+        text.contains("reproduce: cargo run --release -p sim -- run "),
+        "{text}"
+    );
+    assert!(text.contains("NEVER REACHED"), "{text}");
+}
+
+#[test]
+fn shrinking_keeps_the_failure_and_writes_a_standalone_scenario() {
+    let base = load("scenarios/planted/dangling_tool_call.toml");
+    // The first seed whose swarm plan still lets the planted bug show.
+    let (seed, start) = (0..50)
+        .map(|seed| (seed, with_plan(&base, plan_of(&base, seed, true).unwrap())))
+        .find(|(seed, s)| {
+            !s.faults.is_empty()
+                && run_scenario(s, *seed, 1).unwrap().verdict == Verdict::Correctness
+        })
+        .expect("some seed with faults fails");
+    let shrunk = shrink(&start, seed, "tool-call-resolved", 300).unwrap();
+    assert!(shrunk.scenario.faults.len() <= start.faults.len());
+    // The failure needs no injected fault at all: the planted server bug alone does it.
+    assert!(shrunk.scenario.faults.is_empty(), "{:?}", shrunk.steps);
+
+    let dir = std::env::temp_dir().join(format!("loopsim-shrink-{}", std::process::id()));
+    let file = shrunk.write(&dir).unwrap();
+    let again = Scenario::load(&file).unwrap();
+    let report = run_scenario(&again, seed, 1).unwrap();
+    assert_eq!(report.verdict, Verdict::Correctness, "{}", report.render());
+    assert!(
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("# Reproduce: cargo run --release -p sim -- run ")
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn shrinking_a_fault_driven_failure_keeps_the_fault_that_matters() {
+    let base = load("scenarios/planted/waits_forever_on_silence.toml");
+    // Add noise faults the failure does not need.
+    let mut s = base.clone();
+    for f in [
+        r#"{ kind = "latency", at_ms = 5, max_ms = 40 }"#,
+        r#"{ kind = "provider_error", call = 1, status = 500 }"#,
+    ] {
+        let t: toml::Table = toml::from_str(&format!("f = {f}")).unwrap();
+        let fault = t["f"].clone().try_into().unwrap();
+        s.faults.push(toml::Spanned::new(0..0, fault));
+    }
+    let shrunk = shrink(&s, 1, "turn-terminates", 300).unwrap();
+    let left: Vec<String> = shrunk
+        .scenario
+        .faults
+        .iter()
+        .map(|f| f.get_ref().to_string())
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(left[0].contains("action=stall"), "{left:?}");
+}
+
+#[test]
+fn the_gate_catches_every_canary_and_checks_snapshots() {
+    let report = run_gate(
+        &GateOptions {
+            root: root(),
+            fixed_seeds: 8,
+            commit: Some("0123456789abcdef".into()),
+            commit_seeds: 4,
+            canary_seeds: 4,
+            determinism_every: 2,
+            jobs: 2,
+        },
+        &|_| {},
+    )
+    .unwrap();
+    assert_eq!(report.exit_code, 0, "{}", report.render());
+    let canaries: Vec<_> = report
+        .cases
+        .iter()
+        .filter(|c| c.suite == "canary")
+        .collect();
+    assert!(canaries.len() >= 3);
+    assert!(canaries.iter().all(|c| c.ok));
+    assert!(report.cases.iter().any(|c| c.suite == "snapshot" && c.ok));
+    let xml = report.to_junit();
+    assert!(xml.contains("<testsuite name=\"canary\""), "{xml}");
+    assert!(xml.contains("failures=\"0\""));
+}
+
+#[test]
+fn check_determinism_names_the_first_divergent_event_and_its_time() {
+    let s = load("scenarios/planted/nondeterministic_otids.toml");
+    let report = run_scenario(&s, 9, 2).unwrap();
+    let text = report.render();
+    assert!(
+        text.contains("first divergence at line 2, simulated time 0 ms"),
+        "{text}"
+    );
+}
+
+#[test]
+fn explicit_fault_kinds_parse_validate_and_run() {
+    let base = std::fs::read_to_string(root().join("scenarios/approval_turn.toml")).unwrap();
+    let path = root().join("scenarios/inline.toml");
+    let ok = [
+        r#"{ kind = "partition", between = ["client", "server"], at_ms = 60, duration_ms = 3000 }"#,
+        r#"{ kind = "hold", between = ["server", "provider"], on_event = "chunk_recorded", nth = 3, duration_ms = 500 }"#,
+        r#"{ kind = "crash", host = "server", at_ms = 60, restart_after_ms = 500 }"#,
+        r#"{ kind = "crash", host = "provider", on_event = "provider_serve", restart_after_ms = 100 }"#,
+        r#"{ kind = "latency", at_ms = 0, max_ms = 400 }"#,
+        r#"{ kind = "provider_error", call = 0, status = 429, retry_after_s = 3 }"#,
+        r#"{ kind = "provider_stream", call = 0, frame = 9, action = "cut_inside" }"#,
+        r#"{ kind = "server_stream", response = 1, frame = 6, action = "duplicate" }"#,
+        r#"{ kind = "server_stream", response = 1, frame = 9, action = "close" }"#,
+    ];
+    for f in ok {
+        let text = format!("faults = [{f}]\n{base}");
+        let s = Scenario::parse(&text, &path).unwrap_or_else(|e| panic!("{f}: {e}"));
+        let r = run_scenario(&s, 1, 2).unwrap();
+        assert_ne!(r.verdict, Verdict::Correctness, "{f}\n{}", r.render());
+        assert!(r.trace_text.contains("harness  fault"), "{f} never fired");
+    }
+    let bad = [
+        (
+            r#"{ kind = "crash", host = "databse", at_ms = 1 }"#,
+            "unknown host \"databse\"",
+        ),
+        (
+            r#"{ kind = "partition", between = ["client", "server"], duration_ms = 5 }"#,
+            "give a trigger",
+        ),
+        (
+            r#"{ kind = "server_stream", response = 1, frame = 0, action = "drop" }"#,
+            "frame numbers start at 1",
+        ),
+        (
+            r#"{ kind = "server_stream", response = 1, frame = 2, action = "explode" }"#,
+            "unknown variant `explode`",
+        ),
+        (
+            r#"{ kind = "provider_error", call = 0, status = 200 }"#,
+            "not an error status",
+        ),
+    ];
+    for (f, want) in bad {
+        let text = format!("faults = [{f}]\n{base}");
+        let e = Scenario::parse(&text, &path).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{}:1:", path.display())), "{e}");
+        assert!(e.contains(want), "{f}: {e}");
+    }
+}
