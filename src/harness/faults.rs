@@ -19,7 +19,7 @@ use super::trace::Trace;
 use crate::model::faults::{ProviderHooks, ProviderOverride, StreamFault};
 use crate::model::loop_agent::faults::{AbortReason, Garbage, ListenerFault};
 use crate::model::observe::Observation;
-use crate::model::server::StreamHooks;
+use crate::model::server::{SendFault, StoredToolCall, StreamHooks};
 
 /// Hosts a fault can name.
 pub const HOSTS: [&str; 3] = ["client", "server", "provider"];
@@ -133,6 +133,45 @@ pub enum Fault {
         nth: Option<u32>,
         how: ListenerFault,
     },
+    // ---- server-behaviour faults (issue 3; `sim serve` applies them too) ---------------
+    /// Answer the `send`-th message send (1-based, counted by the server) with 409 busy.
+    BusyOnSend { send: u64 },
+    /// Answer the `send`-th message send with 503 `cloud_api_shutting_down`.
+    ShuttingDownOnSend { send: u64 },
+    /// When the `send`-th message send arrives, a pending approval appears on its
+    /// conversation and the send gets the 409 approval-pending conflict (reference B.5.3).
+    ApprovalPendingOnSend {
+        send: u64,
+        #[serde(default = "default_stale_id")]
+        tool_call_id: String,
+        #[serde(default = "default_stale_tool")]
+        tool: String,
+        #[serde(default = "default_stale_args")]
+        arguments: String,
+    },
+    /// A pending approval left on a conversation before the run starts (reference B.5.4);
+    /// the conversation is created for the scenario's agent if it does not exist.
+    StaleApproval {
+        conversation: String,
+        #[serde(default = "default_stale_id")]
+        tool_call_id: String,
+        #[serde(default = "default_stale_tool")]
+        tool: String,
+        #[serde(default = "default_stale_args")]
+        arguments: String,
+    },
+    /// Answer the first `times` `POST /v1/runs/{id}/stream` requests with 500.
+    RunStreamFail { times: u64 },
+}
+
+fn default_stale_id() -> String {
+    "toolu_stale_1".into()
+}
+fn default_stale_tool() -> String {
+    "Bash".into()
+}
+fn default_stale_args() -> String {
+    r#"{"command": "echo stale", "description": "left pending"}"#.into()
 }
 
 /// The 11 loop event types a `listener_throws` fault can name (kimi-loop.md §3.1).
@@ -268,6 +307,11 @@ impl Fault {
                 if *response == 0 =>
             {
                 Some("response numbers start at 1".into())
+            }
+            Fault::BusyOnSend { send: 0 }
+            | Fault::ShuttingDownOnSend { send: 0 }
+            | Fault::ApprovalPendingOnSend { send: 0, .. } => {
+                Some("send numbers start at 1".into())
             }
             Fault::ServerStream { frame: 0, .. } | Fault::ProviderStream { frame: 0, .. } => {
                 Some("frame numbers start at 1".into())
@@ -424,6 +468,36 @@ impl Fault {
                 q(&between[1]),
                 when(at_ms, on_event, nth)
             ),
+            Fault::BusyOnSend { send } => format!("{{ kind = \"busy_on_send\", send = {send} }}"),
+            Fault::ShuttingDownOnSend { send } => {
+                format!("{{ kind = \"shutting_down_on_send\", send = {send} }}")
+            }
+            Fault::ApprovalPendingOnSend {
+                send,
+                tool_call_id,
+                tool,
+                arguments,
+            } => format!(
+                "{{ kind = \"approval_pending_on_send\", send = {send}, tool_call_id = {}, tool = {}, arguments = {} }}",
+                q(tool_call_id),
+                q(tool),
+                q(arguments)
+            ),
+            Fault::StaleApproval {
+                conversation,
+                tool_call_id,
+                tool,
+                arguments,
+            } => format!(
+                "{{ kind = \"stale_approval\", conversation = {}, tool_call_id = {}, tool = {}, arguments = {} }}",
+                q(conversation),
+                q(tool_call_id),
+                q(tool),
+                q(arguments)
+            ),
+            Fault::RunStreamFail { times } => {
+                format!("{{ kind = \"run_stream_fail\", times = {times} }}")
+            }
             Fault::Crash {
                 host,
                 at_ms,
@@ -509,7 +583,12 @@ impl Fault {
                     .as_mut()
                     .is_some_and(|t| shrink_field(t, &f))
             }
-            Fault::ProviderError { .. } => false,
+            Fault::ProviderError { .. }
+            | Fault::BusyOnSend { .. }
+            | Fault::ShuttingDownOnSend { .. }
+            | Fault::ApprovalPendingOnSend { .. }
+            | Fault::StaleApproval { .. }
+            | Fault::RunStreamFail { .. } => false,
             Fault::UserAbort { at_ms, nth, .. } => {
                 let a = at_ms.as_mut().is_some_and(|t| shrink_field(t, &f));
                 let n = nth.as_mut().is_some_and(|n| shrink_u32(n, &f));
@@ -620,6 +699,23 @@ impl fmt::Display for Fault {
                 between[1],
                 self.trigger().expect("valid")
             ),
+            Fault::BusyOnSend { send } => write!(f, "busy_on_send send={send}"),
+            Fault::ShuttingDownOnSend { send } => write!(f, "shutting_down_on_send send={send}"),
+            Fault::ApprovalPendingOnSend {
+                send, tool_call_id, ..
+            } => write!(
+                f,
+                "approval_pending_on_send send={send} tool_call_id={tool_call_id}"
+            ),
+            Fault::StaleApproval {
+                conversation,
+                tool_call_id,
+                ..
+            } => write!(
+                f,
+                "stale_approval conversation={conversation} tool_call_id={tool_call_id}"
+            ),
+            Fault::RunStreamFail { times } => write!(f, "run_stream_fail times={times}"),
             Fault::Crash {
                 host,
                 restart_after_ms,
@@ -717,6 +813,38 @@ impl StreamHooks for PlanHooks {
         }
         StreamFault::Pass
     }
+
+    // ---- server-behaviour faults (issue 3); the server reports these itself -------------
+    fn on_send(&self, send: u64) -> SendFault {
+        for f in &self.faults {
+            match f {
+                Fault::BusyOnSend { send: n } if *n == send => return SendFault::Busy,
+                Fault::ShuttingDownOnSend { send: n } if *n == send => {
+                    return SendFault::ShuttingDown;
+                }
+                Fault::ApprovalPendingOnSend {
+                    send: n,
+                    tool_call_id,
+                    tool,
+                    arguments,
+                } if *n == send => {
+                    return SendFault::ApprovalAppears(StoredToolCall {
+                        id: tool_call_id.clone(),
+                        name: tool.clone(),
+                        arguments: arguments.clone(),
+                    });
+                }
+                _ => {}
+            }
+        }
+        SendFault::Pass
+    }
+
+    fn fail_run_stream(&self, n: u64) -> bool {
+        self.faults
+            .iter()
+            .any(|f| matches!(f, Fault::RunStreamFail { times } if n <= *times))
+    }
 }
 
 impl ProviderHooks for PlanHooks {
@@ -807,6 +935,10 @@ pub struct FaultRuntime {
     partitioned: BTreeSet<(String, String)>,
     held: BTreeSet<(String, String)>,
     base_max_latency: u64,
+    /// The scenario's minimum latency (links are pinned to it while a host crashes).
+    base_min_latency: u64,
+    /// The maximum latency in force now (a latency fault raises it).
+    current_max_latency: u64,
     latency_raised: bool,
     /// How many trace events the event triggers have looked at.
     cursor: usize,
@@ -815,7 +947,8 @@ pub struct FaultRuntime {
 }
 
 impl FaultRuntime {
-    pub fn new(faults: &[Fault], base_max_latency: u64) -> Self {
+    pub fn new(faults: &[Fault], latency_ms: [u64; 2]) -> Self {
+        let [base_min_latency, base_max_latency] = latency_ms;
         let armed: Vec<_> = faults
             .iter()
             .filter_map(|f| f.trigger().map(|t| (f.clone(), t, false)))
@@ -828,6 +961,8 @@ impl FaultRuntime {
             partitioned: BTreeSet::new(),
             held: BTreeSet::new(),
             base_max_latency,
+            base_min_latency,
+            current_max_latency: base_max_latency,
             latency_raised: false,
             cursor: 0,
             event_counts: vec![0; n],
@@ -988,6 +1123,7 @@ impl FaultRuntime {
             Action::SetMaxLatency(ms) => {
                 sim.set_max_message_latency(std::time::Duration::from_millis(ms));
                 self.latency_raised = ms != self.base_max_latency;
+                self.current_max_latency = ms;
             }
             Action::Partition(a, b) => {
                 sim.partition(a.as_str(), b.as_str());
@@ -1006,7 +1142,33 @@ impl FaultRuntime {
                 self.held.remove(&(a, b));
             }
             Action::Crash(h) => {
+                // A crash drops the host's sockets in the order tokio keeps its tasks, which
+                // follows process-wide task ids: two runs of one seed in one process can drop
+                // them in different orders. Each dropped socket sends a FIN whose latency
+                // turmoil draws from the shared PRNG, so the order would decide which FIN gets
+                // which latency. Pinning the host's links to one latency for the crash makes
+                // every draw give the same value (turmoil still consumes one draw per message,
+                // so the PRNG stream after the crash is unchanged), and the order stops
+                // mattering. The links get their range back right after.
+                let ip = sim.lookup(h.as_str());
+                let mut pairs = Vec::new();
+                sim.links(|links| {
+                    for link in links {
+                        let (a, b) = link.pair();
+                        if a == ip || b == ip {
+                            pairs.push((a, b));
+                        }
+                    }
+                });
+                let min = std::time::Duration::from_millis(self.base_min_latency);
+                let max = std::time::Duration::from_millis(self.current_max_latency);
+                for (a, b) in &pairs {
+                    sim.set_link_latency(*a, *b, min);
+                }
                 sim.crash(h.as_str());
+                for (a, b) in &pairs {
+                    sim.set_link_max_message_latency(*a, *b, max);
+                }
                 self.crashed.insert(h);
             }
             Action::Restart(h) => {

@@ -17,6 +17,7 @@ pub mod loop_swarm;
 pub mod loop_world;
 pub mod run;
 pub mod scenario;
+pub mod serve;
 pub mod shrink;
 pub mod swarm;
 pub mod tcp;

@@ -16,7 +16,9 @@ use super::trace::Trace;
 use crate::model::client::approvals::{Permission, PermissionRules};
 use crate::model::client::{Client, ClientBugs, ClientConfig, TurnOutcome};
 use crate::model::provider::{self, ProviderConfig, ProviderResponse, ProviderState};
-use crate::model::server::{self, AgentConfig, ServerBugs, ServerConfig, SharedStore, Store};
+use crate::model::server::{
+    self, AgentConfig, ServerBugs, ServerConfig, SharedStore, Store, StoredToolCall, StreamHooks,
+};
 use crate::model::tools::Workspace;
 use crate::wire::letta::ClientTool;
 
@@ -83,28 +85,18 @@ pub fn world_parts(
     now: NowFn,
 ) -> Result<WorldParts, InputError> {
     let responses: Vec<ProviderResponse> = super::cassettes::provider_responses(scenario)?;
-    let agents = vec![AgentConfig {
-        id: scenario.agent.id.clone(),
-        model: scenario.agent.model.clone(),
-    }];
-    let store = Arc::new(Mutex::new(Store::new(derive_seed(seed, "server"), &agents)));
     let plan: Vec<Fault> = scenario
         .faults
         .iter()
         .map(|f| f.get_ref().clone())
         .collect();
     let hooks = PlanHooks::new(&plan, trace, now);
-    let server = ServerConfig {
-        port: SERVER_PORT,
-        provider_addr: format!("provider:{PROVIDER_PORT}"),
-        provider_api: scenario.provider_api()?,
-        agents,
-        provider_idle_timeout: Duration::from_secs(60),
-        bugs: ServerBugs {
-            accept_message_while_pending: scenario.planted.server_accepts_message_while_pending,
-        },
-        hooks: hooks.clone(),
-    };
+    let (server, store) = server_parts(
+        scenario,
+        seed,
+        hooks.clone(),
+        format!("provider:{PROVIDER_PORT}"),
+    )?;
     let workspace = Arc::new(Mutex::new(Workspace::with_files(
         scenario
             .client
@@ -124,6 +116,82 @@ pub fn world_parts(
         client: client_config(scenario, seed)?,
         workspace,
     })
+}
+
+/// The server config and its durable store for a scenario (issue 3): profile, variants,
+/// planted defects, the fault hooks, and any stale approval planted before the run.
+pub fn server_parts(
+    scenario: &Scenario,
+    seed: u64,
+    hooks: Arc<dyn StreamHooks>,
+    provider_addr: String,
+) -> Result<(ServerConfig, SharedStore), InputError> {
+    let agents = vec![AgentConfig {
+        id: scenario.agent.id.clone(),
+        model: scenario.agent.model.clone(),
+    }];
+    let profile = scenario.server_profile()?;
+    let mut store = Store::new(derive_seed(seed, "server"), &agents);
+    for f in &scenario.faults {
+        if let Fault::StaleApproval {
+            conversation,
+            tool_call_id,
+            tool,
+            arguments,
+        } = f.get_ref()
+        {
+            server::plant_pending_approval(
+                &mut store,
+                profile,
+                conversation,
+                &scenario.agent.id,
+                StoredToolCall {
+                    id: tool_call_id.clone(),
+                    name: tool.clone(),
+                    arguments: arguments.clone(),
+                },
+                0,
+            );
+        }
+    }
+    let p = &scenario.planted;
+    let config = ServerConfig {
+        port: SERVER_PORT,
+        provider_addr,
+        provider_api: scenario.provider_api()?,
+        agents,
+        provider_idle_timeout: Duration::from_secs(60),
+        profile,
+        approval_conflict: scenario.approval_conflict()?,
+        bugs: ServerBugs {
+            accept_message_while_pending: p.server_accepts_message_while_pending,
+            ignore_request_token: p.server_ignores_request_token,
+            volatile_writes: p.server_volatile_writes,
+            skip_orphan_settling: p.server_skips_orphan_settling,
+        },
+        hooks,
+        request_log: None,
+    };
+    Ok((config, Arc::new(Mutex::new(store))))
+}
+
+/// The probe host's steps from the scenario's `[[requests]]` (issue 3).
+pub fn probe_steps(scenario: &Scenario) -> Vec<server::probe::ProbeStep> {
+    scenario
+        .requests
+        .iter()
+        .map(|r| {
+            let r = r.get_ref();
+            server::probe::ProbeStep {
+                at_ms: r.at_ms,
+                method: r.method.clone(),
+                path: r.path.clone(),
+                body: r.body.clone(),
+                read_timeout_ms: r.read_timeout_ms,
+                max_frames: r.max_frames,
+            }
+        })
+        .collect()
 }
 
 /// Runs `scenario` once with `seed` on turmoil.
@@ -178,6 +246,15 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
             }
         });
     }
+    // Scripted probe requests (issue 3).
+    if !scenario.requests.is_empty() {
+        let env = SimEnv::new("probe", trace.clone(), EPOCH_UNIX_MS);
+        let steps = probe_steps(scenario);
+        sim.client("probe", async move {
+            server::probe::run(env, format!("server:{SERVER_PORT}"), steps).await;
+            Ok(())
+        });
+    }
     let outcomes: Arc<Mutex<Option<Vec<TurnOutcome>>>> = Arc::new(Mutex::new(None));
     {
         let env = SimEnv::new("client", trace.clone(), EPOCH_UNIX_MS);
@@ -192,7 +269,7 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
         });
     }
 
-    let mut faults = FaultRuntime::new(&plan, scenario.network.latency_ms[1]);
+    let mut faults = FaultRuntime::new(&plan, scenario.network.latency_ms);
     let heal_at = scenario.limits.heal_at_ms;
     let deadline = heal_at.saturating_add(scenario.limits.liveness_ms);
     let mut stopped = None;
