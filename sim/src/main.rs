@@ -172,6 +172,10 @@ enum Command {
         /// Add swarm faults.
         #[arg(long)]
         swarm: bool,
+        /// Also run a bare turmoil + hyper world that streams the same bytes between the same
+        /// hosts (no models, no trace) and report the cost ratio.
+        #[arg(long)]
+        compare_bare: bool,
     },
     /// Serve the scenario's Letta server model (and its fake provider) on real TCP, for real
     /// clients such as the Letta Code CLI and the SDKs.
@@ -330,7 +334,8 @@ fn main() -> ExitCode {
             scenario,
             seeds,
             swarm,
-        } => bench(&scenario, seeds, swarm),
+            compare_bare,
+        } => bench(&scenario, seeds, swarm, compare_bare),
         Command::Serve {
             scenario,
             seed,
@@ -602,7 +607,17 @@ fn cmd_merge(paths: &[PathBuf], format: Format, out: Option<PathBuf>) -> CmdResu
     Ok(report_exit(&merged))
 }
 
-fn bench(path: &Path, seeds: u64, swarm: bool) -> CmdResult {
+/// Resident memory in KiB (Linux; `None` elsewhere).
+fn rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+}
+
+fn bench(path: &Path, seeds: u64, swarm: bool, compare_bare: bool) -> CmdResult {
     let scenario = Scenario::load(path)?;
     let base = if swarm {
         Some(loopsim::harness::explore::baseline(&scenario)?)
@@ -610,6 +625,7 @@ fn bench(path: &Path, seeds: u64, swarm: bool) -> CmdResult {
         None
     };
     let seeds = seeds.max(1);
+    let rss_start = rss_kib();
     let started = Instant::now();
     let mut simulated_ms = 0u64;
     let mut events = 0usize;
@@ -630,6 +646,7 @@ fn bench(path: &Path, seeds: u64, swarm: bool) -> CmdResult {
     }
     bar.finish();
     let wall = started.elapsed().as_secs_f64();
+    let rss_end = rss_kib();
     println!("scenario        {}", path.display());
     println!(
         "seeds           {seeds} (one run each{}), {failures} not passing",
@@ -643,6 +660,52 @@ fn bench(path: &Path, seeds: u64, swarm: bool) -> CmdResult {
         "simulated/wall  {:.1}x",
         simulated_ms as f64 / 1000.0 / wall
     );
+    if let (Some(a), Some(b)) = (rss_start, rss_end) {
+        println!("rss             {a} KiB before, {b} KiB after");
+    }
+    if compare_bare {
+        let mut clean = scenario.clone();
+        clean.faults.clear();
+        let out = loopsim::harness::world::run_once(&clean, 0)?;
+        let script = loopsim::harness::bare::BareScript::from_run(&clean, &out)?;
+        // loopsim without faults, one run each, against the bare world on the same seeds.
+        let t = Instant::now();
+        let mut sim_ms = 0;
+        for seed in 0..seeds {
+            sim_ms += run_scenario(&clean, seed, 1)?.end_ms;
+        }
+        let loopsim_wall = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let mut bare_ms = 0;
+        for seed in 0..seeds {
+            bare_ms += loopsim::harness::bare::run_bare(&clean, seed, &script).map_err(|m| {
+                InputError {
+                    file: path.display().to_string(),
+                    line: None,
+                    column: None,
+                    message: format!("bare run failed: {m}"),
+                }
+            })?;
+        }
+        let bare_wall = t.elapsed().as_secs_f64();
+        println!("compare-bare    same seeds, no faults, one run each");
+        println!(
+            "  loopsim       {:.1} runs/s ({:.3} s wall, {:.1} s simulated)",
+            seeds as f64 / loopsim_wall,
+            loopsim_wall,
+            sim_ms as f64 / 1000.0
+        );
+        println!(
+            "  bare          {:.1} runs/s ({:.3} s wall, {:.1} s simulated)",
+            seeds as f64 / bare_wall,
+            bare_wall,
+            bare_ms as f64 / 1000.0
+        );
+        println!(
+            "  ratio         {:.2}x the bare cost",
+            loopsim_wall / bare_wall
+        );
+    }
     Ok(exit::PASS)
 }
 

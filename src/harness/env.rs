@@ -141,6 +141,7 @@ impl Env for TcpEnv {
         if let Ok(sock) = addr.parse::<SocketAddr>() {
             return tokio::net::TcpStream::connect(sock).await;
         }
+        // TcpEnv is real TCP only (never inside a simulation), so real time is right here.
         let deadline = tokio::time::Instant::now() + NAME_WAIT;
         loop {
             if let Some(sock) = self.book.get(addr) {

@@ -1,6 +1,7 @@
 //! The harness: builds worlds from scenarios, runs them on turmoil, records traces, checks
 //! invariants and reports. It drives the models; the models never see it.
 
+pub mod bare;
 pub mod cassettes;
 pub mod coverage;
 pub mod env;

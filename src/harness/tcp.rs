@@ -27,6 +27,7 @@ pub fn run_once_tcp(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputEr
         })?;
     runtime.block_on(async {
         let trace = Trace::new();
+        // Real time on purpose: this runner is real TCP, never a simulation.
         let start = tokio::time::Instant::now();
         let now: NowFn = Arc::new(move || start.elapsed().as_millis() as u64);
         let parts = world_parts(scenario, seed, &trace, now)?;
@@ -58,6 +59,7 @@ pub fn run_once_tcp(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputEr
             stopped,
             end_ms: start.elapsed().as_millis() as u64,
             workspace,
+            store: parts.store.clone(),
         })
     })
 }

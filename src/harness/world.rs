@@ -39,7 +39,6 @@ pub fn derive_seed(seed: u64, label: &str) -> u64 {
 }
 
 /// Everything one simulation produced.
-#[derive(Debug)]
 pub struct RunOutput {
     pub trace: Vec<super::trace::TraceEvent>,
     /// Outcomes per turn; `None` if the client never finished.
@@ -50,6 +49,19 @@ pub struct RunOutput {
     pub end_ms: u64,
     /// The client workspace at the end (side-effect counters).
     pub workspace: Workspace,
+    /// The server's durable store at the end (runs and their logs, conversations).
+    pub store: SharedStore,
+}
+
+impl std::fmt::Debug for RunOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOutput")
+            .field("events", &self.trace.len())
+            .field("outcomes", &self.outcomes)
+            .field("stopped", &self.stopped)
+            .field("end_ms", &self.end_ms)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Configs and durable state of one world, the same whichever network it runs on.
@@ -294,6 +306,7 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
         stopped,
         end_ms,
         workspace,
+        store: parts.store.clone(),
     })
 }
 

@@ -183,6 +183,7 @@ async fn answer<E: Env>(
             .expect("valid response");
     }
     let state = Replay {
+        // tokio's clock: turmoil's simulated clock on this host in a simulation.
         start: tokio::time::Instant::now(),
         frames: resp.cassette.frames().to_vec(),
         end: resp.cassette.end(),
