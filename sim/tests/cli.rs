@@ -80,6 +80,15 @@ fn planted_bugs_exit_129_with_a_reproduce_line() {
             "scenarios/planted/nondeterministic_otids.toml",
             "deterministic",
         ),
+        // ---- agent loop (issue 5) ----
+        (
+            "scenarios/planted/loop_results_out_of_order.toml",
+            "loop-envelope",
+        ),
+        (
+            "scenarios/planted/loop_scheduler_overlap.toml",
+            "lock-safety",
+        ),
     ] {
         let o = sim(&["run", file, "--seed", "2"]);
         assert_eq!(o.status.code(), Some(129), "{file}: {}", stdout(&o));

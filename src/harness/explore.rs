@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use super::coverage::GOALS;
+use super::coverage::{GOALS, LOOP_GOALS, goals_for};
 use super::faults::Fault;
 use super::run::{Verdict, run_scenario};
 use super::scenario::{InputError, Scenario};
@@ -151,7 +151,12 @@ impl ExploreReport {
             }
         }
         let _ = writeln!(s, "coverage  (seeds that reached each goal)");
-        for g in GOALS {
+        // The goals of the systems swept (an agent-loop sweep has its own, `LOOP_GOALS`).
+        for g in GOALS
+            .iter()
+            .chain(LOOP_GOALS)
+            .filter(|g| self.coverage.contains_key(g.id))
+        {
             let n = self.coverage.get(g.id).copied().unwrap_or(0);
             let mark = if n == 0 { "  NEVER REACHED" } else { "" };
             let _ = writeln!(s, "  {:<40} {n:>7}{mark}", g.id);
@@ -177,6 +182,11 @@ fn first_line(s: &str) -> &str {
 pub fn baseline(scenario: &Scenario) -> Result<Baseline, InputError> {
     let mut clean = scenario.clone();
     clean.faults.clear();
+    if clean.is_agent_loop() {
+        // Its own world; the baseline then carries the agent's part (`loop_swarm`).
+        let out = super::loop_world::run_once(&clean, 0)?;
+        return Ok(Baseline::from_trace(&out.trace, out.end_ms));
+    }
     let out = run_once(&clean, 0)?;
     Ok(Baseline::from_trace(&out.trace, out.end_ms))
 }
@@ -312,7 +322,11 @@ pub fn explore(
         runs: 0,
         passed: 0,
         failures: Vec::new(),
-        coverage: GOALS.iter().map(|g| (g.id.to_string(), 0)).collect(),
+        coverage: scenarios
+            .iter()
+            .flat_map(|s| goals_for(s.scenario.system.get_ref()))
+            .map(|g| (g.id.to_string(), 0))
+            .collect(),
     };
     for slot in results {
         let r = slot.into_inner().unwrap().expect("every seed ran");

@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::trace::Trace;
 use crate::model::faults::{ProviderHooks, ProviderOverride, StreamFault};
+use crate::model::loop_agent::faults::{AbortReason, Garbage, ListenerFault};
 use crate::model::observe::Observation;
 use crate::model::server::{SendFault, StoredToolCall, StreamHooks};
 
@@ -126,6 +127,41 @@ pub enum Fault {
     },
     /// Answer the first `times` `POST /v1/runs/{id}/stream` requests with 500.
     RunStreamFail { times: u64 },
+
+    // ---- agent loop (issue 5): user and tool faults of `system = "agent-loop"` ----------
+    /// The simulated user aborts the running turn at a simulated time or right after the
+    /// `nth` agent event named `on_event`; the loop acts on it at its next safe point.
+    UserAbort {
+        #[serde(default)]
+        at_ms: Option<u64>,
+        #[serde(default)]
+        on_event: Option<String>,
+        #[serde(default)]
+        nth: Option<u32>,
+        /// `user` (a user cancellation, the default) or `signal` (a plain abort).
+        #[serde(default)]
+        reason: Option<AbortReason>,
+    },
+    /// Tool execution number `execution` (1-based, in start order across the run) never
+    /// finishes and ignores the abort signal; with `abort_after_ms` the user aborts the turn
+    /// that long after the hang began, and the loop's 2 s grace timeout ends the tool.
+    ToolHang {
+        execution: u32,
+        #[serde(default)]
+        abort_after_ms: Option<u64>,
+    },
+    /// Tool execution number `execution` does its work, then returns `value` instead of a
+    /// tool result.
+    ToolGarbage { execution: u32, value: Garbage },
+    /// The loop's live listener fails (`how`) when it hears a loop event of type `event`
+    /// (any type if absent), the `nth` time (every time if absent).
+    ListenerThrows {
+        #[serde(default)]
+        event: Option<String>,
+        #[serde(default)]
+        nth: Option<u32>,
+        how: ListenerFault,
+    },
 }
 
 fn default_stale_id() -> String {
@@ -137,6 +173,21 @@ fn default_stale_tool() -> String {
 fn default_stale_args() -> String {
     r#"{"command": "echo stale", "description": "left pending"}"#.into()
 }
+
+/// The 11 loop event types a `listener_throws` fault can name (kimi-loop.md §3.1).
+pub const LOOP_EVENT_TYPES: [&str; 11] = [
+    "step.begin",
+    "step.end",
+    "content.part",
+    "tool.call",
+    "tool.result",
+    "turn.interrupted",
+    "step.retrying",
+    "text.delta",
+    "thinking.delta",
+    "tool.call.delta",
+    "tool.progress",
+];
 
 /// When a network or process fault fires.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,6 +250,38 @@ impl Fault {
             } => trigger(at_ms, on_event, nth),
             _ => None,
         }
+    }
+
+    /// The trigger of a `user_abort` fault (agent-loop); `None` for every other kind.
+    pub fn user_trigger(&self) -> Option<Trigger> {
+        match self {
+            Fault::UserAbort {
+                at_ms,
+                on_event,
+                nth,
+                ..
+            } => trigger(at_ms, on_event, nth),
+            _ => None,
+        }
+    }
+
+    /// Faults that exist only in the agent-loop world (user and tool faults of its agent).
+    pub fn is_agent_loop_only(&self) -> bool {
+        matches!(
+            self,
+            Fault::UserAbort { .. }
+                | Fault::ToolHang { .. }
+                | Fault::ToolGarbage { .. }
+                | Fault::ListenerThrows { .. }
+        )
+    }
+
+    /// Faults that need the Letta server (its streaming responses).
+    pub fn needs_server(&self) -> bool {
+        matches!(
+            self,
+            Fault::DropConnection { .. } | Fault::ServerStream { .. }
+        )
     }
 
     /// What is wrong with this fault, if anything (the scenario loader adds file and line).
@@ -282,6 +365,22 @@ impl Fault {
                     })
                 })
                 .or_else(|| when(at_ms, on_event, nth)),
+            Fault::UserAbort {
+                at_ms,
+                on_event,
+                nth,
+                ..
+            } => when(at_ms, on_event, nth),
+            Fault::ToolHang { execution: 0, .. } | Fault::ToolGarbage { execution: 0, .. } => {
+                Some("execution numbers start at 1".into())
+            }
+            Fault::ListenerThrows { nth: Some(0), .. } => Some("nth counts from 1".into()),
+            Fault::ListenerThrows {
+                event: Some(e), ..
+            } if !LOOP_EVENT_TYPES.contains(&e.as_str()) => Some(format!(
+                "unknown loop event {e:?}: expected one of {}",
+                LOOP_EVENT_TYPES.join(", ")
+            )),
             _ => None,
         }
     }
@@ -413,6 +512,42 @@ impl Fault {
                     .map(|r| format!(", restart_after_ms = {r}"))
                     .unwrap_or_default()
             ),
+            Fault::UserAbort {
+                at_ms,
+                on_event,
+                nth,
+                reason,
+            } => format!(
+                "{{ kind = \"user_abort\"{}{} }}",
+                when(at_ms, on_event, nth),
+                reason
+                    .map(|r| format!(", reason = {}", q(r.as_str())))
+                    .unwrap_or_default()
+            ),
+            Fault::ToolHang {
+                execution,
+                abort_after_ms,
+            } => format!(
+                "{{ kind = \"tool_hang\", execution = {execution}{} }}",
+                abort_after_ms
+                    .map(|a| format!(", abort_after_ms = {a}"))
+                    .unwrap_or_default()
+            ),
+            Fault::ToolGarbage { execution, value } => format!(
+                "{{ kind = \"tool_garbage\", execution = {execution}, value = {} }}",
+                q(value.as_str())
+            ),
+            Fault::ListenerThrows { event, nth, how } => {
+                let mut s = "{ kind = \"listener_throws\"".to_string();
+                if let Some(e) = event {
+                    s.push_str(&format!(", event = {}", q(e)));
+                }
+                if let Some(n) = nth {
+                    s.push_str(&format!(", nth = {n}"));
+                }
+                s.push_str(&format!(", how = {} }}", q(how.as_str())));
+                s
+            }
         }
     }
 
@@ -454,8 +589,33 @@ impl Fault {
             | Fault::ApprovalPendingOnSend { .. }
             | Fault::StaleApproval { .. }
             | Fault::RunStreamFail { .. } => false,
+            Fault::UserAbort { at_ms, nth, .. } => {
+                let a = at_ms.as_mut().is_some_and(|t| shrink_field(t, &f));
+                let n = nth.as_mut().is_some_and(|n| shrink_u32(n, &f));
+                a | n
+            }
+            Fault::ToolHang {
+                execution,
+                abort_after_ms,
+            } => {
+                let e = shrink_u32(execution, &f);
+                e | abort_after_ms.as_mut().is_some_and(|t| shrink_field(t, &f))
+            }
+            Fault::ToolGarbage { execution, .. } => shrink_u32(execution, &f),
+            Fault::ListenerThrows { nth, .. } => nth.as_mut().is_some_and(|n| shrink_u32(n, &f)),
         };
         (changed && g.problem().is_none()).then_some(g)
+    }
+}
+
+/// [`shrink_field`] for a 1-based count: it never goes below 1.
+fn shrink_u32(v: &mut u32, f: &impl Fn(u64) -> u64) -> bool {
+    let n = f(u64::from(*v)).max(1);
+    if n < u64::from(*v) {
+        *v = n as u32;
+        true
+    } else {
+        false
     }
 }
 
@@ -567,6 +727,34 @@ impl fmt::Display for Fault {
                     None => write!(f, " restart=at-heal"),
                 }
             }
+            Fault::UserAbort { reason, .. } => write!(
+                f,
+                "user_abort {} reason={}",
+                self.user_trigger().expect("valid"),
+                reason.unwrap_or(AbortReason::User).as_str()
+            ),
+            Fault::ToolHang {
+                execution,
+                abort_after_ms,
+            } => {
+                write!(f, "tool_hang execution={execution}")?;
+                match abort_after_ms {
+                    Some(a) => write!(f, " abort_after_ms={a}"),
+                    None => Ok(()),
+                }
+            }
+            Fault::ToolGarbage { execution, value } => write!(
+                f,
+                "tool_garbage execution={execution} value={}",
+                value.as_str()
+            ),
+            Fault::ListenerThrows { event, nth, how } => write!(
+                f,
+                "listener_throws event={} nth={} how={}",
+                event.as_deref().unwrap_or("any"),
+                nth.map_or("every".to_string(), |n| n.to_string()),
+                how.as_str()
+            ),
         }
     }
 }
@@ -946,7 +1134,39 @@ impl FaultRuntime {
                 self.held.remove(&(a, b));
             }
             Action::Crash(h) => {
+                // Deterministic crash (issue 3): tokio drops a crashed host's tasks shard by
+                // shard, and shards go by the process-global task id, so the order in which the
+                // host's sockets send their FINs (and so which FIN draws which latency) would
+                // depend on how many tasks the process spawned before. Holding the host's links
+                // across the crash queues those FINs without drawing latency; releasing them
+                // delivers them now, in link order. Links a fault holds or partitions are left
+                // as they are.
+                let ip = sim.lookup(h.as_str());
+                let mut peers: Vec<std::net::IpAddr> = Vec::new();
+                sim.links(|links| {
+                    for l in links {
+                        let (a, b) = l.pair();
+                        if a == ip {
+                            peers.push(b);
+                        } else if b == ip {
+                            peers.push(a);
+                        }
+                    }
+                });
+                peers.retain(|p| {
+                    let name = sim.reverse_lookup(*p).unwrap_or_default();
+                    let pair = |x: &str, y: &str| (x.to_string(), y.to_string());
+                    ![pair(&h, &name), pair(&name, &h)]
+                        .iter()
+                        .any(|k| self.held.contains(k) || self.partitioned.contains(k))
+                });
+                for p in &peers {
+                    sim.hold(ip, *p);
+                }
                 sim.crash(h.as_str());
+                for p in &peers {
+                    sim.release(ip, *p);
+                }
                 self.crashed.insert(h);
             }
             Action::Restart(h) => {

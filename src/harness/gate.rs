@@ -250,11 +250,19 @@ pub fn run_gate(
 }
 
 /// Snapshots the gate checks: (insta file, scenario, seed).
-pub const SNAPSHOTS: &[(&str, &str, u64)] = &[(
-    "skeleton__approval_turn_seed_1.snap",
-    "scenarios/approval_turn.toml",
-    1,
-)];
+pub const SNAPSHOTS: &[(&str, &str, u64)] = &[
+    (
+        "skeleton__approval_turn_seed_1.snap",
+        "scenarios/approval_turn.toml",
+        1,
+    ),
+    // ---- agent loop (issue 5) ----
+    (
+        "loop_harness__loop_parallel_conflicts_seed_1.snap",
+        "scenarios/loop_parallel_conflicts.toml",
+        1,
+    ),
+];
 
 /// The body of an insta snapshot file (after its `---` header).
 fn snapshot_body(text: &str) -> String {

@@ -14,6 +14,12 @@ pub const TOOL_CALL_RESOLVED: &str = "tool-call-resolved";
 pub const DETERMINISTIC: &str = "deterministic";
 /// Liveness: after the world heals, every user turn reaches a terminal state in the budget.
 pub const TURN_TERMINATES: &str = "turn-terminates";
+// ---- agent loop (issue 5): oracles in `loop_invariants` ----
+/// Agent loop: step envelopes well formed, tool results in provider order, usage totals.
+pub const LOOP_ENVELOPE: &str = "loop-envelope";
+/// Agent loop: conflicting tool executions never overlap in simulated time.
+pub const LOCK_SAFETY: &str = "lock-safety";
+pub use super::loop_invariants::{lock_safety, loop_envelope};
 
 /// One broken invariant.
 #[derive(Debug, Clone, PartialEq, Eq)]

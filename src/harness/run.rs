@@ -106,9 +106,16 @@ fn install_panic_recorder() {
 
 /// Runs the scenario once, turning panics anywhere in the world into `Err(message)`.
 fn run_guarded(scenario: &Scenario, seed: u64) -> Result<Result<RunOutput, String>, InputError> {
+    guarded(|| run_once(scenario, seed))
+}
+
+/// Runs one world (`run`), turning panics anywhere in it into `Err(message)`.
+pub(crate) fn guarded<T>(
+    run: impl FnOnce() -> Result<T, InputError>,
+) -> Result<Result<T, String>, InputError> {
     install_panic_recorder();
     PANICS.with(|p| *p.borrow_mut() = Some(Vec::new()));
-    let result = catch_unwind(AssertUnwindSafe(|| run_once(scenario, seed)));
+    let result = catch_unwind(AssertUnwindSafe(run));
     let panics = PANICS.with(|p| p.borrow_mut().take()).unwrap_or_default();
     match result {
         Ok(Ok(out)) if panics.is_empty() => Ok(Ok(out)),
@@ -124,6 +131,10 @@ fn run_guarded(scenario: &Scenario, seed: u64) -> Result<Result<RunOutput, Strin
 
 /// Runs `scenario` with `seed` `runs` times (at least 1; 2 checks `deterministic`).
 pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunReport, InputError> {
+    if scenario.is_agent_loop() {
+        // The agent-loop world has its own hosts, oracles and diagnosis (`loop_run`).
+        return super::loop_run::run_scenario(scenario, seed, runs);
+    }
     let runs = runs.max(1);
     let faults = scenario
         .faults

@@ -60,10 +60,17 @@ pub struct Scenario {
     #[serde(default)]
     pub network: Network,
     pub provider: Provider,
+    /// Required for `letta` (checked in `validate`; absent in an agent-loop scenario).
+    #[serde(default)]
     pub agent: Agent,
+    /// Required for `letta` (checked in `validate`; absent in an agent-loop scenario).
+    #[serde(default)]
     pub client: ClientSection,
     #[serde(default)]
     pub permissions: Permissions,
+    /// The agent host of `system = "agent-loop"` (docs/scenario.md).
+    #[serde(default)]
+    pub agent_loop: Option<super::loop_scenario::AgentLoopSection>,
     #[serde(default)]
     pub faults: Vec<Spanned<Fault>>,
     #[serde(default)]
@@ -142,6 +149,7 @@ pub struct Provider {
     /// `anthropic` or `openai_chat`.
     pub api: Spanned<String>,
     /// Provider-layer cassettes, one per model call, in call order.
+    #[serde(default)]
     pub responses: Vec<Spanned<String>>,
 }
 
@@ -155,6 +163,16 @@ pub struct Agent {
 
 fn default_model() -> String {
     "anthropic/claude-sonnet-4".into()
+}
+
+/// An absent `[agent]` (an agent-loop scenario has none; `letta` requires it in `validate`).
+impl Default for Agent {
+    fn default() -> Self {
+        Agent {
+            id: String::new(),
+            model: default_model(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -173,6 +191,18 @@ pub struct ClientSection {
 
 fn default_conversation() -> String {
     "default".into()
+}
+
+/// An absent `[client]` (an agent-loop scenario has none; `letta` requires it in `validate`).
+impl Default for ClientSection {
+    fn default() -> Self {
+        ClientSection {
+            conversation: default_conversation(),
+            tools: Vec::new(),
+            turns: Vec::new(),
+            files: Default::default(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -342,6 +372,15 @@ pub struct Planted {
     /// Local server does not settle orphaned tool calls at a new turn (breaks history-valid).
     #[serde(default)]
     pub server_skips_orphan_settling: bool,
+    // ---- agent loop (issue 5) ----
+    /// The loop records tool results in completion order, not provider order (breaks
+    /// loop-envelope).
+    #[serde(default)]
+    pub loop_results_in_completion_order: bool,
+    /// The loop's scheduler drains its queue without checking the running tasks (breaks
+    /// lock-safety).
+    #[serde(default)]
+    pub loop_scheduler_drain_ignores_active: bool,
 }
 
 impl Planted {
@@ -367,6 +406,12 @@ impl Planted {
         }
         if self.server_skips_orphan_settling {
             v.push(super::invariants::HISTORY_VALID);
+        }
+        if self.loop_results_in_completion_order {
+            v.push(super::invariants::LOOP_ENVELOPE);
+        }
+        if self.loop_scheduler_drain_ignores_active {
+            v.push(super::invariants::LOCK_SAFETY);
         }
         v
     }
@@ -402,6 +447,11 @@ impl Scenario {
         Ok(s)
     }
 
+    /// True for `system = "agent-loop"` (the Kimi Code turn loop against the fake provider).
+    pub fn is_agent_loop(&self) -> bool {
+        self.scenario.system.get_ref() == super::loop_scenario::SYSTEM
+    }
+
     pub fn error_at(&self, span: std::ops::Range<usize>, msg: impl Into<String>) -> InputError {
         InputError::at(
             &self.path.display().to_string(),
@@ -413,12 +463,19 @@ impl Scenario {
 
     fn validate(&self) -> Result<(), InputError> {
         let system = &self.scenario.system;
+        if system.get_ref() == super::loop_scenario::SYSTEM {
+            return super::loop_scenario::validate(self);
+        }
         if system.get_ref() != "letta" {
             return Err(self.error_at(
                 system.span(),
-                format!("unknown system {:?}: expected \"letta\"", system.get_ref()),
+                format!(
+                    "unknown system {:?}: expected \"letta\" or \"agent-loop\"",
+                    system.get_ref()
+                ),
             ));
         }
+        super::loop_scenario::check_letta_sections(self)?;
         let profile = &self.scenario.client_profile;
         if profile.get_ref() != "reference" {
             return Err(self.error_at(
@@ -596,6 +653,9 @@ impl Scenario {
     /// provider response, relative to where the file will be written).
     pub fn to_toml(&self, cassette_paths: &[String], header: &str) -> String {
         use std::fmt::Write as _;
+        if self.is_agent_loop() {
+            return super::loop_scenario::to_toml(self, cassette_paths, header);
+        }
         let q = |s: &str| toml::Value::String(s.to_string()).to_string();
         let list = |v: &[String]| v.iter().map(|x| q(x)).collect::<Vec<_>>().join(", ");
         let mut s = String::new();

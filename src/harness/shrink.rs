@@ -3,7 +3,8 @@
 //!
 //! Greedy passes, repeated until none makes progress (each candidate is one run):
 //! 1. drop fault plan entries, one at a time;
-//! 2. drop user turns (keeping at least one);
+//! 2. drop user turns (keeping at least one); for an agent-loop scenario also its scripted
+//!    model calls (keeping at least one answer);
 //! 3. make fault times and indices smaller (halve, then step down by one);
 //! 4. drop cassette frames (from the end first, then any);
 //! 5. narrow the network latency range to its minimum.
@@ -133,6 +134,31 @@ pub fn shrink(
             let t = c.client.turns.remove(i);
             if !sh.try_accept(&mut best, c, format!("removed turn {:?}", t))? {
                 i += 1;
+            }
+        }
+        // 2b. agent-loop turns and scripted model calls (keeping at least one of each)
+        if let Some(section) = &best.agent_loop {
+            let (turns, steps) = (section.turns.len(), section.script.len());
+            for i in (0..turns).rev() {
+                let mut c = best.clone();
+                let Some(l) = c.agent_loop.as_mut().filter(|l| l.turns.len() > 1) else {
+                    break;
+                };
+                let t = l.turns.remove(i);
+                sh.try_accept(&mut best, c, format!("removed turn {t:?}"))?;
+            }
+            for i in (0..steps).rev() {
+                let mut c = best.clone();
+                let cassettes = c.provider.responses.len();
+                let Some(l) = c
+                    .agent_loop
+                    .as_mut()
+                    .filter(|l| l.script.len() + cassettes > 1 && i < l.script.len())
+                else {
+                    continue;
+                };
+                l.script.remove(i);
+                sh.try_accept(&mut best, c, format!("removed script step {}", i + 1))?;
             }
         }
         // 3. fault timings and indices

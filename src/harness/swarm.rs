@@ -39,6 +39,9 @@ pub struct Baseline {
     pub response_frames: Vec<u64>,
     /// Frames of each provider answer, in call order.
     pub provider_frames: Vec<u64>,
+    /// For an agent-loop run (`system = "agent-loop"`): what the agent did. [`plan`] then
+    /// draws from the agent-loop families instead (`loop_swarm`).
+    pub agent_loop: Option<super::loop_swarm::LoopBaseline>,
 }
 
 impl Baseline {
@@ -58,10 +61,15 @@ impl Baseline {
                 _ => {}
             }
         }
+        let agent_loop = trace
+            .iter()
+            .any(|e| matches!(e.obs, Observation::LoopStepBegin { .. }))
+            .then(|| super::loop_swarm::LoopBaseline::from_trace(trace, end_ms));
         Baseline {
             end_ms,
             response_frames: runs.into_iter().map(|(_, n)| n + 1).collect(),
             provider_frames,
+            agent_loop,
         }
     }
 }
@@ -84,6 +92,10 @@ const STREAM_ACTIONS: [StreamFault; 6] = [
 
 /// Draws the plan for `seed`: which families are on, and one fault from each.
 pub fn plan(seed: u64, baseline: &Baseline) -> Vec<Fault> {
+    if let Some(agent_loop) = &baseline.agent_loop {
+        // The agent-loop world has no server, and user, tool and listener faults.
+        return super::loop_swarm::plan(seed, agent_loop);
+    }
     let mut rng = ChaCha8Rng::seed_from_u64(derive_seed(seed, "swarm"));
     let horizon = baseline.end_ms.max(1);
     let mut faults = Vec::new();
@@ -186,6 +198,7 @@ mod tests {
             end_ms: 240,
             response_frames: vec![11, 7],
             provider_frames: vec![15, 9],
+            agent_loop: None,
         }
     }
 

@@ -6,6 +6,7 @@ pub mod client;
 pub mod env;
 pub mod faults;
 pub mod http;
+pub mod loop_agent;
 pub mod observe;
 pub mod provider;
 pub mod server;

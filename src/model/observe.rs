@@ -190,6 +190,170 @@ pub enum Observation {
     Fault {
         fault: String,
     },
+
+    // ---- agent loop (issue 5) ------------------------------------------------------------
+    // The agent host of `system = "agent-loop"` (`model::loop_agent`). Recorded loop events are
+    // reported as its live listener hears them (after they were persisted); `turn_start` and
+    // `turn_end` above delimit the user turns.
+    /// `step.begin`.
+    LoopStepBegin {
+        turn_id: String,
+        step: u32,
+        uuid: String,
+    },
+    /// `step.end`: the effective stop reason and the usage of the response the step used.
+    LoopStepEnd {
+        turn_id: String,
+        step: u32,
+        uuid: String,
+        finish_reason: String,
+        usage: TokenUsage,
+    },
+    /// `content.part`: a completed text or think block (kind and length).
+    LoopContentPart {
+        step: u32,
+        kind: String,
+        chars: usize,
+    },
+    /// `tool.call`, with the effective arguments.
+    LoopToolCall {
+        step: u32,
+        tool_call_id: String,
+        name: String,
+        args: String,
+    },
+    /// `tool.result`: whether it is an error, and the start of its output.
+    LoopToolResult {
+        tool_call_id: String,
+        is_error: bool,
+        output: String,
+    },
+    /// `step.retrying`.
+    LoopRetrying {
+        step: u32,
+        failed_attempt: u32,
+        next_attempt: u32,
+        delay_ms: u64,
+        error: String,
+    },
+    /// `turn.interrupted`.
+    LoopInterrupted {
+        reason: String,
+        cause: String,
+        attempted_steps: u32,
+        active_step: Option<u32>,
+        message: Option<String>,
+    },
+    /// A model call (`LLM.chat`) returned a response.
+    LoopModelReturn {
+        turn_step: Option<String>,
+        usage: TokenUsage,
+        tool_calls: usize,
+        finish: Option<String>,
+    },
+    /// A model call failed (what the retry logic then classifies).
+    LoopModelError {
+        turn_step: Option<String>,
+        error: String,
+    },
+    /// The agent sent request number `call` (0-based) to the provider.
+    LoopProviderRequest {
+        call: u32,
+        path: String,
+        messages: usize,
+        tools: usize,
+    },
+    /// The provider's response head (`status`), or why none came (`error`).
+    LoopProviderResponse {
+        call: u32,
+        status: Option<u16>,
+        error: Option<String>,
+    },
+    /// How the provider's stream ended, as the agent saw it.
+    LoopProviderStreamEnd {
+        call: u32,
+        how: String,
+    },
+    /// A tool execution began (`execution` counts executions across the run, 1-based), with
+    /// the resource accesses it really touches.
+    LoopToolStart {
+        tool_call_id: String,
+        tool: String,
+        execution: u32,
+        accesses: AccessList,
+    },
+    /// A tool execution ended: `ok`, `error`, `aborted`, `garbage`, or `dropped` (its future
+    /// was abandoned, e.g. by the grace timeout, while it still ran).
+    LoopToolEnd {
+        tool_call_id: String,
+        how: String,
+    },
+    /// The simulated user aborted the running turn.
+    LoopUserAbort {
+        turn: u32,
+        reason: String,
+    },
+    /// The host compacted the context before retrying the turn (read off the host's record
+    /// log, so reported when the turn ends).
+    LoopCompaction {
+        removed_count: u32,
+    },
+    /// The host closed a tool call the loop left without a result (turn-end backstop).
+    LoopBackstopResult {
+        tool_call_id: String,
+    },
+    /// What `runTurn` returned for the turn (absent when it threw).
+    LoopTurnResult {
+        turn: u32,
+        stop_reason: String,
+        steps: u32,
+        usage: TokenUsage,
+    },
+}
+
+pub use crate::model::agent_loop::types::TokenUsage;
+
+/// Resource accesses as one compact word list in the trace (`write:/a.txt,search-tree:/src`;
+/// `none` for an empty list), and as data for the `lock-safety` oracle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessList(pub crate::model::agent_loop::access::ToolAccesses);
+
+impl std::fmt::Display for AccessList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::model::agent_loop::access::{FileOperation, ToolResourceAccess};
+        if self.0.0.is_empty() {
+            return f.write_str("none");
+        }
+        for (i, access) in self.0.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            match access {
+                ToolResourceAccess::All => f.write_str("all")?,
+                ToolResourceAccess::File {
+                    operation,
+                    path,
+                    recursive,
+                } => {
+                    let op = match operation {
+                        FileOperation::Read => "read",
+                        FileOperation::Write => "write",
+                        FileOperation::Readwrite => "readwrite",
+                        FileOperation::Search => "search",
+                    };
+                    let tree = if *recursive { "-tree" } else { "" };
+                    write!(f, "{op}{tree}:{path}")?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for AccessList {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 impl Observation {

@@ -24,6 +24,7 @@
 pub mod abort;
 pub mod access;
 pub mod args;
+pub mod bugs;
 pub mod clock;
 pub mod errors;
 pub mod events;
@@ -44,6 +45,7 @@ pub mod types;
 
 pub use abort::{AbortController, AbortSignal};
 pub use access::{FileOperation, ToolAccesses, ToolResourceAccess};
+pub use bugs::LoopBugs;
 pub use clock::{Clock, LoopPrng, TokioClock};
 pub use errors::{AbortError, KimiError, LoopError, ProviderError, ProviderErrorKind, StatusClass};
 pub use events::{

@@ -103,6 +103,8 @@ pub struct RunTurnInput {
     pub record_step_usage: Option<StepUsageRecorder>,
     /// `onRequestTrace`.
     pub on_request_trace: Option<RequestTraceObserver>,
+    /// Planted defects for the harness's oracle tests; `Default` is the faithful loop.
+    pub bugs: super::bugs::LoopBugs,
 }
 
 impl RunTurnInput {
@@ -136,6 +138,7 @@ impl RunTurnInput {
             max_retry_attempts: None,
             record_step_usage: None,
             on_request_trace: None,
+            bugs: super::bugs::LoopBugs::default(),
         }
     }
 }

@@ -40,6 +40,8 @@ pub struct ToolScheduler<R> {
     active: Vec<usize>,
     queued: Vec<usize>,
     start_log: Vec<TaskId>,
+    /// Planted defect ([`LoopBugs::scheduler_drain_ignores_active`](super::bugs::LoopBugs)).
+    drain_ignores_active: bool,
 }
 
 impl<R: Send + 'static> Default for ToolScheduler<R> {
@@ -56,6 +58,16 @@ impl<R: Send + 'static> ToolScheduler<R> {
             active: Vec::new(),
             queued: Vec::new(),
             start_log: Vec::new(),
+            drain_ignores_active: false,
+        }
+    }
+
+    /// A scheduler with the planted defect of [`LoopBugs`](super::bugs::LoopBugs) switched
+    /// on or off (off is [`new`](Self::new)).
+    pub fn with_bugs(bugs: super::bugs::LoopBugs) -> Self {
+        Self {
+            drain_ignores_active: bugs.scheduler_drain_ignores_active,
+            ..Self::new()
         }
     }
 
@@ -104,8 +116,12 @@ impl<R: Send + 'static> ToolScheduler<R> {
         let mut still_queued: Vec<usize> = Vec::new();
         for index in queued {
             let accesses = &self.tasks[index].accesses;
-            let blocked = self
-                .active
+            let active: &[usize] = if self.drain_ignores_active {
+                &[]
+            } else {
+                &self.active
+            };
+            let blocked = active
                 .iter()
                 .chain(still_queued.iter())
                 .any(|&other| self.tasks[other].accesses.conflicts_with(accesses));

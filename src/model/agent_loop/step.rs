@@ -334,6 +334,7 @@ fn step_env<'a>(input: &'a RunTurnInput, step: u32, open: &'a OpenStep) -> StepE
         log: &input.log,
         trace_id: open.trace.trace_id(),
         describe_missing_tool: input.describe_missing_tool.as_deref(),
+        bugs: input.bugs,
     }
 }
 

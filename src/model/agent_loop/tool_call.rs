@@ -78,6 +78,7 @@ pub(crate) struct StepEnv<'a> {
     pub log: &'a Arc<dyn LoopLog>,
     pub trace_id: Option<String>,
     pub describe_missing_tool: Option<&'a DescribeMissingTool>,
+    pub bugs: super::bugs::LoopBugs,
 }
 
 impl StepEnv<'_> {
@@ -572,6 +573,47 @@ async fn collect_results(
     Ok(stop_turn)
 }
 
+/// The planted defect [`LoopBugs::results_in_completion_order`](super::bugs::LoopBugs): each
+/// result is finalised and recorded as soon as any tool finishes, the earliest-finishing first
+/// (ties in provider order), instead of strictly in provider order.
+async fn collect_results_as_they_finish(
+    env: &StepEnv<'_>,
+    calls: &[ToolCall],
+    pending: Vec<PendingCall<'_>>,
+    scheduler: &Scheduler,
+    mut stop_turn: bool,
+) -> Result<bool, LoopError> {
+    let mut waiting: Vec<(PendingCall<'_>, Option<ExecutableToolResult>)> =
+        pending.into_iter().map(|p| (p, None)).collect();
+    while !waiting.is_empty() {
+        let index = poll_fn(|_| {
+            let mut scheduler = lock(scheduler);
+            for (index, (call, done)) in waiting.iter_mut().enumerate() {
+                match &mut call.slot {
+                    Slot::Resolved(result) => *done = Some(result.clone()),
+                    Slot::Task(id) => {
+                        if let Some(result) = scheduler.take_result(*id) {
+                            *done = Some(result);
+                        }
+                    }
+                }
+                if done.is_some() {
+                    return Poll::Ready(index);
+                }
+            }
+            Poll::Pending
+        })
+        .await;
+        let (PendingCall { call, args, .. }, result) = waiting.remove(index);
+        let result = result.expect("finished");
+        let (finalized, stops) = finalize(env, call, calls, &args, result).await;
+        stop_turn |= stops;
+        env.record_result(call, normalize_tool_result(&finalized))
+            .await?;
+    }
+    Ok(stop_turn)
+}
+
 /// `runToolCallBatch`: returns the batch's `stopTurn`.
 pub(crate) async fn run_tool_call_batch(
     env: &StepEnv<'_>,
@@ -582,9 +624,13 @@ pub(crate) async fn run_tool_call_batch(
         .iter()
         .map(|call| preflight(env, call, tools))
         .collect();
-    let scheduler: Scheduler = Mutex::new(ToolScheduler::new());
+    let scheduler: Scheduler = Mutex::new(ToolScheduler::with_bugs(env.bugs));
     let main = async {
         let (pending, stop_turn) = prepare_batch(env, calls, preflights, &scheduler).await?;
+        if env.bugs.results_in_completion_order {
+            return collect_results_as_they_finish(env, calls, pending, &scheduler, stop_turn)
+                .await;
+        }
         collect_results(env, calls, pending, &scheduler, stop_turn).await
     };
     let outcome = drive_with(&scheduler, main).await;

@@ -143,6 +143,32 @@ impl Workspace {
         (outcome, *n)
     }
 
+    // ---- agent-loop tools (issue 5) -------------------------------------------------------
+    // `model::loop_agent::tools` runs its Read/Write/Edit/Grep tools on this same workspace.
+
+    /// Writes a file, creating it if needed.
+    pub fn put_file(&mut self, path: &str, content: String) {
+        self.files.insert(path.to_string(), content);
+    }
+
+    /// Every file as (path, content), in path order.
+    pub fn files(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.files.iter().map(|(p, c)| (p.as_str(), c.as_str()))
+    }
+
+    /// Counts one execution of a tool call that ran outside [`execute`](Self::execute);
+    /// returns the count for this id.
+    pub fn record_execution(&mut self, tool_call_id: &str, tool: &str, arguments: &str) -> u32 {
+        self.executions.push(Execution {
+            tool_call_id: tool_call_id.to_string(),
+            tool: tool.to_string(),
+            arguments: arguments.to_string(),
+        });
+        let n = self.per_call.entry(tool_call_id.to_string()).or_insert(0);
+        *n += 1;
+        *n
+    }
+
     /// A deterministic shell: `echo`, `cat`, `ls`, `touch`; anything else "runs" and prints
     /// nothing, like a command with no output.
     fn shell(&mut self, cmd: &str) -> ToolOutcome {

@@ -196,6 +196,8 @@ pub struct HostParts {
     pub max_steps: Option<u32>,
     /// `maxRetryAttempts` per step.
     pub max_retry_attempts: Option<u32>,
+    /// Planted defects passed to every turn (harness oracle tests only).
+    pub bugs: crate::model::agent_loop::bugs::LoopBugs,
 }
 
 impl HostParts {
@@ -219,6 +221,7 @@ impl HostParts {
             }),
             max_steps: None,
             max_retry_attempts: None,
+            bugs: Default::default(),
         }
     }
 }
@@ -335,6 +338,7 @@ impl Host {
         input.log = Arc::clone(&self.parts.log);
         input.max_steps = self.parts.max_steps;
         input.max_retry_attempts = self.parts.max_retry_attempts;
+        input.bugs = self.parts.bugs;
         input
     }
 

@@ -1,0 +1,18 @@
+//! Deliberate defects, off by default. They exist only so the harness can prove that its
+//! agent-loop oracles catch a broken loop (a planted-bug canary per invariant, DESIGN.md §5):
+//! switched on from a scenario's `[planted]` table, never in a real run. Each switch breaks
+//! exactly one documented contract of kimi-loop.md and names it.
+
+/// Planted defects of the loop. `Default` is the faithful loop.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoopBugs {
+    /// Breaks kimi-loop.md §1 contract 8 / §3.3 B ("results in provider order"): the result
+    /// loop records each `tool.result` as soon as its tool finishes, in completion order, not
+    /// in provider order. Caught by the harness invariant `loop-envelope`.
+    pub results_in_completion_order: bool,
+    /// Breaks kimi-loop.md §5.2 `startQueuedTasks` ("a task stays queued if it conflicts with
+    /// any active task"): when a task finishes, the queue is drained checking only the tasks
+    /// kept queued, not the ones still running, so a queued call starts alongside a running
+    /// call it conflicts with. Caught by the harness invariant `lock-safety`.
+    pub scheduler_drain_ignores_active: bool,
+}
