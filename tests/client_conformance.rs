@@ -8,9 +8,8 @@
 //! same order, same otid reuse and refresh, same `starting_after`, same approval items and
 //! denial texts, same statuses.
 //!
-//! The comparison against `sim serve` driven by the real CLI (issue 3's server, another branch)
-//! uses the same code on the server's request log; it is left for the merge (docs/client.md,
-//! "Conformance").
+//! The comparison against `sim serve` driven by the real CLI uses the same code on the server's
+//! request log: tests/client_cli_conformance.rs (docs/client.md, "Conformance").
 
 mod common;
 

@@ -60,7 +60,7 @@ fn stream_gapless_fails_when_a_resume_replays_from_zero() {
     assert_breaks(
         &r,
         STREAM_GAPLESS,
-        "duplicate or out of order: expected seq 4, got 2",
+        "processed chunk #4 duplicate: seq 2 was already processed",
     );
 }
 
@@ -108,7 +108,7 @@ fn approval_attribution_fails_when_a_stale_denial_speaks_for_the_user() {
     assert_breaks(
         &r,
         APPROVAL_ATTRIBUTION,
-        "tool call call_stale_start was denied by stale-recovery, not by the user, but its reason \"The user denied this tool call.\"",
+        "tool call toolu_stale_start was denied by stale-recovery, not by the user, but its reason \"The user denied this tool call.\"",
     );
 }
 

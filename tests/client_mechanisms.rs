@@ -615,3 +615,43 @@ fn eager_cancel_can_cancel_the_next_turns_run_in_the_published_client() {
         assert!(lost("letta-code") >= 2, "{name}");
     }
 }
+
+/// A lost and a duplicated SSE frame inside the tool call's arguments: the reference notices
+/// (a seq id skipped or repeated within one drain), resumes or drops the copy, and runs the
+/// tool once with the provider's arguments; the published client processes what it got, the
+/// arguments do not parse and the call is denied (docs/findings.md).
+#[test]
+fn lost_and_duplicated_frames_are_noticed_by_the_reference_only() {
+    const RAN: &str = r#"tool_executed tool_call_id=toolu_bash_1 tool=Bash arguments="{\"command\": \"echo e2e-ok\", \"description\": \"print a marker\"}" executions=1"#;
+    for name in ["client_lost_frame", "client_duplicate_frame"] {
+        let s = scenario(name);
+        let reference = pass(&s, 1);
+        assert_eq!(
+            count(&reference, RAN),
+            1,
+            "{name}: {}",
+            reference.trace_text
+        );
+        assert_eq!(
+            count(&reference, "client_resume "),
+            usize::from(name == "client_lost_frame"),
+            "{name}"
+        );
+        let published = pass(&with_profile(s, "letta-code"), 1);
+        assert_eq!(count(&published, "tool_executed"), 0, "{name}");
+        assert_eq!(
+            count(
+                &published,
+                "decision=\"deny: Bash tool missing required parameters"
+            ),
+            1,
+            "{name}: {}",
+            published.trace_text
+        );
+        assert!(
+            published.render().contains("stream-gapless         XFAIL"),
+            "{}",
+            published.render()
+        );
+    }
+}

@@ -139,14 +139,16 @@ fn connection_drop_mid_tool_call_is_resumed() {
 
 /// `tool-call-resolved` broken on purpose: a server that accepts a new user message while a
 /// tool call is pending leaves that call dangling. The pending call is left by "another
-/// client" (fault `approval_appears`) just before the user's message arrives.
+/// client" (fault `approval_pending_in_band`) just before the user's message arrives.
 #[test]
 fn tool_call_resolved_fails_on_a_server_that_accepts_messages_while_pending() {
     let s = with_faults(
         bundled(),
-        vec![Fault::ApprovalAppears {
+        vec![Fault::ApprovalPendingInBand {
             send: 1,
-            http_409: false,
+            tool_call_id: "toolu_stale_1".into(),
+            tool: "Bash".into(),
+            arguments: r#"{"command": "echo stale"}"#.into(),
         }],
     );
 
@@ -168,7 +170,7 @@ fn tool_call_resolved_fails_on_a_server_that_accepts_messages_while_pending() {
     assert_eq!(v.len(), 1, "{}", broken.render());
     assert!(
         v[0].message
-            .contains("a new user turn started while tool call call_stale_1 was unresolved"),
+            .contains("a new user turn started while tool call toolu_stale_1 was unresolved"),
         "{}",
         v[0].message
     );

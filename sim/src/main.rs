@@ -177,6 +177,34 @@ enum Command {
         #[arg(long)]
         compare_bare: bool,
     },
+    /// Serve the scenario's Letta server model (and its fake provider) on real TCP, for real
+    /// clients such as the Letta Code CLI and the SDKs.
+    ///
+    /// Applies the scenario's server-side faults (busy_on_send, approval_pending_on_send,
+    /// stale_approval, drop_connection, run_stream_fail, …; docs/serve.md), prints one JSON line
+    /// on stdout when it listens (address, agent, conversations), and logs every request as a
+    /// JSON line to --log. Runs until stopped (Ctrl-C, SIGTERM).
+    #[command(after_help = "Docs: docs/serve.md, docs/server.md, docs/scenario.md")]
+    Serve {
+        /// The scenario file (TOML; see docs/scenario.md).
+        #[arg(long)]
+        scenario: PathBuf,
+        /// The seed for ids and everything else the server draws.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// TCP port to listen on (0 picks a free one; the ready line says which).
+        #[arg(long, default_value_t = 8283)]
+        port: u16,
+        /// Address to bind. Loopback unless you say otherwise.
+        #[arg(long, default_value = "127.0.0.1")]
+        bind: std::net::IpAddr,
+        /// Write every request (method, path, body, status) as JSON lines to this file.
+        #[arg(long, value_name = "FILE")]
+        log: Option<PathBuf>,
+        /// Write the trace (one event per line) to this file as it happens.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -308,6 +336,20 @@ fn main() -> ExitCode {
             swarm,
             compare_bare,
         } => bench(&scenario, seeds, swarm, compare_bare),
+        Command::Serve {
+            scenario,
+            seed,
+            port,
+            bind,
+            log,
+            trace,
+        } => serve(
+            scenario,
+            seed,
+            std::net::SocketAddr::new(bind, port),
+            log,
+            trace,
+        ),
     };
     ExitCode::from(match result {
         Ok(code) => code as u8,
@@ -664,5 +706,27 @@ fn bench(path: &Path, seeds: u64, swarm: bool, compare_bare: bool) -> CmdResult 
             loopsim_wall / bare_wall
         );
     }
+    Ok(exit::PASS)
+}
+
+fn serve(
+    scenario: PathBuf,
+    seed: u64,
+    listen: std::net::SocketAddr,
+    log: Option<PathBuf>,
+    trace: Option<PathBuf>,
+) -> CmdResult {
+    use std::io::Write as _;
+    let opts = loopsim::harness::serve::ServeOptions {
+        scenario,
+        seed,
+        listen,
+        request_log: log,
+        trace,
+    };
+    loopsim::harness::serve::serve(opts, |ready| {
+        println!("{ready}");
+        let _ = std::io::stdout().flush();
+    })?;
     Ok(exit::PASS)
 }

@@ -19,7 +19,7 @@ use super::trace::Trace;
 use crate::model::faults::{ProviderHooks, ProviderOverride, StreamFault};
 use crate::model::loop_agent::faults::{AbortReason, Garbage, ListenerFault};
 use crate::model::observe::Observation;
-use crate::model::server::StreamHooks;
+use crate::model::server::{SendFault, StoredToolCall, StreamHooks};
 
 /// Hosts a fault can name.
 pub const HOSTS: [&str; 3] = ["client", "server", "provider"];
@@ -133,28 +133,50 @@ pub enum Fault {
         nth: Option<u32>,
         how: ListenerFault,
     },
-
-    // ---- client-model (issue 4): server behaviour the client recovers from -----------------
-    // (served by interim hooks, src/model/server/client_support.rs)
-    /// The `send`-th message send (1-based, across the run) is answered 409 busy naming
-    /// another client's run.
-    Busy { send: u64 },
+    // ---- server-behaviour faults (issue 3; `sim serve` applies them too) ---------------
+    /// Answer the `send`-th message send (1-based, counted by the server) with 409 busy.
+    BusyOnSend { send: u64 },
+    /// Answer the `send`-th message send with 503 `cloud_api_shutting_down`.
+    ShuttingDownOnSend { send: u64 },
+    /// When the `send`-th message send arrives, a pending approval appears on its
+    /// conversation and the send gets the 409 approval-pending conflict (reference B.5.3).
+    ApprovalPendingOnSend {
+        send: u64,
+        #[serde(default = "default_stale_id")]
+        tool_call_id: String,
+        #[serde(default = "default_stale_tool")]
+        tool: String,
+        #[serde(default = "default_stale_args")]
+        arguments: String,
+    },
+    /// A pending approval left on a conversation before the run starts (reference B.5.4);
+    /// the conversation is created for the scenario's agent if it does not exist.
+    StaleApproval {
+        conversation: String,
+        #[serde(default = "default_stale_id")]
+        tool_call_id: String,
+        #[serde(default = "default_stale_tool")]
+        tool: String,
+        #[serde(default = "default_stale_args")]
+        arguments: String,
+    },
+    /// Answer the first `times` `POST /v1/runs/{id}/stream` requests with 500.
+    RunStreamFail { times: u64 },
+    // ---- client-model (issue 4): server behaviour only the client flows need -------------
     /// The `send`-th message send starts its run, then is answered 409 busy naming that run
     /// (a duplicate the server does not dedupe: the client can attach by otid).
     BusyOwnRun { send: u64 },
-    /// The `send`-th message send is answered 503 `cloud_api_shutting_down`.
-    ShuttingDown { send: u64 },
-    /// At the `send`-th message send another client leaves a tool call pending; the send gets
-    /// the 409 conflict (`http_409`) or the in-band one.
-    ApprovalAppears {
+    /// Like `approval_pending_on_send`, but the send then meets the pending call the way a
+    /// streaming send does on Letta 0.16.8: HTTP 200 with the conflict in-band.
+    ApprovalPendingInBand {
         send: u64,
-        #[serde(default)]
-        http_409: bool,
+        #[serde(default = "default_stale_id")]
+        tool_call_id: String,
+        #[serde(default = "default_stale_tool")]
+        tool: String,
+        #[serde(default = "default_stale_args")]
+        arguments: String,
     },
-    /// The first `count` `POST /v1/runs/{id}/stream` requests are answered 500.
-    RunStreamFails { count: u64 },
-    /// Before the client starts, a tool call is pending on its conversation.
-    PendingAtStart,
     // ---- client-model (issue 4): user and client process ----------------------------------
     /// The user interrupts turn `turn`: `during = "stream"` after `after_chunk` processed chunks,
     /// `during = "tools"` `after_ms` into its first tool batch, or `during = "approval"` while
@@ -175,6 +197,16 @@ pub enum Fault {
         #[serde(default)]
         after_chunk: Option<u32>,
     },
+}
+
+fn default_stale_id() -> String {
+    "toolu_stale_1".into()
+}
+fn default_stale_tool() -> String {
+    "Bash".into()
+}
+fn default_stale_args() -> String {
+    r#"{"command": "echo stale", "description": "left pending"}"#.into()
 }
 
 /// The 11 loop event types a `listener_throws` fault can name (kimi-loop.md §3.1).
@@ -285,12 +317,8 @@ impl Fault {
             self,
             Fault::DropConnection { .. }
                 | Fault::ServerStream { .. }
-                | Fault::Busy { .. }
                 | Fault::BusyOwnRun { .. }
-                | Fault::ShuttingDown { .. }
-                | Fault::ApprovalAppears { .. }
-                | Fault::RunStreamFails { .. }
-                | Fault::PendingAtStart
+                | Fault::ApprovalPendingInBand { .. }
                 | Fault::Interrupt { .. }
                 | Fault::ClientCrash { .. }
         )
@@ -319,6 +347,11 @@ impl Fault {
                 if *response == 0 =>
             {
                 Some("response numbers start at 1".into())
+            }
+            Fault::BusyOnSend { send: 0 }
+            | Fault::ShuttingDownOnSend { send: 0 }
+            | Fault::ApprovalPendingOnSend { send: 0, .. } => {
+                Some("send numbers start at 1".into())
             }
             Fault::ServerStream { frame: 0, .. } | Fault::ProviderStream { frame: 0, .. } => {
                 Some("frame numbers start at 1".into())
@@ -376,10 +409,9 @@ impl Fault {
                 Some("execution numbers start at 1".into())
             }
             Fault::ListenerThrows { nth: Some(0), .. } => Some("nth counts from 1".into()),
-            Fault::Busy { send: 0 }
-            | Fault::BusyOwnRun { send: 0 }
-            | Fault::ShuttingDown { send: 0 }
-            | Fault::ApprovalAppears { send: 0, .. } => Some("send numbers start at 1".into()),
+            Fault::BusyOwnRun { send: 0 } | Fault::ApprovalPendingInBand { send: 0, .. } => {
+                Some("send numbers start at 1".into())
+            }
             Fault::Interrupt {
                 turn,
                 during,
@@ -499,6 +531,36 @@ impl Fault {
                 q(&between[1]),
                 when(at_ms, on_event, nth)
             ),
+            Fault::BusyOnSend { send } => format!("{{ kind = \"busy_on_send\", send = {send} }}"),
+            Fault::ShuttingDownOnSend { send } => {
+                format!("{{ kind = \"shutting_down_on_send\", send = {send} }}")
+            }
+            Fault::ApprovalPendingOnSend {
+                send,
+                tool_call_id,
+                tool,
+                arguments,
+            } => format!(
+                "{{ kind = \"approval_pending_on_send\", send = {send}, tool_call_id = {}, tool = {}, arguments = {} }}",
+                q(tool_call_id),
+                q(tool),
+                q(arguments)
+            ),
+            Fault::StaleApproval {
+                conversation,
+                tool_call_id,
+                tool,
+                arguments,
+            } => format!(
+                "{{ kind = \"stale_approval\", conversation = {}, tool_call_id = {}, tool = {}, arguments = {} }}",
+                q(conversation),
+                q(tool_call_id),
+                q(tool),
+                q(arguments)
+            ),
+            Fault::RunStreamFail { times } => {
+                format!("{{ kind = \"run_stream_fail\", times = {times} }}")
+            }
             Fault::Crash {
                 host,
                 at_ms,
@@ -538,18 +600,18 @@ impl Fault {
                 "{{ kind = \"tool_garbage\", execution = {execution}, value = {} }}",
                 q(value.as_str())
             ),
-            Fault::Busy { send } => format!("{{ kind = \"busy\", send = {send} }}"),
             Fault::BusyOwnRun { send } => format!("{{ kind = \"busy_own_run\", send = {send} }}"),
-            Fault::ShuttingDown { send } => {
-                format!("{{ kind = \"shutting_down\", send = {send} }}")
-            }
-            Fault::ApprovalAppears { send, http_409 } => {
-                format!("{{ kind = \"approval_appears\", send = {send}, http_409 = {http_409} }}")
-            }
-            Fault::RunStreamFails { count } => {
-                format!("{{ kind = \"run_stream_fails\", count = {count} }}")
-            }
-            Fault::PendingAtStart => "{ kind = \"pending_at_start\" }".into(),
+            Fault::ApprovalPendingInBand {
+                send,
+                tool_call_id,
+                tool,
+                arguments,
+            } => format!(
+                "{{ kind = \"approval_pending_in_band\", send = {send}, tool_call_id = {}, tool = {}, arguments = {} }}",
+                q(tool_call_id),
+                q(tool),
+                q(arguments)
+            ),
             Fault::Interrupt {
                 turn,
                 during,
@@ -627,7 +689,12 @@ impl Fault {
                     .as_mut()
                     .is_some_and(|t| shrink_field(t, &f))
             }
-            Fault::ProviderError { .. } => false,
+            Fault::ProviderError { .. }
+            | Fault::BusyOnSend { .. }
+            | Fault::ShuttingDownOnSend { .. }
+            | Fault::ApprovalPendingOnSend { .. }
+            | Fault::StaleApproval { .. }
+            | Fault::RunStreamFail { .. } => false,
             Fault::UserAbort { at_ms, nth, .. } => {
                 let a = at_ms.as_mut().is_some_and(|t| shrink_field(t, &f));
                 let n = nth.as_mut().is_some_and(|n| shrink_u32(n, &f));
@@ -650,12 +717,8 @@ impl Fault {
                 let a = after_chunk.as_mut().is_some_and(|n| shrink_u32(n, &f));
                 a | after_ms.as_mut().is_some_and(|t| shrink_field(t, &f))
             }
-            Fault::RunStreamFails { count } => shrink_field(count, &f),
-            Fault::Busy { .. }
-            | Fault::BusyOwnRun { .. }
-            | Fault::ShuttingDown { .. }
-            | Fault::ApprovalAppears { .. }
-            | Fault::PendingAtStart
+            Fault::BusyOwnRun { .. }
+            | Fault::ApprovalPendingInBand { .. }
             | Fault::ClientCrash { .. } => false,
         };
         (changed && g.problem().is_none()).then_some(g)
@@ -753,6 +816,23 @@ impl fmt::Display for Fault {
                 between[1],
                 self.trigger().expect("valid")
             ),
+            Fault::BusyOnSend { send } => write!(f, "busy_on_send send={send}"),
+            Fault::ShuttingDownOnSend { send } => write!(f, "shutting_down_on_send send={send}"),
+            Fault::ApprovalPendingOnSend {
+                send, tool_call_id, ..
+            } => write!(
+                f,
+                "approval_pending_on_send send={send} tool_call_id={tool_call_id}"
+            ),
+            Fault::StaleApproval {
+                conversation,
+                tool_call_id,
+                ..
+            } => write!(
+                f,
+                "stale_approval conversation={conversation} tool_call_id={tool_call_id}"
+            ),
+            Fault::RunStreamFail { times } => write!(f, "run_stream_fail times={times}"),
             Fault::Crash {
                 host,
                 restart_after_ms,
@@ -785,14 +865,13 @@ impl fmt::Display for Fault {
                 "tool_garbage execution={execution} value={}",
                 value.as_str()
             ),
-            Fault::Busy { send } => write!(f, "busy send={send}"),
             Fault::BusyOwnRun { send } => write!(f, "busy_own_run send={send}"),
-            Fault::ShuttingDown { send } => write!(f, "shutting_down send={send}"),
-            Fault::ApprovalAppears { send, http_409 } => {
-                write!(f, "approval_appears send={send} http_409={http_409}")
-            }
-            Fault::RunStreamFails { count } => write!(f, "run_stream_fails count={count}"),
-            Fault::PendingAtStart => write!(f, "pending_at_start"),
+            Fault::ApprovalPendingInBand {
+                send, tool_call_id, ..
+            } => write!(
+                f,
+                "approval_pending_in_band send={send} tool_call_id={tool_call_id}"
+            ),
             Fault::Interrupt {
                 turn,
                 during,
@@ -885,42 +964,50 @@ impl StreamHooks for PlanHooks {
         StreamFault::Pass
     }
 
-    // client-model (issue 4): send-side faults.
-    fn on_send(&self, send: u64) -> crate::model::server::client_support::SendFault {
-        use crate::model::server::client_support::SendFault;
+    // ---- server-behaviour faults (issue 3); the server reports these itself -------------
+    fn on_send(&self, send: u64) -> SendFault {
         for f in &self.faults {
-            let fault = match f {
-                Fault::Busy { send: n } if *n == send => SendFault::Busy,
-                Fault::BusyOwnRun { send: n } if *n == send => SendFault::BusyOwnRun,
-                Fault::ShuttingDown { send: n } if *n == send => SendFault::ShuttingDown,
-                Fault::ApprovalAppears { send: n, http_409 } if *n == send => {
-                    SendFault::ApprovalAppears {
-                        call: crate::model::server::StoredToolCall {
-                            id: format!("call_stale_{send}"),
-                            name: "Bash".into(),
-                            arguments: r#"{"command": "echo stale", "description": "left pending by another client"}"#.into(),
-                        },
-                        http_409: *http_409,
-                    }
+            match f {
+                Fault::BusyOnSend { send: n } if *n == send => return SendFault::Busy,
+                Fault::ShuttingDownOnSend { send: n } if *n == send => {
+                    return SendFault::ShuttingDown;
                 }
-                _ => continue,
-            };
-            self.report(f);
-            return fault;
+                Fault::ApprovalPendingOnSend {
+                    send: n,
+                    tool_call_id,
+                    tool,
+                    arguments,
+                } if *n == send => {
+                    return SendFault::ApprovalAppears(StoredToolCall {
+                        id: tool_call_id.clone(),
+                        name: tool.clone(),
+                        arguments: arguments.clone(),
+                    });
+                }
+                // client-model (issue 4)
+                Fault::BusyOwnRun { send: n } if *n == send => return SendFault::BusyOwnRun,
+                Fault::ApprovalPendingInBand {
+                    send: n,
+                    tool_call_id,
+                    tool,
+                    arguments,
+                } if *n == send => {
+                    return SendFault::ApprovalAppearsInBand(StoredToolCall {
+                        id: tool_call_id.clone(),
+                        name: tool.clone(),
+                        arguments: arguments.clone(),
+                    });
+                }
+                _ => {}
+            }
         }
         SendFault::Pass
     }
 
     fn fail_run_stream(&self, n: u64) -> bool {
-        for f in &self.faults {
-            if let Fault::RunStreamFails { count } = f
-                && n <= *count
-            {
-                self.report(f);
-                return true;
-            }
-        }
-        false
+        self.faults
+            .iter()
+            .any(|f| matches!(f, Fault::RunStreamFail { times } if n <= *times))
     }
 }
 
@@ -1012,6 +1099,10 @@ pub struct FaultRuntime {
     partitioned: BTreeSet<(String, String)>,
     held: BTreeSet<(String, String)>,
     base_max_latency: u64,
+    /// The scenario's minimum latency (links are pinned to it while a host crashes).
+    base_min_latency: u64,
+    /// The maximum latency in force now (a latency fault raises it).
+    current_max_latency: u64,
     latency_raised: bool,
     /// How many trace events the event triggers have looked at.
     cursor: usize,
@@ -1020,7 +1111,8 @@ pub struct FaultRuntime {
 }
 
 impl FaultRuntime {
-    pub fn new(faults: &[Fault], base_max_latency: u64) -> Self {
+    pub fn new(faults: &[Fault], latency_ms: [u64; 2]) -> Self {
+        let [base_min_latency, base_max_latency] = latency_ms;
         let armed: Vec<_> = faults
             .iter()
             .filter_map(|f| f.trigger().map(|t| (f.clone(), t, false)))
@@ -1033,6 +1125,8 @@ impl FaultRuntime {
             partitioned: BTreeSet::new(),
             held: BTreeSet::new(),
             base_max_latency,
+            base_min_latency,
+            current_max_latency: base_max_latency,
             latency_raised: false,
             cursor: 0,
             event_counts: vec![0; n],
@@ -1188,11 +1282,19 @@ impl FaultRuntime {
         }
     }
 
+    /// client-model (issue 4): a crash the client process asked for (`client_crash`), and its
+    /// immediate restart, with the same latency pinning as a planned crash.
+    pub fn crash_and_restart(&mut self, sim: &mut turmoil::Sim<'_>, host: &str) {
+        self.apply(sim, Action::Crash(host.to_string()));
+        self.apply(sim, Action::Restart(host.to_string()));
+    }
+
     fn apply(&mut self, sim: &mut turmoil::Sim<'_>, action: Action) {
         match action {
             Action::SetMaxLatency(ms) => {
                 sim.set_max_message_latency(std::time::Duration::from_millis(ms));
                 self.latency_raised = ms != self.base_max_latency;
+                self.current_max_latency = ms;
             }
             Action::Partition(a, b) => {
                 sim.partition(a.as_str(), b.as_str());
@@ -1211,7 +1313,33 @@ impl FaultRuntime {
                 self.held.remove(&(a, b));
             }
             Action::Crash(h) => {
+                // A crash drops the host's sockets in the order tokio keeps its tasks, which
+                // follows process-wide task ids: two runs of one seed in one process can drop
+                // them in different orders. Each dropped socket sends a FIN whose latency
+                // turmoil draws from the shared PRNG, so the order would decide which FIN gets
+                // which latency. Pinning the host's links to one latency for the crash makes
+                // every draw give the same value (turmoil still consumes one draw per message,
+                // so the PRNG stream after the crash is unchanged), and the order stops
+                // mattering. The links get their range back right after.
+                let ip = sim.lookup(h.as_str());
+                let mut pairs = Vec::new();
+                sim.links(|links| {
+                    for link in links {
+                        let (a, b) = link.pair();
+                        if a == ip || b == ip {
+                            pairs.push((a, b));
+                        }
+                    }
+                });
+                let min = std::time::Duration::from_millis(self.base_min_latency);
+                let max = std::time::Duration::from_millis(self.current_max_latency);
+                for (a, b) in &pairs {
+                    sim.set_link_latency(*a, *b, min);
+                }
                 sim.crash(h.as_str());
+                for (a, b) in &pairs {
+                    sim.set_link_max_message_latency(*a, *b, max);
+                }
                 self.crashed.insert(h);
             }
             Action::Restart(h) => {

@@ -137,7 +137,7 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<LoopRunOutput, InputEr
         });
     }
 
-    let mut faults = FaultRuntime::new(&plan, scenario.network.latency_ms[1]);
+    let mut faults = FaultRuntime::new(&plan, scenario.network.latency_ms);
     let heal_at = scenario.limits.heal_at_ms;
     let deadline = heal_at.saturating_add(scenario.limits.liveness_ms);
     let mut stopped = None;

@@ -3,6 +3,7 @@
 
 pub mod bare;
 pub mod cassettes;
+pub mod client_invariants;
 pub mod coverage;
 pub mod env;
 pub mod explore;
@@ -17,6 +18,7 @@ pub mod loop_swarm;
 pub mod loop_world;
 pub mod run;
 pub mod scenario;
+pub mod serve;
 pub mod shrink;
 pub mod swarm;
 pub mod tcp;

@@ -195,6 +195,23 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
         TOOL_CALL_RESOLVED,
         invariants::tool_call_resolved(&first.trace),
     ));
+    // Server invariants (issue 3).
+    report.invariants.push((
+        invariants::ONE_RUN_PER_REQUEST,
+        invariants::one_run_per_request(&first.trace),
+    ));
+    report.invariants.push((
+        invariants::HISTORY_VALID,
+        invariants::history_valid(&first.trace),
+    ));
+    if scenario.faults.iter().any(
+        |f| matches!(f.get_ref(), super::scenario::Fault::Crash { host, .. } if host == "server"),
+    ) {
+        report.invariants.push((
+            invariants::DURABLE_ACK,
+            invariants::durable_ack(&first.trace),
+        ));
+    }
     // client-model: the client invariants, on every run.
     for (id, check) in invariants::client_invariants() {
         report.invariants.push((id, check(&first.trace)));

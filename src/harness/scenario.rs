@@ -78,6 +78,13 @@ pub struct Scenario {
     /// Deliberate defects, for tests that prove an invariant can fail.
     #[serde(default)]
     pub planted: Planted,
+    /// The server's profile and variants (issue 3; docs/scenario.md).
+    #[serde(default)]
+    pub server: ServerSection,
+    /// Scripted raw requests from a `probe` host (issue 3): a second client, a duplicate send,
+    /// a replay, a cancel.
+    #[serde(default)]
+    pub requests: Vec<Spanned<ProbeRequest>>,
     /// client-model: invariants a profile is known to violate (docs/findings.md).
     #[serde(default)]
     pub expect: Vec<Spanned<ExpectedFailure>>,
@@ -298,6 +305,64 @@ impl Default for Permissions {
 
 pub use super::faults::Fault;
 
+// ---- server model sections (issue 3) -----------------------------------------------------
+
+/// `[server]`: which server the model behaves like.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    /// `cloud` (default) or `local` (letta-protocol.md §7).
+    #[serde(default = "default_server_profile")]
+    pub profile: Spanned<String>,
+    /// How a cloud server answers a plain streaming message while an approval is pending:
+    /// `in_band` (default; Letta 0.16.8) or `http_409` (letta-protocol.md §3.2).
+    #[serde(default = "default_approval_conflict")]
+    pub approval_conflict: Spanned<String>,
+}
+
+fn default_server_profile() -> Spanned<String> {
+    Spanned::new(0..0, "cloud".to_string())
+}
+fn default_approval_conflict() -> Spanned<String> {
+    Spanned::new(0..0, "in_band".to_string())
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        ServerSection {
+            profile: default_server_profile(),
+            approval_conflict: default_approval_conflict(),
+        }
+    }
+}
+
+/// `[[requests]]`: one scripted request from the probe host.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeRequest {
+    /// Simulated ms at which to send it (requests run in order).
+    pub at_ms: u64,
+    #[serde(default = "default_method")]
+    pub method: String,
+    pub path: String,
+    /// The body, JSON text.
+    #[serde(default)]
+    pub body: Option<String>,
+    /// Stop reading the answer after this long without bytes.
+    #[serde(default = "default_read_timeout")]
+    pub read_timeout_ms: u64,
+    /// Hang up after this many SSE frames.
+    #[serde(default)]
+    pub max_frames: Option<usize>,
+}
+
+fn default_method() -> String {
+    "POST".into()
+}
+fn default_read_timeout() -> u64 {
+    30_000
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
@@ -387,6 +452,15 @@ pub struct Planted {
     /// lock-safety).
     #[serde(default)]
     pub loop_scheduler_drain_ignores_active: bool,
+    /// Server starts a second run for a duplicate request token (breaks one-run-per-request).
+    #[serde(default)]
+    pub server_ignores_request_token: bool,
+    /// Server loses what interrupted runs wrote when it restarts (breaks durable-ack).
+    #[serde(default)]
+    pub server_volatile_writes: bool,
+    /// Local server does not settle orphaned tool calls at a new turn (breaks history-valid).
+    #[serde(default)]
+    pub server_skips_orphan_settling: bool,
 }
 
 impl Planted {
@@ -408,6 +482,16 @@ impl Planted {
         }
         if self.loop_scheduler_drain_ignores_active {
             v.push(super::invariants::LOCK_SAFETY);
+        }
+        // Server defects (issue 3).
+        if self.server_ignores_request_token {
+            v.push(super::invariants::ONE_RUN_PER_REQUEST);
+        }
+        if self.server_volatile_writes {
+            v.push(super::invariants::DURABLE_ACK);
+        }
+        if self.server_skips_orphan_settling {
+            v.push(super::invariants::HISTORY_VALID);
         }
         // client-model: one planted client defect per client invariant.
         use super::invariants as inv;
@@ -572,12 +656,15 @@ impl Scenario {
                 message: "[network] tick_ms must be at least 1".into(),
             });
         }
-        if self.client.turns.is_empty() {
+        // A scenario driven only by probe requests (issue 3) may have no client turns.
+        if self.client.turns.is_empty() && self.requests.is_empty() {
             return Err(InputError {
                 file: self.path.display().to_string(),
                 line: None,
                 column: None,
-                message: "[client] turns is empty: give at least one user message".into(),
+                message:
+                    "[client] turns is empty: give at least one user message (or [[requests]])"
+                        .into(),
             });
         }
         for f in &self.faults {
@@ -585,7 +672,37 @@ impl Scenario {
                 return Err(self.error_at(f.span(), problem));
             }
         }
+        self.server_profile()?;
+        self.approval_conflict()?;
         Ok(())
+    }
+
+    pub fn server_profile(&self) -> Result<crate::model::server::Profile, InputError> {
+        let p = &self.server.profile;
+        crate::model::server::Profile::from_name(p.get_ref()).ok_or_else(|| {
+            self.error_at(
+                p.span(),
+                format!(
+                    "unknown server profile {:?}: expected \"cloud\" or \"local\"",
+                    p.get_ref()
+                ),
+            )
+        })
+    }
+
+    pub fn approval_conflict(&self) -> Result<crate::model::server::ApprovalConflict, InputError> {
+        use crate::model::server::ApprovalConflict;
+        let a = &self.server.approval_conflict;
+        match a.get_ref().as_str() {
+            "in_band" => Ok(ApprovalConflict::InBand),
+            "http_409" => Ok(ApprovalConflict::Http409),
+            other => Err(self.error_at(
+                a.span(),
+                format!(
+                    "unknown approval_conflict {other:?}: expected \"in_band\" or \"http_409\""
+                ),
+            )),
+        }
     }
 
     /// A path in the scenario, resolved against the scenario file's directory.
@@ -740,10 +857,35 @@ impl Scenario {
         let _ = writeln!(s, "requests_per_turn = {}", l.requests_per_turn);
         let _ = writeln!(s, "heal_at_ms = {}", l.heal_at_ms);
         let _ = writeln!(s, "liveness_ms = {}", l.liveness_ms);
+        // Server model sections (issue 3).
+        let _ = writeln!(s, "\n[server]");
+        let _ = writeln!(s, "profile = {}", q(self.server.profile.get_ref()));
+        let _ = writeln!(
+            s,
+            "approval_conflict = {}",
+            q(self.server.approval_conflict.get_ref())
+        );
+        for r in &self.requests {
+            let r = r.get_ref();
+            let _ = writeln!(s, "\n[[requests]]");
+            let _ = writeln!(s, "at_ms = {}", r.at_ms);
+            let _ = writeln!(s, "method = {}", q(&r.method));
+            let _ = writeln!(s, "path = {}", q(&r.path));
+            if let Some(b) = &r.body {
+                let _ = writeln!(s, "body = {}", q(b));
+            }
+            let _ = writeln!(s, "read_timeout_ms = {}", r.read_timeout_ms);
+            if let Some(m) = r.max_frames {
+                let _ = writeln!(s, "max_frames = {m}");
+            }
+        }
         let pl = &self.planted;
         if pl.server_accepts_message_while_pending
             || pl.client_nondeterministic_otids
             || pl.client_waits_forever_on_silence
+            || pl.server_ignores_request_token
+            || pl.server_volatile_writes
+            || pl.server_skips_orphan_settling
         {
             let _ = writeln!(s, "\n[planted]");
             let _ = writeln!(
@@ -760,6 +902,17 @@ impl Scenario {
                 s,
                 "client_waits_forever_on_silence = {}",
                 pl.client_waits_forever_on_silence
+            );
+            let _ = writeln!(
+                s,
+                "server_ignores_request_token = {}",
+                pl.server_ignores_request_token
+            );
+            let _ = writeln!(s, "server_volatile_writes = {}", pl.server_volatile_writes);
+            let _ = writeln!(
+                s,
+                "server_skips_orphan_settling = {}",
+                pl.server_skips_orphan_settling
             );
         }
         s

@@ -22,7 +22,7 @@ use crate::model::client::{
 use crate::model::observe::Observation;
 use crate::model::provider::{self, ProviderConfig, ProviderResponse, ProviderState};
 use crate::model::server::{
-    self, AgentConfig, ServerBugs, ServerConfig, SharedStore, Store, StoredToolCall,
+    self, AgentConfig, ServerBugs, ServerConfig, SharedStore, Store, StoredToolCall, StreamHooks,
 };
 use crate::model::tools::Workspace;
 use crate::wire::letta::ClientTool;
@@ -96,51 +96,37 @@ pub fn world_parts(
     now: NowFn,
 ) -> Result<WorldParts, InputError> {
     let responses: Vec<ProviderResponse> = super::cassettes::provider_responses(scenario)?;
-    let agents = vec![AgentConfig {
-        id: scenario.agent.id.clone(),
-        model: scenario.agent.model.clone(),
-    }];
-    let store = Arc::new(Mutex::new(Store::new(derive_seed(seed, "server"), &agents)));
-    // client-model: a pending approval left by a previous session.
-    if scenario
-        .faults
-        .iter()
-        .any(|f| matches!(f.get_ref(), Fault::PendingAtStart))
-    {
-        let env = SimEnv::new("server", trace.clone(), EPOCH_UNIX_MS);
-        let conv = if scenario.client.conversation == "default" {
-            scenario.agent.id.clone()
-        } else {
-            scenario.client.conversation.clone()
-        };
-        server::client_support::plant_pending_approval(
-            &env,
-            &mut store.lock().unwrap(),
-            &conv,
-            StoredToolCall {
-                id: "call_stale_start".into(),
-                name: "Bash".into(),
-                arguments: r#"{"command": "echo stale", "description": "left pending by a previous session"}"#.into(),
-            },
-        );
-    }
     let plan: Vec<Fault> = scenario
         .faults
         .iter()
         .map(|f| f.get_ref().clone())
         .collect();
     let hooks = PlanHooks::new(&plan, trace, now);
-    let server = ServerConfig {
-        port: SERVER_PORT,
-        provider_addr: format!("provider:{PROVIDER_PORT}"),
-        provider_api: scenario.provider_api()?,
-        agents,
-        provider_idle_timeout: Duration::from_secs(60),
-        bugs: ServerBugs {
-            accept_message_while_pending: scenario.planted.server_accepts_message_while_pending,
-        },
-        hooks: hooks.clone(),
-    };
+    let (server, store) = server_parts(
+        scenario,
+        seed,
+        hooks.clone(),
+        format!("provider:{PROVIDER_PORT}"),
+    )?;
+    // client-model (issue 4): the history a `stale_approval` planted, in the trace.
+    for f in &scenario.faults {
+        if let Fault::StaleApproval {
+            conversation,
+            tool_call_id,
+            tool,
+            arguments,
+        } = f.get_ref()
+        {
+            let call = StoredToolCall {
+                id: tool_call_id.clone(),
+                name: tool.clone(),
+                arguments: arguments.clone(),
+            };
+            for o in server::planted_history(conversation, &call) {
+                trace.push(0, "server", o);
+            }
+        }
+    }
     let workspace = Arc::new(Mutex::new(Workspace::with_files(
         scenario
             .client
@@ -162,6 +148,82 @@ pub fn world_parts(
         progress: Arc::new(Mutex::new(Progress::default())),
         requests: Arc::new(Mutex::new(Vec::new())),
     })
+}
+
+/// The server config and its durable store for a scenario (issue 3): profile, variants,
+/// planted defects, the fault hooks, and any stale approval planted before the run.
+pub fn server_parts(
+    scenario: &Scenario,
+    seed: u64,
+    hooks: Arc<dyn StreamHooks>,
+    provider_addr: String,
+) -> Result<(ServerConfig, SharedStore), InputError> {
+    let agents = vec![AgentConfig {
+        id: scenario.agent.id.clone(),
+        model: scenario.agent.model.clone(),
+    }];
+    let profile = scenario.server_profile()?;
+    let mut store = Store::new(derive_seed(seed, "server"), &agents);
+    for f in &scenario.faults {
+        if let Fault::StaleApproval {
+            conversation,
+            tool_call_id,
+            tool,
+            arguments,
+        } = f.get_ref()
+        {
+            server::plant_pending_approval(
+                &mut store,
+                profile,
+                conversation,
+                &scenario.agent.id,
+                StoredToolCall {
+                    id: tool_call_id.clone(),
+                    name: tool.clone(),
+                    arguments: arguments.clone(),
+                },
+                0,
+            );
+        }
+    }
+    let p = &scenario.planted;
+    let config = ServerConfig {
+        port: SERVER_PORT,
+        provider_addr,
+        provider_api: scenario.provider_api()?,
+        agents,
+        provider_idle_timeout: Duration::from_secs(60),
+        profile,
+        approval_conflict: scenario.approval_conflict()?,
+        bugs: ServerBugs {
+            accept_message_while_pending: p.server_accepts_message_while_pending,
+            ignore_request_token: p.server_ignores_request_token,
+            volatile_writes: p.server_volatile_writes,
+            skip_orphan_settling: p.server_skips_orphan_settling,
+        },
+        hooks,
+        request_log: None,
+    };
+    Ok((config, Arc::new(Mutex::new(store))))
+}
+
+/// The probe host's steps from the scenario's `[[requests]]` (issue 3).
+pub fn probe_steps(scenario: &Scenario) -> Vec<server::probe::ProbeStep> {
+    scenario
+        .requests
+        .iter()
+        .map(|r| {
+            let r = r.get_ref();
+            server::probe::ProbeStep {
+                at_ms: r.at_ms,
+                method: r.method.clone(),
+                path: r.path.clone(),
+                body: r.body.clone(),
+                read_timeout_ms: r.read_timeout_ms,
+                max_frames: r.max_frames,
+            }
+        })
+        .collect()
 }
 
 /// Runs `scenario` once with `seed` on turmoil.
@@ -216,6 +278,21 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
             }
         });
     }
+    // Scripted probe requests (issue 3). client-model: the run ends when the client and the
+    // probe are both done.
+    let probe_done = Arc::new(std::sync::atomic::AtomicBool::new(
+        scenario.requests.is_empty(),
+    ));
+    if !scenario.requests.is_empty() {
+        let env = SimEnv::new("probe", trace.clone(), EPOCH_UNIX_MS);
+        let steps = probe_steps(scenario);
+        let done = probe_done.clone();
+        sim.client("probe", async move {
+            server::probe::run(env, format!("server:{SERVER_PORT}"), steps).await;
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        });
+    }
     // client-model: the client is a host, so it can crash and restart (turmoil re-runs the
     // closure on bounce); a completion flag ends the run. Each (re)start counts in the
     // progress, so a restarted process draws fresh otids; a crash the client asked for
@@ -260,7 +337,7 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
         });
     }
 
-    let mut faults = FaultRuntime::new(&plan, scenario.network.latency_ms[1]);
+    let mut faults = FaultRuntime::new(&plan, scenario.network.latency_ms);
     let heal_at = scenario.limits.heal_at_ms;
     let deadline = heal_at.saturating_add(scenario.limits.liveness_ms);
     let mut stopped = None;
@@ -269,7 +346,9 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
             stopped = Some(e.to_string());
             break;
         }
-        if outcomes.lock().unwrap().is_some() {
+        if outcomes.lock().unwrap().is_some()
+            && probe_done.load(std::sync::atomic::Ordering::SeqCst)
+        {
             break;
         }
         // The client is a host, so turmoil's own duration check (clients only) does not apply.
@@ -289,13 +368,12 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError>
                     fault: "client crashed; restarting it".into(),
                 },
             );
-            sim.crash("client");
             {
                 let mut p = parts.progress.lock().unwrap();
                 p.outcomes.push(TurnOutcome::Crashed);
                 p.next_turn += 1;
             }
-            sim.bounce("client");
+            faults.crash_and_restart(&mut sim, "client");
         }
         let now = sim.elapsed().as_millis() as u64;
         if now >= heal_at {

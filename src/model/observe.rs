@@ -28,6 +28,13 @@ pub enum HistoryEntry {
         tool_call_id: String,
         reason: String,
     },
+    // ---- server model (issue 3) --------------------------------------------------------
+    /// The server closed a tool call that had no result with an error result: a new local
+    /// turn ("Turn did not complete") or a cancel ("Interrupted by user"), letta-protocol.md §7.2.
+    Settled {
+        tool_call_id: String,
+        reason: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -200,6 +207,44 @@ pub enum Observation {
     ProviderServeEnd {
         call: u32,
         how: String,
+    },
+
+    // ---- server model (issue 3) --------------------------------------------------------
+    /// A request re-attached to an existing run instead of starting one: a duplicate request
+    /// token (`request_token`) or `POST /v1/conversations/{id}/stream` (`conversation_stream`).
+    RunAttached {
+        run_id: String,
+        how: String,
+    },
+    /// A cancel ended a running run.
+    RunCancelled {
+        run_id: String,
+    },
+    /// The server started again on a store it had used before: what the store holds
+    /// (`conversation=history units`, `run=chunks`) and which runs the crash interrupted.
+    ServerRecovered {
+        histories: Vec<String>,
+        runs: Vec<String>,
+        interrupted: Vec<String>,
+    },
+    /// The fake provider refused a request as the real API would (e.g. a tool use without
+    /// its result): the status and the API's error message.
+    ProviderRejected {
+        call: u32,
+        status: u16,
+        message: String,
+    },
+    /// A scripted probe request (scenario `[[requests]]`) and its answer.
+    ProbeRequest {
+        n: u32,
+        method: String,
+        path: String,
+    },
+    ProbeResponse {
+        n: u32,
+        status: u16,
+        /// For a JSON body its `detail` (or the body); for a stream the message types in order.
+        summary: String,
     },
 
     // ---- harness -----------------------------------------------------------------------

@@ -100,6 +100,12 @@ pub trait Backend: Clone + Send + Sync + 'static {
         agent_id: &str,
         run_id: &str,
     ) -> impl Future<Output = Result<Value, Thrown>> + Send;
+    /// `POST /v1/conversations/?agent_id={id}` with `{}`: a fresh conversation (the CLI's
+    /// fresh path, letta-tests-and-real-client.md B.3 row 9).
+    fn create_conversation(
+        &self,
+        agent_id: &str,
+    ) -> impl Future<Output = Result<Value, Thrown>> + Send;
     /// `GET /v1/conversations/{id}`.
     fn retrieve_conversation(&self, id: &str)
     -> impl Future<Output = Result<Value, Thrown>> + Send;
@@ -484,6 +490,15 @@ impl<E: Env> Backend for HttpBackend<E> {
             "POST",
             &format!("/v1/agents/{agent_id}/messages/cancel"),
             Some(&json!({"run_ids": [run_id]})),
+        )
+        .await
+    }
+
+    async fn create_conversation(&self, agent_id: &str) -> Result<Value, Thrown> {
+        self.json(
+            "POST",
+            &format!("/v1/conversations/?agent_id={agent_id}"),
+            Some(&json!({})),
         )
         .await
     }

@@ -187,7 +187,9 @@ pub struct ClientConfig {
     /// "host:port" of the server.
     pub server_addr: String,
     pub agent_id: String,
-    /// `default` (the agent's default conversation) or a conversation id.
+    /// `default` (the agent's default conversation), a conversation id, or
+    /// [`NEW_CONVERSATION`]: a fresh conversation per process, as the CLI's `-p` without
+    /// `--conversation` does.
     pub conversation_id: String,
     pub client_tools: Vec<ClientTool>,
     pub permissions: PermissionRules,
@@ -302,6 +304,11 @@ pub struct ClientIo<B: Backend> {
 
 static PLANTED_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// `[client] conversation = "new"`: each client process creates its conversation
+/// (`POST /v1/conversations/?agent_id=…` with `{}`, letta-tests-and-real-client.md B.3 row 9);
+/// in headless mode every turn is a new process.
+pub const NEW_CONVERSATION: &str = "new";
+
 /// Results queued by an interrupt for the next submission (letta-protocol.md §9.1).
 #[derive(Debug, Clone)]
 struct QueuedResults {
@@ -327,6 +334,8 @@ pub struct Client<B: Backend> {
     queued: Option<QueuedResults>,
     /// Interrupt recovery memory: the conversation interrupted and the user messages last sent.
     interrupted_conversation: Option<String>,
+    /// The conversation is created at each process start ([`NEW_CONVERSATION`]).
+    new_conversation: bool,
     last_user_only_input: Option<Vec<crate::wire::letta::MessageItem>>,
     /// Per-turn counters for scripted faults.
     turn_chunks: u32,
@@ -401,6 +410,7 @@ impl<B: Backend> Client<B> {
             answers: config.human.clone(),
             next: 0,
         };
+        let new_conversation = config.conversation_id == NEW_CONVERSATION;
         Client {
             config,
             io,
@@ -421,6 +431,7 @@ impl<B: Backend> Client<B> {
             transcript: stream::Transcript::default(),
             planted_reexecute: Vec::new(),
             pending_cancel: None,
+            new_conversation,
         }
     }
 
@@ -449,9 +460,13 @@ impl<B: Backend> Client<B> {
             profile: self.config.profile.as_str().into(),
             mode: self.config.mode.as_str().into(),
         });
+        let mut open_failed: Option<String> = None;
         if self.config.mode == Mode::Interactive {
+            open_failed = self.open_conversation().await.err();
             // The eager check before the first send of a resumed session (§6.4).
-            self.startup_check(restart > 0).await;
+            if open_failed.is_none() {
+                self.startup_check(restart > 0).await;
+            }
         }
         let turns = self.config.turns.clone();
         loop {
@@ -465,9 +480,15 @@ impl<B: Backend> Client<B> {
             });
             if self.config.mode == Mode::Headless {
                 // One-shot: every turn is a new process with its start-up check (B.5.4).
-                self.startup_check(restart > 0 || idx > 0).await;
+                open_failed = self.open_conversation().await.err();
+                if open_failed.is_none() {
+                    self.startup_check(restart > 0 || idx > 0).await;
+                }
             }
-            let outcome = self.run_turn(turn, text).await;
+            let outcome = match &open_failed {
+                Some(e) => TurnOutcome::Error(e.clone()),
+                None => self.run_turn(turn, text).await,
+            };
             self.observe(Observation::TurnEnd {
                 turn,
                 outcome: outcome.to_string(),
@@ -477,6 +498,33 @@ impl<B: Backend> Client<B> {
             p.next_turn = idx + 1;
         }
         self.io.progress.lock().unwrap().outcomes.clone()
+    }
+
+    /// A process start with [`NEW_CONVERSATION`]: create the conversation and use its id.
+    async fn open_conversation(&mut self) -> Result<(), String> {
+        if !self.new_conversation {
+            return Ok(());
+        }
+        match self
+            .io
+            .backend
+            .create_conversation(&self.config.agent_id)
+            .await
+        {
+            Ok(v) => match v.get("id").and_then(serde_json::Value::as_str) {
+                Some(id) => {
+                    self.config.conversation_id = id.to_string();
+                    Ok(())
+                }
+                None => Err(format!("conversation create returned no id: {v}")),
+            },
+            Err(e) => Err(format!(
+                "conversation create failed: {}",
+                e.get("message")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("error")
+            )),
+        }
     }
 
     /// Start-up: resume data from the server; pending approvals become stale denials for the

@@ -395,6 +395,7 @@ pub async fn drain_stream_with_resume<B: Backend>(
             }
         };
         let run_for_check = last_run_id.clone();
+        resume_opts.starting_after = Some(next_seq);
         match opened {
             Ok(mut stream) => {
                 let mut cand = drain(

@@ -513,6 +513,8 @@ pub struct DrainOptions {
     /// Drop frames repeating a seq id already processed in this drain (reference profile;
     /// see `StreamProcessor::dropping_repeats`).
     pub drop_repeated_seq: bool,
+    /// The `starting_after` of a replay (resume drains): its first chunk is the next seq id.
+    pub starting_after: Option<u64>,
 }
 
 impl Default for DrainOptions {
@@ -526,6 +528,7 @@ impl Default for DrainOptions {
             is_resume: false,
             consult_tool_returns: false,
             drop_repeated_seq: false,
+            starting_after: None,
         }
     }
 }
@@ -579,7 +582,8 @@ pub async fn drain<S: ChunkSource, L: RunStatusLookup>(
 ) -> DrainResult {
     let mut proc = StreamProcessor::new(opts.threshold)
         .consulting_tool_returns(opts.consult_tool_returns)
-        .dropping_repeats(opts.drop_repeated_seq);
+        .dropping_repeats(opts.drop_repeated_seq)
+        .starting_after(opts.starting_after);
     let gen0 = interrupt.generation();
     let mut signal = interrupt.subscribe();
     let mut fallback_error: Option<String> = None;
@@ -620,6 +624,15 @@ pub async fn drain<S: ChunkSource, L: RunStatusLookup>(
                         stall_at = Instant::now() + stall;
                         silence_at = Instant::now() + silence;
                         let processed = proc.process(&chunk);
+                        if let Some((expected, got)) = processed.gap {
+                            // (reference) A lost frame: the stream is broken; resume replays
+                            // from the last contiguous seq id.
+                            fallback_error = Some(format!(
+                                "Stream gap: expected seq_id {expected}, got {got}"
+                            ));
+                            source.abort();
+                            break "gap".into();
+                        }
                         if !processed.skipped {
                             observe(Observation::ClientChunk {
                                 run_id: chunk.run_id().map(str::to_string),
@@ -713,7 +726,7 @@ pub async fn drain<S: ChunkSource, L: RunStatusLookup>(
     if cancelled {
         stop_reason = StopReason::Cancelled;
     }
-    let errored = thrown.is_some() || how == "timeout";
+    let errored = thrown.is_some() || how == "timeout" || how == "gap";
     if errored && !cancelled {
         if opts.skip_cancel_tools_on_error {
             match stop_reason {

@@ -33,6 +33,10 @@ pub struct Processed {
     /// The chunk was at or below the seq threshold and ignored entirely (rule 1).
     pub skipped: bool,
     pub error: Option<ErrorInfo>,
+    /// (reference only) The chunk skips seq ids: `(expected, got)`. The chunk is not processed;
+    /// the drain treats the stream as broken and the resume replays from the last contiguous
+    /// seq id.
+    pub gap: Option<(u64, u64)>,
 }
 
 pub use super::policy::NOTHING_AWAITING_APPROVAL;
@@ -48,6 +52,8 @@ pub struct StreamProcessor {
     /// compares against the resume threshold, so a frame delivered twice is processed twice.
     drop_repeats: bool,
     max_seen: Option<u64>,
+    /// A replay's `starting_after` (its first chunk is the next seq id).
+    starting_after: Option<u64>,
     pub run_ids: Vec<String>,
     pub last_run_id: Option<String>,
     pub last_seq_id: Option<u64>,
@@ -78,6 +84,12 @@ impl StreamProcessor {
         self
     }
 
+    /// The stream is a replay after `starting_after` (for the reference's gap check).
+    pub fn starting_after(mut self, after: Option<u64>) -> Self {
+        self.starting_after = after;
+        self
+    }
+
     /// Applies the rules of letta-protocol.md §4.1, in order.
     pub fn process(&mut self, chunk: &LettaChunk) -> Processed {
         let seq = chunk.seq_id();
@@ -85,6 +97,7 @@ impl StreamProcessor {
             output: false,
             skipped: true,
             error: None,
+            gap: None,
         };
         // 1. At or below the threshold: nothing is recorded.
         if let (Some(s), Some(t)) = (seq, self.threshold)
@@ -98,6 +111,26 @@ impl StreamProcessor {
             && s <= m
         {
             return skip;
+        }
+        // 1''. (reference only) Beyond the next seq id: a lost frame. Runs number their chunks
+        // from 1 (docs/server.md "Runs and framing"); a resumed drain continues after its
+        // threshold.
+        if self.drop_repeats
+            && let Some(s) = seq
+        {
+            let base = self
+                .max_seen
+                .or(match (self.threshold, self.starting_after) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                });
+            let expected = base.map_or(1, |m| m + 1);
+            if s > expected {
+                return Processed {
+                    gap: Some((expected, s)),
+                    ..skip
+                };
+            }
         }
         if let Some(s) = seq {
             self.max_seen = Some(self.max_seen.map_or(s, |m| m.max(s)));
@@ -117,6 +150,7 @@ impl StreamProcessor {
             output: false,
             skipped: false,
             error,
+            gap: None,
         };
         match chunk {
             // 4. ping and response_state are not output.
@@ -134,6 +168,7 @@ impl StreamProcessor {
                     output: !swallow,
                     skipped: false,
                     error: Some(info),
+                    gap: None,
                 }
             }
             LettaChunk::Unknown(v)
@@ -158,6 +193,7 @@ impl StreamProcessor {
                         detail: None,
                         run_id: self.last_run_id.clone(),
                     }),
+                    gap: None,
                 }
             }
             // 6. a tool return settles its pending approval (top-level id only in the
@@ -177,6 +213,7 @@ impl StreamProcessor {
                     output: true,
                     skipped: false,
                     error: None,
+                    gap: None,
                 }
             }
             // 7. approval requests accumulate per tool_call_id.
@@ -205,6 +242,7 @@ impl StreamProcessor {
                     output: true,
                     skipped: false,
                     error: None,
+                    gap: None,
                 }
             }
             // 8. stop reason: recorded, reading continues.
@@ -217,6 +255,7 @@ impl StreamProcessor {
                 output: true,
                 skipped: false,
                 error: None,
+                gap: None,
             },
         }
     }
@@ -265,7 +304,7 @@ mod tests {
 
     #[test]
     fn repeated_frames_are_processed_twice_unless_dropping_repeats() {
-        let args = r#"{"id":"m1","message_type":"approval_request_message","seq_id":2,"run_id":"r","tool_call":{"name":"Bash","arguments":"{\"a\":1}","tool_call_id":"t1"}}"#;
+        let args = r#"{"id":"m1","message_type":"approval_request_message","seq_id":1,"run_id":"r","tool_call":{"name":"Bash","arguments":"{\"a\":1}","tool_call_id":"t1"}}"#;
         // The published client: the duplicate is output again and its arguments appended twice.
         let mut p = StreamProcessor::new(None);
         assert!(p.process(&chunk(args)).output);
@@ -276,11 +315,43 @@ mod tests {
         assert!(p.process(&chunk(args)).output);
         assert!(p.process(&chunk(args)).skipped);
         assert!(
-            p.process(&chunk(r#"{"id":"p","message_type":"ping","seq_id":2}"#))
+            p.process(&chunk(r#"{"id":"p","message_type":"ping","seq_id":1}"#))
                 .skipped
         );
-        assert!(!p.process(&chunk(r#"{"id":"m2","message_type":"assistant_message","seq_id":3,"run_id":"r","content":"a"}"#)).skipped);
+        assert!(!p.process(&chunk(r#"{"id":"m2","message_type":"assistant_message","seq_id":2,"run_id":"r","content":"a"}"#)).skipped);
         assert_eq!(p.take_approvals()[0].tool_args, r#"{"a":1}"#);
+    }
+
+    #[test]
+    fn a_skipped_seq_id_is_a_gap_for_the_reference_only() {
+        let at = |seq: u64| {
+            format!(
+                r#"{{"id":"m","message_type":"assistant_message","seq_id":{seq},"run_id":"r","content":"a"}}"#
+            )
+        };
+        let mut p = StreamProcessor::new(None).dropping_repeats(true);
+        assert_eq!(p.process(&chunk(&at(1))).gap, None);
+        assert_eq!(p.process(&chunk(&at(3))).gap, Some((2, 3)));
+        assert_eq!(
+            p.last_seq_id,
+            Some(1),
+            "the chunk after the gap is not recorded"
+        );
+        // A fresh stream starts at 1; a replay right after its starting_after.
+        let mut p = StreamProcessor::new(None).dropping_repeats(true);
+        assert_eq!(p.process(&chunk(&at(2))).gap, Some((1, 2)));
+        let mut p = StreamProcessor::new(None)
+            .dropping_repeats(true)
+            .starting_after(Some(4));
+        assert_eq!(p.process(&chunk(&at(5))).gap, None);
+        // A resumed drain with a threshold drops what it saw and expects the next one.
+        let mut p = StreamProcessor::new(Some(6)).dropping_repeats(true);
+        assert!(p.process(&chunk(&at(2))).skipped);
+        assert_eq!(p.process(&chunk(&at(7))).gap, None);
+        // The published client has no such check.
+        let mut p = StreamProcessor::new(None);
+        assert_eq!(p.process(&chunk(&at(5))).gap, None);
+        assert_eq!(p.last_seq_id, Some(5));
     }
 
     #[test]

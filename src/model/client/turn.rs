@@ -467,6 +467,7 @@ impl<B: Backend> Client<B> {
                 is_resume: false,
                 consult_tool_returns: self.config.profile == Profile::Reference,
                 drop_repeated_seq: self.config.profile == Profile::Reference,
+                starting_after: None,
             },
             planted_braces_args_fallback: self.config.bugs.braces_args_fallback,
             planted_resume_from_zero: self.config.bugs.resume_from_zero,

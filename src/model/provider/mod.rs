@@ -22,6 +22,8 @@ use crate::cassette::{Cassette, EndKind};
 use crate::wire::provider::ProviderFormat;
 use crate::wire::sse::encode_frame;
 
+pub mod validate;
+
 /// The path each provider API is served on; the server calls the one its agent's provider
 /// speaks, and the fake provider refuses a call on the wrong path.
 pub fn api_path(format: ProviderFormat) -> &'static str {
@@ -29,6 +31,12 @@ pub fn api_path(format: ProviderFormat) -> &'static str {
         ProviderFormat::Anthropic => "/v1/messages",
         ProviderFormat::OpenAiChat => "/v1/chat/completions",
     }
+}
+
+fn format_of_path(path: &str) -> Option<ProviderFormat> {
+    [ProviderFormat::Anthropic, ProviderFormat::OpenAiChat]
+        .into_iter()
+        .find(|f| api_path(*f) == path)
 }
 
 /// One recorded provider response: a cassette and the name it is known by in the trace.
@@ -79,10 +87,28 @@ async fn answer<E: Env>(
 ) -> Response<Body> {
     let path = req.uri().path().to_string();
     // The request body is read in full: a real provider does, and the server waits for it.
-    if let Err(e) = http::read_body(req.into_body(), 64 << 20).await {
+    let body = match http::read_body(req.into_body(), 64 << 20).await {
+        Ok(b) => b,
+        Err(e) => {
+            return http::json_response(
+                StatusCode::BAD_REQUEST,
+                &json!({"type": "error", "error": {"type": "invalid_request_error", "message": e}}),
+            );
+        }
+    };
+    // Validate the conversation as the real API does; a refused request consumes no response.
+    if let Some(format) = format_of_path(&path)
+        && let Err(message) = validate::validate(format, &body)
+    {
+        let call = state.lock().unwrap().calls;
+        env.observe(Observation::ProviderRejected {
+            call,
+            status: 400,
+            message: message.clone(),
+        });
         return http::json_response(
             StatusCode::BAD_REQUEST,
-            &json!({"type": "error", "error": {"type": "invalid_request_error", "message": e}}),
+            &validate::error_body(format, &message),
         );
     }
     let call = {

@@ -59,6 +59,27 @@ pub fn iso_date(unix_ms: u64) -> String {
     )
 }
 
+/// `YYYY-MM-DDTHH:MM:SS.ffffffZ`, as the real server stamps `created_at` / `updated_at`
+/// (captures/letta_e2e: `"2026-11-30T00:45:55.428681Z"`; ours has millisecond resolution).
+pub fn iso_datetime(unix_ms: u64) -> String {
+    let base = iso_date(unix_ms);
+    format!("{}.{:03}000Z", &base[..19], unix_ms % 1000)
+}
+
+/// The `time` a Letta tool-result JSON carries: `2026-11-30 12:46:10 AM UTC+0000`
+/// (captures/letta_e2e b, the denial the model saw).
+pub fn letta_time(unix_ms: u64) -> String {
+    let base = iso_date(unix_ms);
+    let hour: u32 = base[11..13].parse().unwrap_or(0);
+    let (h12, ampm) = match hour {
+        0 => (12, "AM"),
+        1..=11 => (hour, "AM"),
+        12 => (12, "PM"),
+        _ => (hour - 12, "PM"),
+    };
+    format!("{} {h12:02}:{} {ampm} UTC+0000", &base[..10], &base[14..19])
+}
+
 /// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -90,6 +111,19 @@ mod tests {
     #[test]
     fn dates_and_uuids() {
         assert_eq!(iso_date(1_795_998_450_000), "2026-11-30T00:27:30+00:00");
+        assert_eq!(
+            iso_datetime(1_795_998_450_123),
+            "2026-11-30T00:27:30.123000Z"
+        );
+        // captures/letta_e2e b: "2026-11-30 12:46:10 AM UTC+0000".
+        assert_eq!(
+            letta_time(1_795_999_570_000),
+            "2026-11-30 12:46:10 AM UTC+0000"
+        );
+        assert_eq!(
+            letta_time(1_795_999_570_000 + 13 * 3_600_000),
+            "2026-11-30 01:46:10 PM UTC+0000"
+        );
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let u = uuid4(&mut rng);
         assert_eq!(u.len(), 36);

@@ -1,24 +1,33 @@
-//! The run task: one provider call, its events translated into Letta chunks as they arrive,
-//! and the run's ending.
+//! The run task: one provider call (with the provider SDK's retries), its events translated
+//! into Letta chunks as they arrive, and the run's ending.
 //!
-//! Translation follows the real 0.16.8 server in token-streaming mode
+//! Cloud translation follows the real 0.16.8 server in token-streaming mode
 //! (captures/letta_server/PROVENANCE.md, "Token streaming"): one `assistant_message` per text
 //! delta, all with the same `message-<uuid>` id and the derived otid; an
 //! `approval_request_message` per tool-call delta, the first carrying the name and
 //! `arguments:null`, later ones `name:null` and an argument fragment, with `otid == id` and
 //! `tool_calls` a single object. Then `stop_reason` (`requires_approval` when the model called a
 //! client tool, else `end_turn`), `usage_statistics`, `[DONE]`.
+//!
+//! Local translation follows the provider turn executor (letta-protocol.md §7.6): text deltas
+//! as `assistant_message` with a parts array and a segment otid, one complete
+//! `approval_request_message` per finished tool call, `usage_statistics` at the provider's
+//! stop, `stop_reason` last; errors as an `error_message` chunk then `stop_reason`.
+//!
+//! A run that is finished while this task runs (a cancel) is left alone: the task stops
+//! reading and writes nothing more; the partial step is not kept (letta-protocol.md §7.2).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use serde_json::{Value, json};
 
+use super::store::{IdKind, Message, MessageBody};
 use super::{
-    ServerConfig, SharedStore, StoredMessage, StoredToolCall, fail_run, finish_run, ids, record,
-    tool_defs,
+    Profile, ServerConfig, SharedStore, StoredToolCall, fail_run, finish_run, ids, record,
 };
 use crate::model::env::Env;
 use crate::model::http;
@@ -31,28 +40,47 @@ use crate::wire::letta::{
 use crate::wire::provider::{ProviderDecoder, ProviderEvent, ProviderFormat, ProviderStop};
 use crate::wire::sse::SseDecoder;
 
+/// The provider SDK's automatic retries of an error status before any output: 2 retries
+/// (3 calls: captures/letta_server g_fail500, "3 (Letta retried twice)"), after 0.5 s and 1 s
+/// (the OpenAI SDK's `min(0.5 s · 2^n, 8 s)`, without its jitter; the capture's 1.6 s total fits).
+pub const PROVIDER_RETRY_DELAYS_MS: [u64; 2] = [500, 1000];
+
 /// What a run needs from the request that started it.
 pub struct RunJob {
     pub run_id: String,
     pub conversation_id: String,
     pub model: String,
-    pub history: Vec<StoredMessage>,
+    pub history: Vec<Message>,
     pub client_tools: Vec<ClientTool>,
 }
 
+fn content_text(v: &Value) -> String {
+    serde_json::from_value::<Content>(v.clone())
+        .map(|c| c.text())
+        .unwrap_or_default()
+}
+
 /// Builds the provider request body from the conversation history.
-fn provider_body(api: ProviderFormat, job: &RunJob) -> Value {
+pub(crate) fn provider_body(api: ProviderFormat, job: &RunJob) -> Value {
+    let system: String = job
+        .history
+        .iter()
+        .filter_map(|m| match &m.body {
+            MessageBody::System { text } => Some(text.clone()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
     match api {
         ProviderFormat::Anthropic => {
             let mut messages: Vec<Value> = Vec::new();
             for m in &job.history {
-                match m {
-                    StoredMessage::User { text, .. } => {
-                        messages.push(json!({"role": "user", "content": text}))
+                match &m.body {
+                    MessageBody::System { .. } | MessageBody::ApprovalResponse { .. } => {}
+                    MessageBody::User { content } => {
+                        messages.push(json!({"role": "user", "content": content_text(content)}))
                     }
-                    StoredMessage::Assistant {
-                        text, tool_calls, ..
-                    } => {
+                    MessageBody::Assistant { text, tool_calls } => {
                         let mut content = Vec::new();
                         if !text.is_empty() {
                             content.push(json!({"type": "text", "text": text}));
@@ -66,52 +94,71 @@ fn provider_body(api: ProviderFormat, job: &RunJob) -> Value {
                         }
                         messages.push(json!({"role": "assistant", "content": content}));
                     }
-                    StoredMessage::ToolResult {
+                    MessageBody::Tool {
                         tool_call_id,
                         content,
                         is_error,
-                    } => messages.push(json!({"role": "user", "content": [{
-                        "type": "tool_result", "tool_use_id": tool_call_id,
-                        "content": content, "is_error": is_error}]})),
+                        ..
+                    } => {
+                        let block = json!({"type": "tool_result", "tool_use_id": tool_call_id,
+                            "content": content, "is_error": is_error});
+                        // Consecutive results share one user message, as the API requires.
+                        match messages.last_mut() {
+                            Some(last)
+                                if last["role"] == "user"
+                                    && last["content"].as_array().is_some_and(|a| {
+                                        a.iter().all(|b| b["type"] == "tool_result")
+                                    }) =>
+                            {
+                                last["content"].as_array_mut().expect("array").push(block)
+                            }
+                            _ => messages.push(json!({"role": "user", "content": [block]})),
+                        }
+                    }
                 }
             }
-            json!({"model": job.model, "max_tokens": 4096, "stream": true,
-                   "messages": messages, "tools": tool_defs(&job.client_tools)})
+            json!({"model": job.model, "max_tokens": 4096, "stream": true, "system": system,
+                   "messages": messages, "tools": super::tool_defs(&job.client_tools)})
         }
         ProviderFormat::OpenAiChat => {
-            let mut messages: Vec<Value> = Vec::new();
+            let mut messages: Vec<Value> = vec![json!({"role": "system", "content": system})];
             for m in &job.history {
-                match m {
-                    StoredMessage::User { text, .. } => {
-                        messages.push(json!({"role": "user", "content": text}))
+                match &m.body {
+                    MessageBody::System { .. } | MessageBody::ApprovalResponse { .. } => {}
+                    MessageBody::User { content } => {
+                        messages.push(json!({"role": "user", "content": content_text(content)}))
                     }
-                    StoredMessage::Assistant {
-                        text, tool_calls, ..
-                    } => {
+                    MessageBody::Assistant { text, tool_calls } => {
                         let calls: Vec<Value> = tool_calls
                             .iter()
                             .map(|c| {
-                                json!({
-                            "id": c.id, "type": "function",
-                            "function": {"name": c.name, "arguments": c.arguments}})
+                                json!({"id": c.id, "type": "function",
+                                       "function": {"name": c.name, "arguments": c.arguments}})
                             })
                             .collect();
-                        let mut m = json!({"role": "assistant", "content": text});
+                        // Content is null when the message only calls tools
+                        // (captures/letta_e2e a model summary).
+                        let content = if text.is_empty() {
+                            Value::Null
+                        } else {
+                            json!(text)
+                        };
+                        let mut m = json!({"role": "assistant", "content": content});
                         if !calls.is_empty() {
                             m["tool_calls"] = Value::Array(calls);
                         }
                         messages.push(m);
                     }
-                    StoredMessage::ToolResult {
+                    MessageBody::Tool {
                         tool_call_id,
                         content,
                         ..
                     } => messages.push(
-                        json!({"role": "tool", "tool_call_id": tool_call_id, "content": content}),
+                        json!({"role": "tool", "content": content, "tool_call_id": tool_call_id}),
                     ),
                 }
             }
-            let tools: Vec<Value> = tool_defs(&job.client_tools)
+            let tools: Vec<Value> = super::tool_defs(&job.client_tools)
                 .into_iter()
                 .map(|t| {
                     json!({"type": "function", "function": {
@@ -136,79 +183,151 @@ struct OpenCall {
     complete: bool,
 }
 
+/// The name Letta's error details give a provider (captures g_fail500: "OpenAI API error").
+fn vendor(api: ProviderFormat) -> &'static str {
+    match api {
+        ProviderFormat::Anthropic => "Anthropic",
+        ProviderFormat::OpenAiChat => "OpenAI",
+    }
+}
+
+/// A JSON value as Python's `repr` prints the parsed object (captures g_fail500: the error body
+/// in the detail is `{'error': {'message': …}}`).
+pub fn py_repr(v: &Value) -> String {
+    match v {
+        Value::Null => "None".into(),
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => {
+            if s.contains('\'') && !s.contains('"') {
+                format!("\"{s}\"")
+            } else {
+                format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
+            }
+        }
+        Value::Array(a) => format!("[{}]", a.iter().map(py_repr).collect::<Vec<_>>().join(", ")),
+        Value::Object(o) => format!(
+            "{{{}}}",
+            o.iter()
+                .map(|(k, v)| format!("{}: {}", py_repr(&json!(k)), py_repr(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// The run's `error_type` for a provider error status (Letta's LLM error classes; the names
+/// are the client's NON_RETRYABLE_RUN_ERROR_TYPES, letta-protocol.md §3.6).
+fn error_type_for(status: u16) -> &'static str {
+    match status {
+        400 => "llm_bad_request",
+        401 => "llm_authentication",
+        403 => "llm_permission_denied",
+        404 => "llm_not_found",
+        422 => "llm_unprocessable_entity",
+        429 => "llm_rate_limit",
+        _ => "llm_error",
+    }
+}
+
+fn is_finished(store: &SharedStore, run_id: &str) -> bool {
+    store
+        .lock()
+        .unwrap()
+        .runs
+        .get(run_id)
+        .is_none_or(|r| r.finished)
+}
+
 /// Runs one model step for `job` and ends the run.
 pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedStore, job: RunJob) {
-    env.observe(Observation::ProviderCall {
-        run_id: job.run_id.clone(),
-        attempt: 1,
-    });
+    let local = config.profile == Profile::Local;
     let body = provider_body(config.provider_api, &job).to_string();
-    let req = Request::post(api_path(config.provider_api))
-        .header("host", config.provider_addr.as_str())
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body)))
-        .expect("valid request");
-    let resp = match http::send(
-        &env,
-        &config.provider_addr,
-        req,
-        config.provider_idle_timeout,
-    )
-    .await
-    {
-        Ok(r) => r,
-        Err(e) => {
-            return provider_failed(
-                &env,
-                &store,
-                &job,
-                "llm_error",
-                "An error occurred with the LLM request.",
-                &format!("INTERNAL_SERVER_ERROR: Network error during provider call: {e}"),
-            );
+    let mut attempt = 0u32;
+    let resp = loop {
+        attempt += 1;
+        if is_finished(&store, &job.run_id) {
+            return;
         }
-    };
-    let status = resp.status();
-    if !status.is_success() {
+        env.observe(Observation::ProviderCall {
+            run_id: job.run_id.clone(),
+            attempt,
+        });
+        let req = Request::post(api_path(config.provider_api))
+            .header("host", config.provider_addr.as_str())
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body.clone())))
+            .expect("valid request");
+        let resp = match http::send(
+            &env,
+            &config.provider_addr,
+            req,
+            config.provider_idle_timeout,
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                return provider_failed(
+                    &env,
+                    &config,
+                    &store,
+                    &job,
+                    "llm_error",
+                    "An error occurred with the LLM request.",
+                    &format!(
+                        "INTERNAL_SERVER_ERROR: Network error during {} streaming: {e}",
+                        vendor(config.provider_api)
+                    ),
+                );
+            }
+        };
+        let status = resp.status().as_u16();
+        if (200..300).contains(&status) {
+            break resp;
+        }
         let text = http::read_body(resp.into_body(), 1 << 20)
             .await
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default();
-        // client-model (interim): the legacy server's error types by provider status, so a run's
-        // `metadata.error` says whether it is retryable (letta-protocol.md §1.1, §3.6).
-        let error_type = match status.as_u16() {
-            401 | 403 => "llm_authentication",
-            400 => "llm_bad_request",
-            404 => "llm_not_found",
-            422 => "llm_unprocessable_entity",
-            429 => "llm_rate_limit",
-            _ => "llm_error",
-        };
+        let retryable = matches!(status, 408 | 409 | 429) || status >= 500;
+        if retryable && (attempt as usize) <= PROVIDER_RETRY_DELAYS_MS.len() {
+            tokio::time::sleep(Duration::from_millis(
+                PROVIDER_RETRY_DELAYS_MS[attempt as usize - 1],
+            ))
+            .await;
+            continue;
+        }
+        let shown = serde_json::from_str::<Value>(&text)
+            .map(|v| py_repr(&v))
+            .unwrap_or(text);
         return provider_failed(
             &env,
+            &config,
             &store,
             &job,
-            error_type,
+            error_type_for(status),
             "An error occurred with the LLM request.",
             &format!(
-                "INTERNAL_SERVER_ERROR: API error: Error code: {} - {text}",
-                status.as_u16()
+                "INTERNAL_SERVER_ERROR: {} API error: Error code: {status} - {shown}",
+                vendor(config.provider_api)
             ),
         );
-    }
+    };
 
     let mut decoder = ProviderDecoder::new(config.provider_api);
     let mut sse = SseDecoder::new();
     let mut body = resp.into_body();
 
-    let (message_id, date) = {
+    let (message_id, step_id, date) = {
         let mut st = store.lock().unwrap();
         (
-            format!("message-{}", st.uuid()),
+            st.new_id(config.profile, IdKind::Message),
+            st.new_id(config.profile, IdKind::Step),
             ids::iso_date(env.epoch_ms() + env.now_ms()),
         )
     };
-    let step_id = format!("step-{}", store.lock().unwrap().uuid());
     let mut text = String::new();
     let mut calls: Vec<OpenCall> = Vec::new();
     let mut usage = UsageStatistics {
@@ -219,13 +338,15 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
     let mut stop_seen = false;
     let mut provider_stop: Option<ProviderStop> = None;
     let mut provider_error: Option<String> = None;
+    // Local: the segment otid of the current text run (letta-protocol.md §7.6).
+    let mut text_otid: Option<String> = None;
 
-    let envelope = |message_type: &str, otid: String| Envelope {
-        id: message_id.clone(),
+    let envelope = |message_type: &str, id: String, otid: Option<String>| Envelope {
+        id,
         date: date.clone(),
         message_type: message_type.into(),
-        otid: Some(otid),
-        step_id: Some(step_id.clone()),
+        otid,
+        step_id: (!local).then(|| step_id.clone()),
         ..Default::default()
     };
 
@@ -238,13 +359,18 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
             Ok(None) => break 'read,
             Ok(Some(Err(e))) => {
                 provider_error = Some(format!(
-                    "Network error during provider streaming: {}",
+                    "Network error during {} streaming: {}",
+                    vendor(config.provider_api),
                     http::error_chain(&e)
                 ));
                 break 'read;
             }
             Ok(Some(Ok(f))) => f,
         };
+        if is_finished(&store, &job.run_id) {
+            // Cancelled: stop reading; the provider connection closes with the body.
+            return;
+        }
         let Ok(bytes) = frame.into_data() else {
             continue;
         };
@@ -262,17 +388,27 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
                 match pe {
                     ProviderEvent::TextDelta { text: delta, .. } => {
                         text.push_str(&delta);
-                        let otid = ids::assistant_otid(&message_id, 0);
-                        record(
-                            &env,
-                            &mut st,
-                            &job.run_id,
+                        let chunk = if local {
+                            let otid = text_otid
+                                .get_or_insert_with(|| {
+                                    format!("provider-assistant-0-{}", st.uuid())
+                                })
+                                .clone();
+                            let id = st.new_id(config.profile, IdKind::Chunk);
                             LettaChunk::AssistantMessage(AssistantMessage {
-                                env: envelope("assistant_message", otid),
+                                env: envelope("assistant_message", id, Some(otid)),
+                                content: Content::Parts(vec![
+                                    json!({"type": "text", "text": delta}),
+                                ]),
+                            })
+                        } else {
+                            let otid = ids::assistant_otid(&message_id, 0);
+                            LettaChunk::AssistantMessage(AssistantMessage {
+                                env: envelope("assistant_message", message_id.clone(), Some(otid)),
                                 content: Content::Text(delta),
-                            }),
-                            None,
-                        );
+                            })
+                        };
+                        record(&env, &config, &mut st, &job.run_id, chunk, None);
                     }
                     ProviderEvent::ToolCallStart { index, id, name } => {
                         calls.push(OpenCall {
@@ -282,21 +418,29 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
                             arguments: String::new(),
                             complete: false,
                         });
-                        let delta = ToolCallDelta {
-                            name: Some(name),
-                            arguments: None,
-                            tool_call_id: Some(id),
-                        };
-                        record(
-                            &env,
-                            &mut st,
-                            &job.run_id,
-                            approval_chunk(
-                                envelope("approval_request_message", message_id.clone()),
-                                delta,
-                            ),
-                            None,
-                        );
+                        if !local {
+                            let delta = ToolCallDelta {
+                                name: Some(name),
+                                arguments: None,
+                                tool_call_id: Some(id),
+                            };
+                            record(
+                                &env,
+                                &config,
+                                &mut st,
+                                &job.run_id,
+                                approval_chunk(
+                                    envelope(
+                                        "approval_request_message",
+                                        message_id.clone(),
+                                        Some(message_id.clone()),
+                                    ),
+                                    delta,
+                                    true,
+                                ),
+                                None,
+                            );
+                        }
                     }
                     ProviderEvent::ToolCallArgsDelta { index, delta } => {
                         if delta.is_empty() {
@@ -306,21 +450,55 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
                             continue;
                         };
                         call.arguments.push_str(&delta);
-                        let d = ToolCallDelta {
-                            name: None,
-                            arguments: Some(delta),
-                            tool_call_id: Some(call.id.clone()),
-                        };
-                        record(
-                            &env,
-                            &mut st,
-                            &job.run_id,
-                            approval_chunk(
-                                envelope("approval_request_message", message_id.clone()),
-                                d,
-                            ),
-                            None,
-                        );
+                        if !local {
+                            let d = ToolCallDelta {
+                                name: None,
+                                arguments: Some(delta),
+                                tool_call_id: Some(call.id.clone()),
+                            };
+                            record(
+                                &env,
+                                &config,
+                                &mut st,
+                                &job.run_id,
+                                approval_chunk(
+                                    envelope(
+                                        "approval_request_message",
+                                        message_id.clone(),
+                                        Some(message_id.clone()),
+                                    ),
+                                    d,
+                                    true,
+                                ),
+                                None,
+                            );
+                        }
+                    }
+                    ProviderEvent::ToolCallEnd { index } => {
+                        if let Some(c) = calls.iter_mut().find(|c| c.index == index) {
+                            c.complete = true;
+                            if local {
+                                // One complete chunk per tool call, no otid (§7.6).
+                                let d = ToolCallDelta {
+                                    name: Some(c.name.clone()),
+                                    arguments: Some(c.arguments.clone()),
+                                    tool_call_id: Some(c.id.clone()),
+                                };
+                                let id = st.new_id(config.profile, IdKind::Chunk);
+                                record(
+                                    &env,
+                                    &config,
+                                    &mut st,
+                                    &job.run_id,
+                                    approval_chunk(
+                                        envelope("approval_request_message", id, None),
+                                        d,
+                                        false,
+                                    ),
+                                    None,
+                                );
+                            }
+                        }
                     }
                     ProviderEvent::Usage(u) => {
                         if let Some(n) = u.input_tokens {
@@ -333,11 +511,6 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
                     ProviderEvent::Stop { reason, .. } => {
                         stop_seen = true;
                         provider_stop = Some(reason);
-                    }
-                    ProviderEvent::ToolCallEnd { index } => {
-                        if let Some(c) = calls.iter_mut().find(|c| c.index == index) {
-                            c.complete = true;
-                        }
                     }
                     ProviderEvent::Error {
                         error_type,
@@ -376,7 +549,9 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
     });
 
     let mut st = store.lock().unwrap();
-    // What the model produced is history, whatever happens next.
+    if st.runs.get(&job.run_id).is_none_or(|r| r.finished) {
+        return;
+    }
     // A call the provider never closed (cut by max_tokens) is not a call: its arguments are
     // truncated JSON and it must not run.
     let stored_calls: Vec<StoredToolCall> = calls
@@ -389,14 +564,29 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
         })
         .collect();
     if provider_error.is_some() || !stop_seen {
-        // A cut provider stream: two stop_reason frames (error, llm_api_error) then the error
-        // frame (captures g_cutstream_*). Partial output is not kept in history.
         let detail = format!(
             "INTERNAL_SERVER_ERROR: {}",
             provider_error.unwrap_or_else(|| "Provider stream ended without a stop reason".into())
         );
+        if local {
+            // Errors after model output are not retried; error chunk then stop_reason (§7.6).
+            fail_run(
+                &env,
+                &config,
+                &mut st,
+                &job.run_id,
+                StopReason::LlmApiError,
+                "llm_error",
+                "An error occurred during agent execution.",
+                &detail,
+            );
+            return;
+        }
+        // A cut provider stream: two stop_reason frames (error, llm_api_error) then the error
+        // frame (captures g_cutstream_*). Partial output is not kept in history.
         record(
             &env,
+            &config,
             &mut st,
             &job.run_id,
             LettaChunk::StopReason(StopReasonChunk {
@@ -407,6 +597,7 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
         );
         fail_run(
             &env,
+            &config,
             &mut st,
             &job.run_id,
             StopReason::LlmApiError,
@@ -416,16 +607,19 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
         );
         return;
     }
-    // client-model (interim): a run cancelled meanwhile keeps nothing of its model turn.
-    if st.runs.get(&job.run_id).is_some_and(|r| r.finished) {
-        return;
-    }
-    // client-model (interim): an empty model response is an `llm_api_error` whose detail
-    // carries "empty content in" (letta-protocol.md §3.7; legacy error type llm_empty_response).
-    if text.is_empty() && stored_calls.is_empty() && provider_stop != Some(ProviderStop::MaxTokens)
+    // ---- client-model (issue 4) ---------------------------------------------------------
+    // An empty model answer (no text, no tool calls, not cut by max tokens) fails the run as
+    // `llm_api_error` whose detail carries "empty content in": the shape letta-code's
+    // empty-response retry recognises (letta-protocol.md §3.7, §3.10 step 6; the legacy error
+    // type `llm_empty_response`, §1.4). Not captured from 0.16.8; see docs/client.md.
+    if !local
+        && text.is_empty()
+        && stored_calls.is_empty()
+        && provider_stop != Some(ProviderStop::MaxTokens)
     {
         fail_run(
             &env,
+            &config,
             &mut st,
             &job.run_id,
             StopReason::LlmApiError,
@@ -435,15 +629,26 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
         );
         return;
     }
-    let conv = st
-        .conversations
-        .get_mut(&job.conversation_id)
-        .expect("run of a known conversation");
-    conv.history.push(StoredMessage::Assistant {
-        id: message_id.clone(),
-        text: text.clone(),
-        tool_calls: stored_calls.clone(),
-    });
+    // ---- end client-model ---------------------------------------------------------------
+    let now = env.now_ms();
+    st.push_message(
+        &job.conversation_id,
+        Message {
+            id: message_id.clone(),
+            otid: Some(if stored_calls.is_empty() {
+                ids::assistant_otid(&message_id, 0)
+            } else {
+                message_id.clone()
+            }),
+            run_id: Some(job.run_id.clone()),
+            step_id: Some(step_id.clone()),
+            at_ms: now,
+            body: MessageBody::Assistant {
+                text: text.clone(),
+                tool_calls: stored_calls.clone(),
+            },
+        },
+    );
     env.observe(Observation::History {
         conversation_id: job.conversation_id.clone(),
         entry: HistoryEntry::Assistant {
@@ -468,42 +673,45 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
             StopReason::EndTurn
         }
     } else {
+        let conv = st
+            .conversations
+            .get_mut(&job.conversation_id)
+            .expect("run of a known conversation");
         conv.pending = stored_calls;
         conv.pending_message_id = Some(message_id);
         StopReason::RequiresApproval
     };
     usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
     usage.context_tokens = Some(usage.total_tokens);
-    record(
-        &env,
-        &mut st,
-        &job.run_id,
-        LettaChunk::StopReason(StopReasonChunk {
-            message_type: "stop_reason".into(),
-            stop_reason: stop.clone(),
-        }),
-        None,
-    );
-    record(
-        &env,
-        &mut st,
-        &job.run_id,
-        LettaChunk::UsageStatistics(usage),
-        None,
-    );
-    finish_run(&env, &mut st, &job.run_id, stop, true);
+    let stop_chunk = LettaChunk::StopReason(StopReasonChunk {
+        message_type: "stop_reason".into(),
+        stop_reason: stop.clone(),
+    });
+    let usage_chunk = LettaChunk::UsageStatistics(usage);
+    // Cloud: stop_reason, usage (captures); local: usage, then stop_reason last (§1.6).
+    let (first, second) = if local {
+        (usage_chunk, stop_chunk)
+    } else {
+        (stop_chunk, usage_chunk)
+    };
+    record(&env, &config, &mut st, &job.run_id, first, None);
+    record(&env, &config, &mut st, &job.run_id, second, None);
+    finish_run(&env, &config, &mut st, &job.run_id, stop, true);
 }
 
-fn approval_chunk(env: Envelope, delta: ToolCallDelta) -> LettaChunk {
+/// An `approval_request_message`. Cloud token streaming: `tool_calls` is the same single
+/// object as `tool_call` (captures PROVENANCE "Token streaming"); local: only `tool_call`.
+fn approval_chunk(env: Envelope, delta: ToolCallDelta, with_calls: bool) -> LettaChunk {
     LettaChunk::ApprovalRequestMessage(ToolCallMessage {
         env,
         tool_call: Some(delta.clone()),
-        tool_calls: Some(ToolCalls::One(delta)),
+        tool_calls: with_calls.then_some(ToolCalls::One(delta)),
     })
 }
 
 fn provider_failed<E: Env>(
     env: &E,
+    config: &ServerConfig,
     store: &SharedStore,
     job: &RunJob,
     error_type: &str,
@@ -515,8 +723,12 @@ fn provider_failed<E: Env>(
         outcome: format!("error: {detail}"),
     });
     let mut st = store.lock().unwrap();
+    if st.runs.get(&job.run_id).is_none_or(|r| r.finished) {
+        return;
+    }
     fail_run(
         env,
+        config,
         &mut st,
         &job.run_id,
         StopReason::LlmApiError,

@@ -141,6 +141,11 @@ impl Backend for MockBackend {
         Ok(Value::Null)
     }
 
+    async fn create_conversation(&self, agent_id: &str) -> Result<Value, Thrown> {
+        self.log(format!("create_conversation {agent_id}"));
+        Ok(serde_json::json!({"id": "conv-new", "agent_id": agent_id}))
+    }
+
     async fn retrieve_conversation(&self, id: &str) -> Result<Value, Thrown> {
         self.log(format!("retrieve_conversation {id}"));
         self.state
