@@ -176,6 +176,7 @@ pub fn serve(opts: ServeOptions, ready: impl FnOnce(Value)) -> Result<(), InputE
         .map_err(|e| input_error(&opts, format!("cannot start a tokio runtime: {e}")))?;
     runtime.block_on(async move {
         let trace = Trace::new();
+        // Real time on purpose: `sim serve` is real TCP for real clients, never a simulation.
         let start = tokio::time::Instant::now();
         let now: NowFn = Arc::new(move || start.elapsed().as_millis() as u64);
         let sink =
