@@ -655,3 +655,39 @@ fn lost_and_duplicated_frames_are_noticed_by_the_reference_only() {
         );
     }
 }
+
+/// A stream cut between two tool calls: the reference answers both calls after the resume and
+/// runs each once; the published client answers the second alone, meets "Invalid tool call
+/// IDs" and runs the second again (docs/findings.md).
+#[test]
+fn a_resume_after_a_cut_between_two_calls_keeps_the_first_in_the_reference_only() {
+    let s = scenario("client_resume_drops_approvals");
+    let reference = pass(&s, 1);
+    assert_eq!(
+        count(&reference, "status=400"),
+        0,
+        "{}",
+        reference.trace_text
+    );
+    assert_eq!(
+        count(&reference, "executions=1 "),
+        2,
+        "{}",
+        reference.trace_text
+    );
+    assert_eq!(count(&reference, "executions=2 "), 0);
+    assert!(reference.trace_text.contains(
+        "client_acted_on run_id=run-bffc2a6b-5dfd-441b-9cf1-c8ccb3b65671 stop_reason=requires_approval approvals=[\"toolu_bash_2\",\"toolu_write_2\"]"
+    ), "{}", reference.trace_text);
+    let published = pass(&with_profile(s, "letta-code"), 1);
+    assert_eq!(count(&published, "client_response status=400"), 1);
+    assert_eq!(
+        count(
+            &published,
+            "tool_call_id=toolu_write_2 tool=Write arguments=\"{\\\"file_path\\\": \\\"/workspace/b.txt\\\", \\\"content\\\": \\\"hello\\\"}\" executions=2"
+        ),
+        1,
+        "{}",
+        published.trace_text
+    );
+}

@@ -350,6 +350,10 @@ pub struct Client<B: Backend> {
     planted_reexecute: Vec<stream_processor::Approval>,
     /// The reference waits for an interrupt's cancel before the next submission.
     pending_cancel: Option<tokio::task::JoinHandle<()>>,
+    /// (reference) Results of the tools this process ran, by tool call id: a call asked about
+    /// again (an "Invalid tool call IDs" resync shows every server approval) is answered with
+    /// its result instead of running twice.
+    tool_results: Arc<Mutex<std::collections::BTreeMap<String, approvals::ToolRun>>>,
 }
 
 /// The client over HTTP on an [`Env`].
@@ -431,6 +435,7 @@ impl<B: Backend> Client<B> {
             transcript: stream::Transcript::default(),
             planted_reexecute: Vec::new(),
             pending_cancel: None,
+            tool_results: Arc::default(),
             new_conversation,
         }
     }

@@ -48,6 +48,8 @@ pub struct ResumeOptions {
     pub planted_braces_args_fallback: bool,
     /// Planted defect (breaks `stream-gapless`): resume from seq 0 with no threshold.
     pub planted_resume_from_zero: bool,
+    /// Keep originals the resume did not mention (the reference; see [`merge_after_resume`]).
+    pub keep_unresumed_approvals: bool,
 }
 
 /// Resume bookkeeping for the trace and the caller.
@@ -199,18 +201,25 @@ pub fn merge_approvals(
 
 /// The merge after a successful resume (letta-protocol.md §4.4 step 8). Returns the stop reason
 /// and approvals to act on.
+///
+/// `keep_unresumed` (the reference): an original the resume did not mention is kept, in
+/// stream order. The published client drops it (§4.4 step 8 case 2), although a call complete
+/// before the cut is not replayed after `starting_after` and so is never mentioned: the call
+/// then goes unanswered and the approval send fails with "Invalid tool call IDs"
+/// (docs/findings.md#resume-drops-approvals-completed-before-the-cut).
 pub fn merge_after_resume(
     stop: &StopReason,
     original: &[Approval],
     resumed: &[Approval],
     braces_fallback: bool,
+    keep_unresumed: bool,
 ) -> (StopReason, Vec<Approval>) {
     match stop {
         StopReason::RequiresApproval if !original.is_empty() => {
             if resumed.is_empty() {
                 (stop.clone(), original.to_vec())
             } else {
-                let merged = resumed
+                let merged: Vec<Approval> = resumed
                     .iter()
                     .map(
                         |r| match original.iter().find(|o| o.tool_call_id == r.tool_call_id) {
@@ -238,7 +247,27 @@ pub fn merge_after_resume(
                         },
                     )
                     .collect();
-                (stop.clone(), merged)
+                if !keep_unresumed {
+                    return (stop.clone(), merged);
+                }
+                // Originals in stream order (merged where the resume continued them), then the
+                // calls only the resume saw.
+                let mut out: Vec<Approval> = original
+                    .iter()
+                    .map(|o| {
+                        merged
+                            .iter()
+                            .find(|m| m.tool_call_id == o.tool_call_id)
+                            .cloned()
+                            .unwrap_or_else(|| o.clone())
+                    })
+                    .collect();
+                for m in merged {
+                    if !out.iter().any(|o| o.tool_call_id == m.tool_call_id) {
+                        out.push(m);
+                    }
+                }
+                (stop.clone(), out)
             }
         }
         StopReason::EndTurn if !original.is_empty() => {
@@ -476,6 +505,7 @@ pub async fn drain_stream_with_resume<B: Backend>(
                 &original_approvals,
                 &cand.approvals,
                 opts.planted_braces_args_fallback,
+                opts.keep_unresumed_approvals,
             );
             result = DrainResult {
                 stop_reason: stop,

@@ -30,6 +30,10 @@ pub const TERMINAL_EOF_GRACE_MS: u64 = 2000;
 /// `LETTA_STREAM_STALL_RECONCILE_MS` default: "3x the ~20 s server keepalive"
 /// (letta-protocol.md §4.3).
 pub const STALL_RECONCILE_MS: u64 = 60_000;
+/// Why the reference ended a read that stayed silent for the stall window before any run id
+/// arrived (ours; the published client re-arms, letta-protocol.md §4.3).
+pub const STALL_NO_RUN_ID: &str = "Stream stalled before its first chunk";
+
 /// `LETTA_REQUEST_TIMEOUT_MS` default: 10 minutes (letta-protocol.md §2.8). The drain's
 /// absolute bound on silence.
 pub const REQUEST_TIMEOUT_MS: u64 = 600_000;
@@ -515,6 +519,8 @@ pub struct DrainOptions {
     pub drop_repeated_seq: bool,
     /// The `starting_after` of a replay (resume drains): its first chunk is the next seq id.
     pub starting_after: Option<u64>,
+    /// (reference) A stall window with no run id yet ends the read instead of re-arming.
+    pub stall_without_run_id_aborts: bool,
 }
 
 impl Default for DrainOptions {
@@ -529,6 +535,7 @@ impl Default for DrainOptions {
             consult_tool_returns: false,
             drop_repeated_seq: false,
             starting_after: None,
+            stall_without_run_id_aborts: false,
         }
     }
 }
@@ -702,6 +709,14 @@ pub async fn drain<S: ChunkSource, L: RunStatusLookup>(
             }
             _ = tokio::time::sleep_until(stall_at), if stall_armed => {
                 match proc.last_run_id.clone() {
+                    // (reference) Silent for the whole window without even a run id: the read
+                    // is dead; end it so the resume finds the run by the request's otid.
+                    None if opts.stall_without_run_id_aborts => {
+                        stall_fired = true;
+                        fallback_error = Some(STALL_NO_RUN_ID.into());
+                        source.abort();
+                        break "stall-no-run-id".into();
+                    }
                     None => stall_at = Instant::now() + stall,
                     Some(run_id) => {
                         lookup_in_flight = Some(Box::pin(async move { lookup.run_status(&run_id).await }));
@@ -726,7 +741,7 @@ pub async fn drain<S: ChunkSource, L: RunStatusLookup>(
     if cancelled {
         stop_reason = StopReason::Cancelled;
     }
-    let errored = thrown.is_some() || how == "timeout" || how == "gap";
+    let errored = thrown.is_some() || how == "timeout" || how == "gap" || how == "stall-no-run-id";
     if errored && !cancelled {
         if opts.skip_cancel_tools_on_error {
             match stop_reason {

@@ -244,6 +244,57 @@ fn invalid_tool_call_ids_fetch_the_servers_approvals_and_decide_them() {
     assert_eq!(last["messages"][0]["approvals"][0]["tool_call_id"], "t9");
 }
 
+/// After "Invalid tool call IDs" the client shows every approval the server holds, including
+/// one it already ran (t1). The reference answers t1 with the result it has; the published
+/// client runs it a second time (docs/findings.md#resume-drops-approvals-completed-before-the-cut).
+#[test]
+fn a_resync_after_invalid_tool_call_ids_reruns_a_finished_tool_only_in_the_published_client() {
+    let executions = |profile: Profile| {
+        let mock = MockBackend::default();
+        {
+            let mut st = mock.state.lock().unwrap();
+            st.sends.push_back(ok(vec![c(PING1), c(APPROVAL), c(RA)]));
+            st.sends.push_back(Err(policy::api_error(
+                400,
+                &json!({"detail": "Invalid tool call IDs. Expected '['t1', 't2']', but received '['t1']'."})
+                    .to_string(),
+                &[],
+            )));
+            st.sends.push_back(ok(vec![c(END)]));
+            st.messages.push((
+                "msg-9".into(),
+                Ok(vec![json!({"id": "msg-9", "message_type": "approval_request_message",
+                    "tool_calls": [
+                        {"tool_call_id": "t1", "name": "Read", "arguments": "{\"file_path\":\"/a\"}"},
+                        {"tool_call_id": "t2", "name": "Read", "arguments": "{\"file_path\":\"/a\"}"}
+                    ]})]),
+            ));
+            st.conversation = Some(Ok(
+                json!({"id": "conv-1", "in_context_message_ids": ["msg-9"]}),
+            ));
+        }
+        let mut cfg = config(vec![], true);
+        cfg.backfill = false;
+        cfg.profile = profile;
+        let r = run_client(mock, cfg);
+        assert_eq!(r.outcomes, vec![TurnOutcome::Stopped("end_turn".into())]);
+        let last = r.bodies.last().unwrap();
+        let ids: Vec<&str> = last["messages"][0]["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["tool_call_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["t1", "t2"], "{profile:?}");
+        r.events
+            .iter()
+            .filter(|e| matches!(e, Observation::ToolExecuted { tool_call_id, .. } if tool_call_id == "t1"))
+            .count()
+    };
+    assert_eq!(executions(Profile::Reference), 1);
+    assert_eq!(executions(Profile::LettaCode), 2);
+}
+
 #[test]
 fn a_body_that_never_closes_before_its_stop_reason_is_bounded() {
     // No run id ever arrives, so the stall reconciler cannot poll; the silence bound (the SDK

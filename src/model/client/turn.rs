@@ -468,9 +468,12 @@ impl<B: Backend> Client<B> {
                 consult_tool_returns: self.config.profile == Profile::Reference,
                 drop_repeated_seq: self.config.profile == Profile::Reference,
                 starting_after: None,
+                stall_without_run_id_aborts: self.config.profile == Profile::Reference
+                    && !self.config.bugs.waits_forever_on_silence,
             },
             planted_braces_args_fallback: self.config.bugs.braces_args_fallback,
             planted_resume_from_zero: self.config.bugs.resume_from_zero,
+            keep_unresumed_approvals: self.config.profile == Profile::Reference,
         };
         let interrupt_at: Option<u32> = self.config.interrupts.iter().find_map(|p| match p.when {
             InterruptWhen::AfterChunk(n) if p.turn == turn => Some(n),
@@ -967,6 +970,7 @@ impl<B: Backend> Client<B> {
         let default_ms = self.config.default_tool_ms;
         let completion: Arc<std::sync::Mutex<Vec<usize>>> = Default::default();
         let done = completion.clone();
+        let memo = (self.config.profile == Profile::Reference).then(|| self.tool_results.clone());
         let runner = move |i: usize, a: Approval| {
             let workspace = workspace.clone();
             let observe = observe.clone();
@@ -974,7 +978,19 @@ impl<B: Backend> Client<B> {
             let ms = tool_ms.get(&a.tool_name).copied().unwrap_or(default_ms);
             let key = resource_key(&a.tool_name, &a.tool_args, &cwd);
             let done = done.clone();
+            let memo = memo.clone();
             async move {
+                let known = memo
+                    .as_ref()
+                    .and_then(|m| m.lock().unwrap().get(&a.tool_call_id).cloned());
+                if let Some(r) = known {
+                    done.lock().unwrap().push(i);
+                    observe(Observation::ClientRecovery {
+                        kind: "reused_tool_result".into(),
+                        detail: a.tool_call_id.clone(),
+                    });
+                    return r;
+                }
                 observe(Observation::ToolStarted {
                     tool_call_id: a.tool_call_id.clone(),
                     tool: a.tool_name.clone(),
@@ -1006,12 +1022,18 @@ impl<B: Backend> Client<B> {
                     executions,
                     status: outcome.status.as_str().into(),
                 });
-                ToolRun::Done {
+                let run = ToolRun::Done {
                     tool_return: Content::Text(outcome.tool_return),
                     status: outcome.status.as_str().into(),
                     stdout: None,
                     stderr: None,
+                };
+                if let Some(m) = &memo {
+                    m.lock()
+                        .unwrap()
+                        .insert(a.tool_call_id.clone(), run.clone());
                 }
+                run
             }
         };
         let check = self.interrupt.clone();

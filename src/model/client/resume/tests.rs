@@ -81,6 +81,7 @@ fn run(
             drain: DrainOptions::default(),
             planted_braces_args_fallback: false,
             planted_resume_from_zero: false,
+            keep_unresumed_approvals: false,
         };
         drain_stream_with_resume::<MockBackend>(
             &mut src,
@@ -268,6 +269,7 @@ fn headless_policy_waits_250_500_1000_2000_then_2000() {
                 drain: DrainOptions::default(),
                 planted_braces_args_fallback: false,
                 planted_resume_from_zero: false,
+                keep_unresumed_approvals: false,
             },
             ResumeEnv {
                 backend: &m2,
@@ -430,7 +432,7 @@ fn ap(id: &str, name: &str, args: &str) -> Approval {
 fn approval_merge_across_the_resume_boundary() {
     let orig = vec![ap("t1", "Bash", "{\"comm"), ap("t2", "Read", "{}")];
     // Case 1: the resume collected none → originals unchanged.
-    let (s, a) = merge_after_resume(&StopReason::RequiresApproval, &orig, &[], false);
+    let (s, a) = merge_after_resume(&StopReason::RequiresApproval, &orig, &[], false, false);
     assert_eq!((s, a), (StopReason::RequiresApproval, orig.clone()));
     // Case 2: prefix + suffix by id; resumed without an original pass through; originals absent
     // from the resume are dropped.
@@ -439,20 +441,50 @@ fn approval_merge_across_the_resume_boundary() {
         &orig,
         &[ap("t1", "", "and\":1}"), ap("t3", "Grep", "{}")],
         false,
+        false,
     );
     assert_eq!(
         a,
         vec![ap("t1", "Bash", "{\"command\":1}"), ap("t3", "Grep", "{}")]
     );
+    // The reference keeps the original the resume did not mention (t2, complete before the
+    // cut), in stream order, then the calls only the resume saw.
+    let (_, a) = merge_after_resume(
+        &StopReason::RequiresApproval,
+        &orig,
+        &[ap("t1", "", "and\":1}"), ap("t3", "Grep", "{}")],
+        false,
+        true,
+    );
+    assert_eq!(
+        a,
+        vec![
+            ap("t1", "Bash", "{\"command\":1}"),
+            ap("t2", "Read", "{}"),
+            ap("t3", "Grep", "{}")
+        ]
+    );
     // end_turn with original approvals → requires_approval with the originals.
-    let (s, a) = merge_after_resume(&StopReason::EndTurn, &orig, &[], false);
+    let (s, a) = merge_after_resume(&StopReason::EndTurn, &orig, &[], false, false);
     assert_eq!((s, a), (StopReason::RequiresApproval, orig.clone()));
     // The empty-args fallback: "" keeps the merge intact; the planted "{}" corrupts it.
     let name_only = vec![ap("t1", "Bash", "")];
     let suffix = vec![ap("t1", "", "{\"command\":\"ls\"}")];
-    let (_, a) = merge_after_resume(&StopReason::RequiresApproval, &name_only, &suffix, false);
+    let (_, a) = merge_after_resume(
+        &StopReason::RequiresApproval,
+        &name_only,
+        &suffix,
+        false,
+        false,
+    );
     assert_eq!(a[0].tool_args, "{\"command\":\"ls\"}");
-    let (_, a) = merge_after_resume(&StopReason::RequiresApproval, &name_only, &suffix, true);
+    let (_, a) = merge_after_resume(
+        &StopReason::RequiresApproval,
+        &name_only,
+        &suffix,
+        true,
+        false,
+    );
     assert_eq!(a[0].tool_args, "{}{\"command\":\"ls\"}");
     // The failed-attempt merge fills an empty name.
     let m = merge_approvals(&[ap("t1", "", "{")], &[ap("t1", "Bash", "}")], false);
