@@ -206,3 +206,17 @@ fn cli_flow6_stream_cut_resumed() {
         },
     );
 }
+
+#[test]
+fn cli_flow7_resume_failing_until_budget_spent() {
+    assert_conforms(
+        "conf-flow7",
+        Flow {
+            scenario: "tests/interop/resume_failing.toml",
+            seed: 7,
+            always_ask_bash: false,
+            conversation: None,
+            must: &["POST /v1/runs/{r1}/stream batch_size=1000 starting_after=2 -> 500"],
+        },
+    );
+}

@@ -324,3 +324,63 @@ fn flow6_stream_cut_after_first_chunk_resumed_with_starting_after() {
     assert_eq!(served.sends().len(), 2, "resumed, not re-sent");
     assert_bash_round_trip(&run, &served);
 }
+
+/// Flow 7 (B.5.6): the stream cut after two frames while the run is still streaming, and every
+/// resume answered 500. Headless, the CLI retries the run stream with the same cursor until its
+/// budget is spent (20 attempts, letta-protocol.md §4.4), looking the run up after each failed
+/// attempt, then gives the turn up: no second message send, an error result. Each attempt is
+/// three POSTs: the SDK itself retries a 500 twice before the CLI sees the error (observed here;
+/// the Stainless client's default `maxRetries: 2`).
+#[test]
+fn flow7_resume_failing_until_the_budget_is_spent() {
+    let Some(cli) = setup() else { return };
+    let served = Served::start("tests/interop/resume_failing.toml", "flow7", 7);
+    let run = run_cli(
+        &cli,
+        &served,
+        &["-p", PROMPT, "-m", MODEL, "--output-format", "stream-json"],
+        |_| {},
+    );
+    let reqs = served.requests();
+    let resumes: Vec<&Value> = reqs
+        .iter()
+        .filter(|r| {
+            let p = r["path"].as_str().unwrap();
+            p.starts_with("/v1/runs/run-") && p.ends_with("/stream")
+        })
+        .collect();
+    assert_eq!(resumes.len(), 60, "resume POSTs: {reqs:#?}\n{}", run.stdout);
+    let after_send: Vec<String> = reqs
+        .iter()
+        .skip_while(|r| !r["path"].as_str().unwrap().ends_with("/messages"))
+        .skip(1)
+        .map(|r| r["method"].as_str().unwrap().to_string())
+        .collect();
+    let pattern: Vec<&str> = ["POST", "POST", "POST", "GET"].repeat(20);
+    assert_eq!(
+        &after_send[..80],
+        &pattern[..],
+        "three POSTs then a run lookup, twenty times: {reqs:#?}"
+    );
+    for r in &resumes {
+        assert_eq!(r["body"]["starting_after"], 2);
+        assert_eq!(r["status"], 500);
+    }
+    assert_eq!(served.sends().len(), 1, "given up, not re-sent");
+    // B.5.6: a few run lookups, then the still-running run is cancelled.
+    let last = reqs.last().unwrap();
+    assert!(
+        last["path"].as_str().unwrap().ends_with("/messages/cancel"),
+        "ends with the cancel: {reqs:#?}"
+    );
+    assert_eq!(
+        last["body"]["run_ids"][0],
+        resumes[0]["path"].as_str().unwrap()[9..].trim_end_matches("/stream")
+    );
+    assert!(
+        run.stdout.contains("\"type\":\"error\"")
+            && run.stdout.contains("\"stop_reason\":\"error\""),
+        "the CLI reports an error:\n{}",
+        run.stdout
+    );
+}

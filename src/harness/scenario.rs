@@ -318,6 +318,10 @@ pub struct ServerSection {
     /// `in_band` (default; Letta 0.16.8) or `http_409` (letta-protocol.md §3.2).
     #[serde(default = "default_approval_conflict")]
     pub approval_conflict: Spanned<String>,
+    /// How long the server waits for the model's next stream frame before it fails the run
+    /// with "Provider stream timed out" (simulated ms).
+    #[serde(default = "default_provider_idle_timeout_ms")]
+    pub provider_idle_timeout_ms: u64,
 }
 
 fn default_server_profile() -> Spanned<String> {
@@ -326,12 +330,16 @@ fn default_server_profile() -> Spanned<String> {
 fn default_approval_conflict() -> Spanned<String> {
     Spanned::new(0..0, "in_band".to_string())
 }
+fn default_provider_idle_timeout_ms() -> u64 {
+    60_000
+}
 
 impl Default for ServerSection {
     fn default() -> Self {
         ServerSection {
             profile: default_server_profile(),
             approval_conflict: default_approval_conflict(),
+            provider_idle_timeout_ms: default_provider_idle_timeout_ms(),
         }
     }
 }
@@ -864,6 +872,11 @@ impl Scenario {
             s,
             "approval_conflict = {}",
             q(self.server.approval_conflict.get_ref())
+        );
+        let _ = writeln!(
+            s,
+            "provider_idle_timeout_ms = {}",
+            self.server.provider_idle_timeout_ms
         );
         for r in &self.requests {
             let r = r.get_ref();

@@ -192,7 +192,7 @@ pub fn server_parts(
         provider_addr,
         provider_api: scenario.provider_api()?,
         agents,
-        provider_idle_timeout: Duration::from_secs(60),
+        provider_idle_timeout: Duration::from_millis(scenario.server.provider_idle_timeout_ms),
         profile,
         approval_conflict: scenario.approval_conflict()?,
         bugs: ServerBugs {

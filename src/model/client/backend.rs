@@ -146,10 +146,12 @@ impl<B: Backend> RunStatusLookup for BackendLookup<'_, B> {
 /// The SDK retry behaviour for calls other than the send (letta-protocol.md §2.8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SdkRetries {
-    /// The published client: `maxRetries = 2` on reads and cancels, 409 included
-    /// (letta-protocol.md §2.8, §10.3 item 10). The resume streams are not retried: the live
-    /// observation of 0.32.18 (reference B.5.6) shows one `POST /v1/runs/{id}/stream` per
-    /// attempt against a 500, although §2.5 reads the source as passing no `maxRetries`.
+    /// The published client: `maxRetries = 2` on reads, cancels and the resume streams, 409
+    /// included (letta-protocol.md §2.5, §2.8, §10.3 item 10). Only the send passes
+    /// `maxRetries: 0`. The real CLI 0.32.18 against `sim serve` makes three
+    /// `POST /v1/runs/{id}/stream` per resume attempt when each is answered a plain 500
+    /// (tests/interop_cli.rs flow 7), as §2.5 reads the source; reference B.5.6 reports one,
+    /// which a 500 carrying `x-should-retry: false` would give.
     Default,
     /// The reference: reads (`GET`) keep the SDK's retries, except on 409; writes and streams
     /// (resume, cancel) are never retried behind the caller's back.
@@ -287,8 +289,8 @@ impl<E: Env> HttpBackend<E> {
         stream: bool,
     ) -> Result<hyper::Response<hyper::body::Incoming>, Thrown> {
         let retries = match (self.config.sdk_retries, method) {
-            (_, _) if stream => 0,
             (SdkRetries::Default, _) => policy::SDK_MAX_RETRIES,
+            (SdkRetries::ReadsOnly, _) if stream => 0,
             (SdkRetries::ReadsOnly, "GET") => policy::SDK_MAX_RETRIES,
             (SdkRetries::ReadsOnly, _) => 0,
         };

@@ -425,6 +425,7 @@ pub async fn drain_stream_with_resume<B: Backend>(
         };
         let run_for_check = last_run_id.clone();
         resume_opts.starting_after = Some(next_seq);
+        resume_opts.prior_approvals = original_approvals.clone();
         match opened {
             Ok(mut stream) => {
                 let mut cand = drain(

@@ -521,6 +521,14 @@ pub struct DrainOptions {
     pub starting_after: Option<u64>,
     /// (reference) A stall window with no run id yet ends the read instead of re-arming.
     pub stall_without_run_id_aborts: bool,
+    /// (reference) A stop reason that finds a tool call's arguments torn (not whole JSON) ends
+    /// the read as a gap when this read delivered a numbered frame: the frame that finished
+    /// them was lost where no later numbered frame shows the gap (the stop_reason and usage
+    /// frames carry no seq_id), and the resume replays it.
+    pub torn_args_end_the_read: bool,
+    /// The approvals collected before this read (a resume's originals): arguments continue
+    /// across the cut.
+    pub prior_approvals: Vec<Approval>,
 }
 
 impl Default for DrainOptions {
@@ -536,6 +544,8 @@ impl Default for DrainOptions {
             drop_repeated_seq: false,
             starting_after: None,
             stall_without_run_id_aborts: false,
+            torn_args_end_the_read: false,
+            prior_approvals: Vec::new(),
         }
     }
 }
@@ -655,6 +665,16 @@ pub async fn drain<S: ChunkSource, L: RunStatusLookup>(
                         }
                         if !processed.skipped {
                             hook(&chunk, &processed);
+                        }
+                        if opts.torn_args_end_the_read
+                            && let Some(id) = torn_call(&proc, opts)
+                        {
+                            proc.stop_reason = None;
+                            fallback_error = Some(format!(
+                                "Stream gap: the arguments of tool call {id} are not whole JSON at the stop reason"
+                            ));
+                            source.abort();
+                            break "gap".into();
                         }
                         if proc.stop_reason.is_some() {
                             // (Re-)arm the terminal-EOF guard after every chunk once a stop
@@ -793,6 +813,28 @@ pub async fn drain<S: ChunkSource, L: RunStatusLookup>(
         last_seq_id: result.last_seq_id,
     });
     result
+}
+
+/// The first tool call whose arguments, continued across the cut, are torn when the stop
+/// reason arrives (see `DrainOptions::torn_args_end_the_read`); `None` unless this read
+/// delivered a numbered frame past its `starting_after`, so a replay that brings nothing new
+/// accepts what it has (a model that really wrote broken JSON costs one replay).
+fn torn_call(proc: &StreamProcessor, opts: &DrainOptions) -> Option<String> {
+    if !matches!(
+        proc.stop_reason,
+        Some(StopReason::RequiresApproval | StopReason::EndTurn)
+    ) || proc.last_seq_id <= opts.starting_after
+        || proc.last_run_id.is_none()
+    {
+        return None;
+    }
+    let current: Vec<Approval> = proc.approvals().cloned().collect();
+    super::resume::merge_approvals(&opts.prior_approvals, &current, false)
+        .into_iter()
+        .find(|a| {
+            !a.tool_args.trim().is_empty() && serde_json::from_str::<Value>(&a.tool_args).is_err()
+        })
+        .map(|a| a.tool_call_id)
 }
 
 /// Marks a stream failure in the transcript (letta-protocol.md §4.4 steps 9-10).

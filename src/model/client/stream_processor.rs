@@ -261,6 +261,11 @@ impl StreamProcessor {
     }
 
     /// The approvals collected, in the order their ids first appeared; clears them (§4.2).
+    /// The approvals collected so far, in stream order.
+    pub fn approvals(&self) -> impl Iterator<Item = &Approval> {
+        self.pending.values()
+    }
+
     pub fn take_approvals(&mut self) -> Vec<Approval> {
         std::mem::take(&mut self.pending).into_values().collect()
     }

@@ -470,6 +470,8 @@ impl<B: Backend> Client<B> {
                 starting_after: None,
                 stall_without_run_id_aborts: self.config.profile == Profile::Reference
                     && !self.config.bugs.waits_forever_on_silence,
+                torn_args_end_the_read: self.config.profile == Profile::Reference,
+                prior_approvals: Vec::new(),
             },
             planted_braces_args_fallback: self.config.bugs.braces_args_fallback,
             planted_resume_from_zero: self.config.bugs.resume_from_zero,
@@ -1391,6 +1393,22 @@ impl<B: Backend> Client<B> {
     ) -> Option<TurnOutcome> {
         let line = Self::fallback_detail(d);
         let reference = self.config.profile == Profile::Reference;
+        // The published CLI first reads the run's error detail on its own
+        // (`fetchRunErrorDetail`) and prefers it to the stream's error text in the checks
+        // below; then it reads the run again for the retry decision and once more before a
+        // cancel: three lookups where the reference makes two (difference 17; the real CLI's
+        // request log in tests/interop_cli.rs flow 7).
+        let error_line = if reference {
+            line.clone()
+        } else {
+            match self.run_error_meta(d.last_run_id.as_deref()).await {
+                Some(RunErrorMeta {
+                    detail: Some(detail),
+                    ..
+                }) => detail,
+                _ => line.clone(),
+            }
+        };
         // The published CLI does not recover from an in-band approval conflict
         // (captures/letta_e2e flow d3); the reference raises the flag.
         let flag = reference
@@ -1403,7 +1421,7 @@ impl<B: Backend> Client<B> {
         let hi = HeadlessPostStreamInput {
             stop_reason: Some(d.stop_reason.clone()),
             approval_pending_flag: flag,
-            error_line: Some(line.clone()),
+            error_line: Some(error_line),
             honour_retryable_false: reference,
             run_meta: meta,
             empty_response_step: reference,
