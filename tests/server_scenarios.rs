@@ -301,3 +301,36 @@ fn stream_faults_fail_the_run_stream_lose_a_frame_and_stall() {
         "status=200 summary=\"assistant_message#3,approval_request_message#4 (timeout)\""
     );
 }
+
+/// A lost `content_block_stop` (frame 5 of the Bash + Write cassette) loses no call: the message
+/// ends `tool_use` and both calls' arguments are whole JSON, so the run asks for both, as the
+/// provider SDKs' final message would have them. Found by a swarm sweep: the server had shown
+/// the client the Bash call and then asked only for Write (stop-reason-consistent).
+#[test]
+fn a_lost_block_close_keeps_the_call_when_the_message_ends_tool_use() {
+    use loopsim::harness::faults::Fault;
+    use loopsim::model::faults::StreamFault;
+    let mut s = Scenario::load(&path("client_lock_safety.toml")).unwrap();
+    s.faults.push(toml::Spanned::new(
+        0..0,
+        Fault::ProviderStream {
+            call: 0,
+            frame: 5,
+            action: StreamFault::Drop,
+        },
+    ));
+    let r = run_scenario(&s, 1, 2).unwrap();
+    assert_eq!(r.verdict, Verdict::Pass, "{}", r.render());
+    assert!(
+        r.trace_text
+            .contains("entry.kind=tool_call entry.tool_call_id=toolu_bash_2"),
+        "{}",
+        r.trace_text
+    );
+    assert!(
+        r.trace_text
+            .contains("fault=\"provider_stream call=0 frame=5 action=drop\""),
+        "{}",
+        r.trace_text
+    );
+}

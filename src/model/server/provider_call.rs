@@ -25,7 +25,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use serde_json::{Value, json};
 
-use super::store::{IdKind, Message, MessageBody};
+use super::store::{IdKind, Message, MessageBody, Store};
 use super::{
     Profile, ServerConfig, SharedStore, StoredToolCall, fail_run, finish_run, ids, record,
 };
@@ -350,6 +350,28 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
         ..Default::default()
     };
 
+    // The provider closed a tool call: it is a call now. Local streams show it here, as one
+    // complete chunk per tool call with no otid (letta-protocol.md §7.6).
+    let close_call = |st: &mut Store, c: &mut OpenCall| {
+        c.complete = true;
+        if local {
+            let d = ToolCallDelta {
+                name: Some(c.name.clone()),
+                arguments: Some(c.arguments.clone()),
+                tool_call_id: Some(c.id.clone()),
+            };
+            let id = st.new_id(config.profile, IdKind::Chunk);
+            record(
+                &env,
+                &config,
+                st,
+                &job.run_id,
+                approval_chunk(envelope("approval_request_message", id, None), d, false),
+                None,
+            );
+        }
+    };
+
     'read: loop {
         let frame = match tokio::time::timeout(config.provider_idle_timeout, body.frame()).await {
             Err(_) => {
@@ -476,28 +498,7 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
                     }
                     ProviderEvent::ToolCallEnd { index } => {
                         if let Some(c) = calls.iter_mut().find(|c| c.index == index) {
-                            c.complete = true;
-                            if local {
-                                // One complete chunk per tool call, no otid (§7.6).
-                                let d = ToolCallDelta {
-                                    name: Some(c.name.clone()),
-                                    arguments: Some(c.arguments.clone()),
-                                    tool_call_id: Some(c.id.clone()),
-                                };
-                                let id = st.new_id(config.profile, IdKind::Chunk);
-                                record(
-                                    &env,
-                                    &config,
-                                    &mut st,
-                                    &job.run_id,
-                                    approval_chunk(
-                                        envelope("approval_request_message", id, None),
-                                        d,
-                                        false,
-                                    ),
-                                    None,
-                                );
-                            }
+                            close_call(&mut st, c);
                         }
                     }
                     ProviderEvent::Usage(u) => {
@@ -510,6 +511,19 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
                     }
                     ProviderEvent::Stop { reason, .. } => {
                         stop_seen = true;
+                        // A message that ends `tool_use` closes every call whose arguments
+                        // are whole JSON, block close seen or not: the provider SDKs build the
+                        // final message from each block's start and deltas, so a lost
+                        // `content_block_stop` loses nothing. (A swarm `provider_stream` drop
+                        // found the difference: the client had been shown a call the run
+                        // then did not ask for.) A call cut by max_tokens stays open.
+                        if reason == ProviderStop::ToolUse {
+                            for c in calls.iter_mut() {
+                                if !c.complete && whole_json(&c.arguments) {
+                                    close_call(&mut st, c);
+                                }
+                            }
+                        }
                         provider_stop = Some(reason);
                     }
                     ProviderEvent::Error {
@@ -736,4 +750,10 @@ fn provider_failed<E: Env>(
         message,
         detail,
     );
+}
+
+/// Arguments a provider SDK would accept as a finished tool input: empty (no deltas, `{}`) or
+/// one JSON value.
+fn whole_json(arguments: &str) -> bool {
+    arguments.trim().is_empty() || serde_json::from_str::<serde_json::Value>(arguments).is_ok()
 }
