@@ -176,6 +176,12 @@ enum Command {
         /// hosts (no models, no trace) and report the cost ratio.
         #[arg(long)]
         compare_bare: bool,
+        /// Run the same seeds once per turmoil tick in this comma-separated list (ms),
+        /// overriding the scenario's `[network] tick_ms`, and print one row per tick: how the
+        /// tick trades wall time against the resolution of hops between hosts
+        /// (docs/performance.md).
+        #[arg(long, value_delimiter = ',', value_name = "MS,...")]
+        ticks: Vec<u64>,
     },
     /// Serve the scenario's Letta server model (and its fake provider) on real TCP, for real
     /// clients such as the Letta Code CLI and the SDKs.
@@ -335,7 +341,8 @@ fn main() -> ExitCode {
             seeds,
             swarm,
             compare_bare,
-        } => bench(&scenario, seeds, swarm, compare_bare),
+            ticks,
+        } => bench(&scenario, seeds, swarm, compare_bare, &ticks),
         Command::Serve {
             scenario,
             seed,
@@ -617,7 +624,47 @@ fn rss_kib() -> Option<u64> {
         .and_then(|n| n.parse().ok())
 }
 
-fn bench(path: &Path, seeds: u64, swarm: bool, compare_bare: bool) -> CmdResult {
+/// What one pass of `sim bench` over seeds 0..N measured.
+struct Measured {
+    wall: f64,
+    simulated_ms: u64,
+    events: usize,
+    failures: u64,
+}
+
+fn measure(
+    scenario: &Scenario,
+    seeds: u64,
+    base: Option<&loopsim::harness::swarm::Baseline>,
+    label: String,
+) -> Result<Measured, InputError> {
+    let started = Instant::now();
+    let mut m = Measured {
+        wall: 0.0,
+        simulated_ms: 0,
+        events: 0,
+        failures: 0,
+    };
+    let bar = progress::Bar::new(label);
+    for seed in 0..seeds {
+        let s = match base {
+            Some(b) => with_swarm(scenario, seed, b),
+            None => scenario.clone(),
+        };
+        let r = run_scenario(&s, seed, 1)?;
+        m.simulated_ms += r.end_ms;
+        m.events += r.events;
+        if r.verdict.exit_code() != exit::PASS {
+            m.failures += 1;
+        }
+        bar.update(seed + 1, seeds);
+    }
+    bar.finish();
+    m.wall = started.elapsed().as_secs_f64();
+    Ok(m)
+}
+
+fn bench(path: &Path, seeds: u64, swarm: bool, compare_bare: bool, ticks: &[u64]) -> CmdResult {
     let scenario = Scenario::load(path)?;
     let base = if swarm {
         Some(loopsim::harness::explore::baseline(&scenario)?)
@@ -626,42 +673,46 @@ fn bench(path: &Path, seeds: u64, swarm: bool, compare_bare: bool) -> CmdResult 
     };
     let seeds = seeds.max(1);
     let rss_start = rss_kib();
-    let started = Instant::now();
-    let mut simulated_ms = 0u64;
-    let mut events = 0usize;
-    let mut failures = 0u64;
-    let bar = progress::Bar::new("bench");
-    for seed in 0..seeds {
-        let s = match &base {
-            Some(b) => with_swarm(&scenario, seed, b),
-            None => scenario.clone(),
-        };
-        let r = run_scenario(&s, seed, 1)?;
-        simulated_ms += r.end_ms;
-        events += r.events;
-        if r.verdict.exit_code() != exit::PASS {
-            failures += 1;
-        }
-        bar.update(seed + 1, seeds);
-    }
-    bar.finish();
-    let wall = started.elapsed().as_secs_f64();
+    let m = measure(&scenario, seeds, base.as_ref(), "bench".into())?;
     let rss_end = rss_kib();
+    let wall = m.wall;
     println!("scenario        {}", path.display());
     println!(
-        "seeds           {seeds} (one run each{}), {failures} not passing",
-        if swarm { ", swarm faults" } else { "" }
+        "seeds           {seeds} (one run each{}), {} not passing",
+        if swarm { ", swarm faults" } else { "" },
+        m.failures
     );
+    println!("tick            {} ms", scenario.network.tick_ms);
     println!("wall            {wall:.3} s");
     println!("runs/s          {:.1}", seeds as f64 / wall);
-    println!("events/s        {:.0}", events as f64 / wall);
-    println!("simulated       {:.3} s", simulated_ms as f64 / 1000.0);
+    println!("events/s        {:.0}", m.events as f64 / wall);
+    println!("simulated       {:.3} s", m.simulated_ms as f64 / 1000.0);
     println!(
         "simulated/wall  {:.1}x",
-        simulated_ms as f64 / 1000.0 / wall
+        m.simulated_ms as f64 / 1000.0 / wall
     );
     if let (Some(a), Some(b)) = (rss_start, rss_end) {
         println!("rss             {a} KiB before, {b} KiB after");
+    }
+    if !ticks.is_empty() {
+        println!("ticks           same seeds, one run each per tick");
+        println!(
+            "  {:>8}  {:>10}  {:>12}  {:>14}  {:>11}",
+            "tick ms", "runs/s", "simulated s", "simulated/wall", "not passing"
+        );
+        for &t in ticks {
+            let mut s = scenario.clone();
+            s.network.tick_ms = t.max(1);
+            let m = measure(&s, seeds, base.as_ref(), format!("tick {t} ms"))?;
+            println!(
+                "  {:>8}  {:>10.1}  {:>12.3}  {:>13.0}x  {:>11}",
+                s.network.tick_ms,
+                seeds as f64 / m.wall,
+                m.simulated_ms as f64 / 1000.0,
+                m.simulated_ms as f64 / 1000.0 / m.wall,
+                m.failures
+            );
+        }
     }
     if compare_bare {
         let mut clean = scenario.clone();

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 pub struct Bar {
-    label: &'static str,
+    label: String,
     started: Instant,
     tty: bool,
     /// Last percentage drawn.
@@ -15,9 +15,9 @@ pub struct Bar {
 }
 
 impl Bar {
-    pub fn new(label: &'static str) -> Self {
+    pub fn new(label: impl Into<String>) -> Self {
         Bar {
-            label,
+            label: label.into(),
             started: Instant::now(),
             tty: std::io::stderr().is_terminal(),
             last: Mutex::new(None),
