@@ -162,6 +162,7 @@ pub fn server_parts(
         agents,
         provider_idle_timeout: Duration::from_secs(60),
         profile,
+        keepalive_interval: server::KEEPALIVE_INTERVAL,
         approval_conflict: scenario.approval_conflict()?,
         bugs: ServerBugs {
             accept_message_while_pending: p.server_accepts_message_while_pending,
