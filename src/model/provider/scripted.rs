@@ -125,10 +125,7 @@ pub fn decide(body: &Value, preferred_tool: &str) -> Mode {
     let last_text = text_of(&last);
     if last["role"] == "tool" {
         let head: String = last_text.chars().take(80).collect();
-        return Mode::Text(format!(
-            "Tool result received: {}",
-            head.replace('\n', " ")
-        ));
+        return Mode::Text(format!("Tool result received: {}", head.replace('\n', " ")));
     }
     if last_text.contains("FAIL500") {
         return Mode::Fail500;
@@ -152,7 +149,11 @@ pub fn decide(body: &Value, preferred_tool: &str) -> Mode {
         .filter(|t| t["type"] == "function")
         .filter_map(|t| t["function"]["name"].as_str())
         .collect();
-    match names.iter().find(|n| **n == preferred_tool).or(names.first()) {
+    match names
+        .iter()
+        .find(|n| **n == preferred_tool)
+        .or(names.first())
+    {
         Some(name) => Mode::Tool((*name).to_string()),
         None => Mode::Text("Plain text reply (request had no tools).".into()),
     }
@@ -305,7 +306,11 @@ async fn answer<E: Env>(
         }
         Mode::Text(t) | Mode::Cut(t) | Mode::MidErr(t) | Mode::Slow(t) => {
             for (i, w) in t.split(' ').enumerate() {
-                let piece = if i == 0 { w.to_string() } else { format!(" {w}") };
+                let piece = if i == 0 {
+                    w.to_string()
+                } else {
+                    format!(" {w}")
+                };
                 pieces.push(chunk(json!({"content": piece}), Value::Null));
                 pieces.push(Piece::Sleep(delay));
                 if i == 3 && matches!(mode, Mode::Cut(_)) {
@@ -395,8 +400,14 @@ mod tests {
             decide(&req(m("weather?"), tools.clone()), "other"),
             Mode::Tool("a".into())
         );
-        assert_eq!(decide(&req(m("x FAIL500"), tools.clone()), ""), Mode::Fail500);
-        assert!(matches!(decide(&req(m("SLOW"), json!([])), ""), Mode::Slow(_)));
+        assert_eq!(
+            decide(&req(m("x FAIL500"), tools.clone()), ""),
+            Mode::Fail500
+        );
+        assert!(matches!(
+            decide(&req(m("SLOW"), json!([])), ""),
+            Mode::Slow(_)
+        ));
         assert_eq!(
             decide(&req(m("hi"), json!([])), ""),
             Mode::Text("Plain text reply (request had no tools).".into())

@@ -593,9 +593,12 @@ fn cancel_conversation<E: Env>(
         .clone()
         .filter(|r| st.runs.get(r).is_some_and(|r| !r.finished));
     match (config.profile, active) {
-        (Profile::Cloud | Profile::LettaOss016, None) => conflict(config, json!({
-            "detail": format!("No active runs to cancel for conversation {conv_id}")
-        })),
+        (Profile::Cloud | Profile::LettaOss016, None) => conflict(
+            config,
+            json!({
+                "detail": format!("No active runs to cancel for conversation {conv_id}")
+            }),
+        ),
         (profile, active) => {
             if let Some(run_id) = &active {
                 cancel_one(env, config, &mut st, run_id);

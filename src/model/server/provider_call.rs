@@ -400,8 +400,9 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
             let events = match decoder.on_event(ev) {
                 Ok(evs) => evs,
                 Err(e) => {
-                    provider_error =
-                        Some(format!("INTERNAL_SERVER_ERROR: Invalid provider stream: {e}"));
+                    provider_error = Some(format!(
+                        "INTERNAL_SERVER_ERROR: Invalid provider stream: {e}"
+                    ));
                     break 'read;
                 }
             };
@@ -675,9 +676,8 @@ async fn step_call<E: Env>(
             "INTERNAL_SERVER_ERROR: Network error during {} request: ",
             vendor(config.provider_api)
         )),
-        Ok(Ok(bytes)) => serde_json::from_slice(&bytes).map_err(|e| {
-            format!("INTERNAL_SERVER_ERROR: Invalid provider response: {e}")
-        }),
+        Ok(Ok(bytes)) => serde_json::from_slice(&bytes)
+            .map_err(|e| format!("INTERNAL_SERVER_ERROR: Invalid provider response: {e}")),
     };
     let completion = match parsed {
         Ok(v) => v,
@@ -707,7 +707,10 @@ async fn step_call<E: Env>(
                 .map(|c| StoredToolCall {
                     id: c["id"].as_str().unwrap_or("").to_string(),
                     name: c["function"]["name"].as_str().unwrap_or("").to_string(),
-                    arguments: c["function"]["arguments"].as_str().unwrap_or("").to_string(),
+                    arguments: c["function"]["arguments"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string(),
                 })
                 .collect()
         })
@@ -794,7 +797,13 @@ struct Turn {
 /// Stores the assistant message, leaves its client tool calls pending, and ends the run:
 /// `stop_reason` (`requires_approval` with calls, else `end_turn`), `usage_statistics`,
 /// `[DONE]` (captures a, b; local: usage then stop_reason, §1.6).
-fn finish_turn<E: Env>(env: &E, config: &ServerConfig, st: &mut super::Store, job: &RunJob, turn: Turn) {
+fn finish_turn<E: Env>(
+    env: &E,
+    config: &ServerConfig,
+    st: &mut super::Store,
+    job: &RunJob,
+    turn: Turn,
+) {
     let local = config.profile == Profile::Local;
     let Turn {
         message_id,

@@ -88,7 +88,10 @@ pub fn is_sdk_client(headers: &hyper::HeaderMap) -> bool {
     let ua = ua.to_str().unwrap_or("");
     ["letta-client/", "@letta-ai/letta-client/"]
         .iter()
-        .any(|p| ua.strip_prefix(p).is_some_and(|v| v.split('.').next() == Some("1")))
+        .any(|p| {
+            ua.strip_prefix(p)
+                .is_some_and(|v| v.split('.').next() == Some("1"))
+        })
 }
 
 /// Letta's wrapping of a tool's result for the model: `{"status": "OK"|"Failed", "message":
@@ -173,7 +176,11 @@ pub(crate) fn send_message<E: Env>(
         Endpoint::AgentsStream => true,
     };
     if oss {
-        req.messages = req.messages.into_iter().map(tool_return_as_approval).collect();
+        req.messages = req
+            .messages
+            .into_iter()
+            .map(tool_return_as_approval)
+            .collect();
     }
     // Only the conversations endpoint takes the conversation lock (capture e3).
     let locking = endpoint == Endpoint::Conversations;
@@ -260,7 +267,10 @@ pub(crate) fn send_message<E: Env>(
         && let Some(active) = conv.active_run.clone()
         && st.runs.get(&active).is_some_and(|r| !r.finished)
     {
-        return conflict(&config, json!({"detail": super::busy_detail(&active), "run_id": active}));
+        return conflict(
+            &config,
+            json!({"detail": super::busy_detail(&active), "run_id": active}),
+        );
     }
 
     let approval_pos = req
@@ -689,25 +699,27 @@ fn tool_return_chunk(m: &Message, epoch_ms: u64) -> Option<LettaChunk> {
     else {
         return None;
     };
-    Some(LettaChunk::ToolReturnMessage(crate::wire::letta::ToolReturnMessage {
-        env: crate::wire::letta::Envelope {
-            id: m.id.clone(),
-            date: ids::iso_date(epoch_ms + m.at_ms),
-            message_type: "tool_return_message".into(),
-            otid: m.otid.clone(),
-            step_id: m.step_id.clone(),
-            ..Default::default()
+    Some(LettaChunk::ToolReturnMessage(
+        crate::wire::letta::ToolReturnMessage {
+            env: crate::wire::letta::Envelope {
+                id: m.id.clone(),
+                date: ids::iso_date(epoch_ms + m.at_ms),
+                message_type: "tool_return_message".into(),
+                otid: m.otid.clone(),
+                step_id: m.step_id.clone(),
+                ..Default::default()
+            },
+            tool_return: tool_return.clone(),
+            status: status.clone(),
+            tool_call_id: tool_call_id.clone(),
+            stdout: None,
+            stderr: None,
+            tool_returns: Some(vec![json!({
+                "type": "tool", "tool_return": tool_return, "status": status,
+                "tool_call_id": tool_call_id, "stdout": null, "stderr": null,
+            })]),
         },
-        tool_return: tool_return.clone(),
-        status: status.clone(),
-        tool_call_id: tool_call_id.clone(),
-        stdout: None,
-        stderr: None,
-        tool_returns: Some(vec![json!({
-            "type": "tool", "tool_return": tool_return, "status": status,
-            "tool_call_id": tool_call_id, "stdout": null, "stderr": null,
-        })]),
-    }))
+    ))
 }
 
 /// Tool calls of a conversation that have no result yet, in order.

@@ -117,22 +117,20 @@ pub(crate) fn follow<E: Env>(
             let text = match step {
                 Step::Text(t) => t,
                 Step::Close => return None,
-                Step::Wait => {
-                    match tokio::time::timeout(s.keepalive, s.rx.changed()).await {
-                        Ok(Ok(())) => continue,
-                        Ok(Err(_)) => return None,
-                        Err(_) => {
-                            if s.profile == Profile::Local {
-                                continue;
-                            }
-                            s.idle_pings += 1;
-                            if s.keepalive * s.idle_pings as u32 > REPLAY_SILENCE_CAP {
-                                return None;
-                            }
-                            s.keepalive()
+                Step::Wait => match tokio::time::timeout(s.keepalive, s.rx.changed()).await {
+                    Ok(Ok(())) => continue,
+                    Ok(Err(_)) => return None,
+                    Err(_) => {
+                        if s.profile == Profile::Local {
+                            continue;
                         }
+                        s.idle_pings += 1;
+                        if s.keepalive * s.idle_pings as u32 > REPLAY_SILENCE_CAP {
+                            return None;
+                        }
+                        s.keepalive()
                     }
-                }
+                },
             };
             s.frame += 1;
             match s.hooks.before_frame(s.response_no, s.frame) {
