@@ -10,8 +10,8 @@
 //! called client tools ends `requires_approval`; the conversation then holds those calls pending
 //! until an approval continuation answers exactly them.
 //!
-//! The HTTP surface, the two profiles (`cloud`, `local`) and the durable store are documented
-//! in docs/server.md. Module map: [`store`] (state and durability), `send` (the message
+//! The HTTP surface, the three profiles (`cloud`, `local`, `letta-oss-0.16`) and the durable
+//! store are documented in docs/server.md. Module map: [`store`] (state and durability), `send` (the message
 //! endpoint), `stream` (response framing and replay), `api` (every other route),
 //! `provider_call` (the run task).
 
