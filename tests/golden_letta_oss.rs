@@ -376,6 +376,18 @@ fn run_chain(
     slow_delay: Duration,
 ) -> (Vec<Capture>, BTreeMap<String, Answer>) {
     let caps: Vec<Capture> = steps.iter().map(|(n, _)| load(n)).collect();
+    let starts: Vec<Start> = steps.iter().map(|(_, s)| *s).collect();
+    let answers = run_world(caps.clone(), starts, keepalive, slow_delay);
+    (caps, answers)
+}
+
+/// Sends `caps` in order to a fresh letta-oss-0.16 server with the scripted model.
+fn run_world(
+    caps: Vec<Capture>,
+    starts: Vec<Start>,
+    keepalive: Duration,
+    slow_delay: Duration,
+) -> BTreeMap<String, Answer> {
     let trace = Trace::new();
     let agents = vec![AgentConfig {
         id: AGENT.into(),
@@ -437,8 +449,6 @@ fn run_chain(
     {
         let env = SimEnv::new("curl", trace.clone(), EPOCH_UNIX_MS);
         let answers = answers.clone();
-        let caps = caps.clone();
-        let starts: Vec<Start> = steps.iter().map(|(_, s)| *s).collect();
         sim.client("curl", async move {
             // Setup: the conversation h1 used (PROVENANCE.md "Conversation (for h1)").
             let setup = Capture {
@@ -493,8 +503,7 @@ fn run_chain(
         });
     }
     sim.run().expect("simulation");
-    let out = answers.lock().unwrap().clone();
-    (caps, out)
+    answers.lock().unwrap().clone()
 }
 
 fn env_now() -> u64 {
@@ -734,4 +743,136 @@ fn letta_oss_profile_reproduces_every_captured_stream() {
         failures.len(),
         failures.join("\n\n")
     );
+}
+
+/// A request of a capture kept aside (PROVENANCE.md: g_miderr and k1 "are kept aside as
+/// acceptance checks"): the request as cap.sh sent the others, no captured answer.
+fn uncaptured(name: &str, path: &str, body: &str) -> Capture {
+    Capture {
+        name: name.into(),
+        method: "POST".into(),
+        path: path.into(),
+        extra_header: None,
+        body: Some(body.as_bytes().to_vec()),
+        started_ms: 0,
+        status_line: String::new(),
+        content_type: String::new(),
+        body_text: String::new(),
+        first_n: None,
+        cut_after_frames: None,
+    }
+}
+
+fn frames(body: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(body)
+        .split("\n\n")
+        .filter(|f| !f.is_empty())
+        .map(|f| {
+            let data = f.lines().last().unwrap_or("").trim_start_matches("data: ");
+            serde_json::from_str(data).unwrap_or(serde_json::Value::String(data.into()))
+        })
+        .collect()
+}
+
+/// g_miderr as PROVENANCE.md "Observations" describes it: the four tokens, two stop_reason
+/// frames, `event: error` with the INVALID_ARGUMENT detail, no `[DONE]`; in the background the
+/// error frame shows seq_id 8.
+#[test]
+fn miderr_ends_like_the_observations_describe() {
+    let agent_stream = format!("/v1/agents/{AGENT}/messages/stream");
+    let conv = format!("/v1/conversations/{AGENT}/messages");
+    let caps = vec![
+        uncaptured(
+            "g_miderr_agents_stream_fg",
+            &agent_stream,
+            r#"{"messages":[{"role":"user","content":"MIDERR please","otid":"otid-probe-g-miderr-fg"}],"stream_tokens":true,"include_pings":true}"#,
+        ),
+        uncaptured(
+            "g_miderr_conversations_agentid_bg",
+            &conv,
+            r#"{"messages":[{"role":"user","content":"MIDERR please (background)","otid":"otid-probe-g-miderr-bg"}],"streaming":true,"stream_tokens":true,"include_pings":true,"background":true}"#,
+        ),
+    ];
+    let answers = run_world(
+        caps,
+        vec![After, After],
+        Duration::from_secs(20),
+        Duration::from_millis(1500),
+    );
+    for (name, bg) in [
+        ("g_miderr_agents_stream_fg", false),
+        ("g_miderr_conversations_agentid_bg", true),
+    ] {
+        let a = &answers[name];
+        let text = String::from_utf8_lossy(&a.body);
+        let f = frames(&a.body);
+        let types: Vec<&str> = f
+            .iter()
+            .map(|v| v["message_type"].as_str().unwrap_or("?"))
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "ping",
+                "assistant_message",
+                "assistant_message",
+                "assistant_message",
+                "assistant_message",
+                "stop_reason",
+                "stop_reason",
+                "error_message"
+            ],
+            "{name}: {text}"
+        );
+        assert_eq!(f[5]["stop_reason"], "error");
+        assert_eq!(f[6]["stop_reason"], "llm_api_error");
+        let err = &f[7];
+        assert_eq!(err["error_type"], "internal_error");
+        assert_eq!(err["message"], "An error occurred during agent execution.");
+        assert_eq!(
+            err["detail"],
+            "INVALID_ARGUMENT: OpenAI API error: fake upstream error mid-stream (MIDERR)"
+        );
+        assert!(text.contains("\n\nevent: error\ndata: "), "{name}: {text}");
+        assert!(!text.contains("[DONE]"), "{name}: {text}");
+        let seq = if bg {
+            serde_json::json!(8)
+        } else {
+            serde_json::Value::Null
+        };
+        assert_eq!(err["seq_id"], seq, "{name}");
+    }
+}
+
+/// k1 as PROVENANCE.md describes it: a foreground slow stream with
+/// `LETTA_KEEPALIVE_INTERVAL=2` gets keepalive pings between the tokens, each with a fresh id
+/// and `seq_id: null`.
+#[test]
+fn foreground_keepalive_pings_show_no_seq_id() {
+    let caps = vec![uncaptured(
+        "k1_agents_stream_fg_keepalive2s",
+        &format!("/v1/agents/{AGENT}/messages/stream"),
+        r#"{"messages":[{"role":"user","content":"SLOW keepalive probe","otid":"otid-probe-k-0001"}],"stream_tokens":true,"include_pings":true}"#,
+    )];
+    let answers = run_world(
+        caps,
+        vec![After],
+        Duration::from_secs(2),
+        Duration::from_millis(3500),
+    );
+    let f = frames(&answers["k1_agents_stream_fg_keepalive2s"].body);
+    let pings: Vec<&serde_json::Value> = f.iter().filter(|v| v["message_type"] == "ping").collect();
+    let tokens = f
+        .iter()
+        .filter(|v| v["message_type"] == "assistant_message")
+        .count();
+    assert_eq!(tokens, 12);
+    // The run ping, one before the first token, one after each token (3.5 s gaps, 2 s interval).
+    assert_eq!(pings.len(), 1 + 1 + 12, "{f:?}");
+    assert!(pings.iter().all(|p| p["seq_id"].is_null()));
+    let mut ids: Vec<&str> = pings.iter().filter_map(|p| p["id"].as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), pings.len(), "every keepalive has a fresh id");
+    assert_eq!(f.last(), Some(&serde_json::Value::String("[DONE]".into())));
 }

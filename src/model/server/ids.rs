@@ -154,7 +154,7 @@ mod tests {
         assert_eq!(request_token(&["a"]).unwrap().len(), 16);
         assert_eq!(request_token(&[]), None);
         assert_eq!(
-            py_datetime(1_795_998_829_370),
+            py_datetime(1_795_997_629_370),
             "datetime.datetime(2026, 11, 30, 0, 13, 49, 370000, tzinfo=TzInfo(0))"
         );
         assert_eq!(
