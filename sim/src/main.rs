@@ -210,6 +210,18 @@ enum Command {
         /// Write the trace (one event per line) to this file as it happens.
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
+        /// Server profile, overriding the scenario's `[server] profile`: `cloud` (hosted Letta
+        /// as the Letta Code CLI expects it), `local` (the CLI's in-process backend) or
+        /// `letta-oss-0.16` (the open-source Letta 0.16.8 server byte for byte as captured,
+        /// with its agents endpoints). docs/server.md "Profiles".
+        #[arg(long, value_name = "NAME",
+              value_parser = clap::builder::PossibleValuesParser::new(loopsim::model::server::Profile::NAMES))]
+        profile: Option<String>,
+        /// Answer model calls with the scripted fake model the real-server captures were
+        /// recorded against (FAIL500, CUTSTREAM, MIDERR, SLOW, PLAIN in the last message; else
+        /// a `get_secret_weather` call) instead of the scenario's cassettes. docs/serve.md.
+        #[arg(long)]
+        scripted_model: bool,
     },
 }
 
@@ -350,12 +362,15 @@ fn main() -> ExitCode {
             bind,
             log,
             trace,
+            profile,
+            scripted_model,
         } => serve(
             scenario,
             seed,
             std::net::SocketAddr::new(bind, port),
-            log,
-            trace,
+            (log, trace),
+            profile,
+            scripted_model,
         ),
     };
     ExitCode::from(match result {
@@ -764,16 +779,21 @@ fn serve(
     scenario: PathBuf,
     seed: u64,
     listen: std::net::SocketAddr,
-    log: Option<PathBuf>,
-    trace: Option<PathBuf>,
+    (log, trace): (Option<PathBuf>, Option<PathBuf>),
+    profile: Option<String>,
+    scripted_model: bool,
 ) -> CmdResult {
     use std::io::Write as _;
+    // clap has checked the name against Profile::NAMES.
+    let profile = profile.and_then(|p| loopsim::model::server::Profile::from_name(&p));
     let opts = loopsim::harness::serve::ServeOptions {
         scenario,
         seed,
         listen,
         request_log: log,
         trace,
+        profile,
+        scripted_model,
     };
     loopsim::harness::serve::serve(opts, |ready| {
         println!("{ready}");

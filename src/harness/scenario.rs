@@ -691,8 +691,11 @@ impl Scenario {
             self.error_at(
                 p.span(),
                 format!(
-                    "unknown server profile {:?}: expected \"cloud\" or \"local\"",
-                    p.get_ref()
+                    "unknown server profile {:?}: expected one of {}",
+                    p.get_ref(),
+                    crate::model::server::Profile::NAMES
+                        .map(|n| format!("{n:?}"))
+                        .join(", ")
                 ),
             )
         })

@@ -36,6 +36,11 @@ pub struct ServeOptions {
     pub request_log: Option<PathBuf>,
     /// Also write the trace here, one event per line, as it happens.
     pub trace: Option<PathBuf>,
+    /// The server profile, overriding the scenario's `[server] profile`.
+    pub profile: Option<server::Profile>,
+    /// Answer model calls with the scripted fake model of the real-server captures
+    /// (src/model/provider/scripted.rs) instead of the scenario's cassettes.
+    pub scripted_model: bool,
 }
 
 /// A host on real TCP whose server port binds the requested address; everything else binds an
@@ -204,6 +209,13 @@ pub fn serve(opts: ServeOptions, ready: impl FnOnce(Value)) -> Result<(), InputE
             parts.server.hooks.clone(),
             format!("provider:{PROVIDER_PORT}"),
         )?;
+        if let Some(p) = opts.profile {
+            config.profile = p;
+        }
+        if opts.scripted_model {
+            // The scripted model speaks Chat Completions, as the captures' fake did.
+            config.provider_api = crate::wire::provider::ProviderFormat::OpenAiChat;
+        }
         if let Some(p) = &opts.request_log {
             config.request_log =
                 Some(request_logger(p).map_err(|e| {
@@ -215,11 +227,19 @@ pub fn serve(opts: ServeOptions, ready: impl FnOnce(Value)) -> Result<(), InputE
             responses: parts.provider.responses.clone(),
             hooks: parts.provider.hooks.clone(),
         });
-        let provider_task = tokio::spawn(provider::run(
-            env("provider"),
-            provider_config,
-            Arc::new(Mutex::new(ProviderState::default())),
-        ));
+        let provider_task = if opts.scripted_model {
+            tokio::spawn(provider::scripted::run(
+                env("provider"),
+                Arc::new(provider::scripted::ScriptConfig::captured(PROVIDER_PORT)),
+                Arc::new(Mutex::new(provider::scripted::ScriptState::default())),
+            ))
+        } else {
+            tokio::spawn(provider::run(
+                env("provider"),
+                provider_config,
+                Arc::new(Mutex::new(ProviderState::default())),
+            ))
+        };
         let agent_id = scenario.agent.id.clone();
         let profile = config.profile;
         let conversations: Vec<String> = store
@@ -256,6 +276,7 @@ pub fn serve(opts: ServeOptions, ready: impl FnOnce(Value)) -> Result<(), InputE
             "model": scenario.agent.model,
             "conversations": conversations,
             "profile": profile.as_str(),
+            "model_calls": if opts.scripted_model { "scripted" } else { "cassettes" },
             "seed": opts.seed,
             "faults": scenario.faults.iter().map(|f| f.get_ref().to_string()).collect::<Vec<_>>(),
         }));

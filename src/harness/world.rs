@@ -194,6 +194,7 @@ pub fn server_parts(
         agents,
         provider_idle_timeout: Duration::from_millis(scenario.server.provider_idle_timeout_ms),
         profile,
+        keepalive_interval: server::KEEPALIVE_INTERVAL,
         approval_conflict: scenario.approval_conflict()?,
         bugs: ServerBugs {
             accept_message_while_pending: p.server_accepts_message_while_pending,

@@ -78,6 +78,8 @@ impl Served {
             listen: "127.0.0.1:0".parse().unwrap(),
             request_log: Some(log.clone()),
             trace: Some(dir.join("trace.txt")),
+            profile: None,
+            scripted_model: false,
         };
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {

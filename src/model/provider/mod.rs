@@ -22,6 +22,7 @@ use crate::cassette::{Cassette, EndKind};
 use crate::wire::provider::ProviderFormat;
 use crate::wire::sse::encode_frame;
 
+pub mod scripted;
 pub mod validate;
 
 /// The path each provider API is served on; the server calls the one its agent's provider

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use hyper::{Method, Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::send::{open_calls, send_message};
+use super::send::{Endpoint, open_calls, send_message};
 use super::store::{Agent, Conversation, IdKind, Message, MessageBody};
 use super::{
     OTID_ATTACH_POLLS_MS, Profile, ServerConfig, SharedStore, conflict, detail, finish_run, ids,
@@ -52,12 +52,19 @@ pub(crate) fn not_found_agent(id: &str) -> Response<Body> {
     )
 }
 
-/// Unknown run (capture f5; the actor's `updated_at`, a timestamp there, is `None` here).
-pub(crate) fn not_found_run(id: &str) -> Response<Body> {
+/// Unknown run (capture f5). The actor's `updated_at` is a Python `datetime` repr there; the
+/// `letta-oss-0.16` profile prints the server's time zero that way (the default user is made at
+/// start-up), the other profiles print `None`.
+pub(crate) fn not_found_run(config: &ServerConfig, epoch_ms: u64, id: &str) -> Response<Body> {
+    let updated_at = if config.profile.oss() {
+        ids::py_datetime(epoch_ms)
+    } else {
+        "None".to_string()
+    };
     detail(
         StatusCode::NOT_FOUND,
         &format!(
-            "Run not found with id='['{id}']', access level in ['read'] for actor='id='{DEFAULT_USER}' organization_id='org-00000000-0000-4000-8000-000000000000' name='default_user' created_at=None updated_at=None is_deleted=False'"
+            "Run not found with id='['{id}']', access level in ['read'] for actor='id='{DEFAULT_USER}' organization_id='org-00000000-0000-4000-8000-000000000000' name='default_user' created_at=None updated_at={updated_at} is_deleted=False'"
         ),
     )
 }
@@ -304,7 +311,27 @@ pub(crate) async fn route<E: Env>(
         }
         (["v1", "conversations", conv_id, "messages"], Method::POST) => {
             let conv = conv_id.to_string();
-            send_message(env, config, store, &conv, &body)
+            send_message(env, config, store, &conv, &body, Endpoint::Conversations)
+        }
+        // The agents endpoints of 0.16.8 (captures a–e3, x1); the other profiles do not serve
+        // them.
+        (["v1", "agents", agent_id, "messages"], Method::POST) if config.profile.oss() => {
+            let agent = agent_id.to_string();
+            let sdk_client = super::send::is_sdk_client(&req.headers);
+            send_message(
+                env,
+                config,
+                store,
+                &agent,
+                &body,
+                Endpoint::Agents { sdk_client },
+            )
+        }
+        (["v1", "agents", agent_id, "messages", "stream"], Method::POST)
+            if config.profile.oss() =>
+        {
+            let agent = agent_id.to_string();
+            send_message(env, config, store, &agent, &body, Endpoint::AgentsStream)
         }
         (["v1", "conversations", conv_id, "messages"], Method::GET) => {
             let st = store.lock().unwrap();
@@ -391,7 +418,7 @@ pub(crate) async fn route<E: Env>(
             let st = store.lock().unwrap();
             match st.runs.get(*run_id) {
                 Some(r) => mhttp::json_response(StatusCode::OK, &r.to_json(epoch)),
-                None => not_found_run(run_id),
+                None => not_found_run(&config, epoch, run_id),
             }
         }
         (["v1", "runs", run_id, "stream"], Method::POST) => {
@@ -419,7 +446,7 @@ pub(crate) async fn route<E: Env>(
             {
                 let st = store.lock().unwrap();
                 match st.runs.get(&run_id) {
-                    None => return not_found_run(&run_id),
+                    None => return not_found_run(&config, epoch, &run_id),
                     Some(r) if !r.background => {
                         return detail(StatusCode::BAD_REQUEST, super::NOT_BACKGROUND_DETAIL);
                     }
@@ -473,14 +500,21 @@ async fn attach<E: Env>(
         let mut b = body.clone();
         b["messages"] = json!([]);
         let bytes = b.to_string();
-        return send_message(env, config, store, &conv_id, bytes.as_bytes());
+        return send_message(
+            env,
+            config,
+            store,
+            &conv_id,
+            bytes.as_bytes(),
+            Endpoint::Conversations,
+        );
     }
     let after = body["starting_after"].as_u64().unwrap_or(0);
     let run_id = if let Some(r) = body["run_id"].as_str() {
         let st = store.lock().unwrap();
         match st.runs.get(r) {
             Some(_) => r.to_string(),
-            None => return not_found_run(r),
+            None => return not_found_run(&config, env.epoch_ms(), r),
         }
     } else if let Some(otid) = body["otid"].as_str() {
         let mut found = store.lock().unwrap().otids.get(otid).cloned();
@@ -559,14 +593,17 @@ fn cancel_conversation<E: Env>(
         .clone()
         .filter(|r| st.runs.get(r).is_some_and(|r| !r.finished));
     match (config.profile, active) {
-        (Profile::Cloud, None) => conflict(json!({
-            "detail": format!("No active runs to cancel for conversation {conv_id}")
-        })),
+        (Profile::Cloud | Profile::LettaOss016, None) => conflict(
+            config,
+            json!({
+                "detail": format!("No active runs to cancel for conversation {conv_id}")
+            }),
+        ),
         (profile, active) => {
             if let Some(run_id) = &active {
                 cancel_one(env, config, &mut st, run_id);
             }
-            let pending_kept = profile == Profile::Cloud && active.is_none();
+            let pending_kept = profile != Profile::Local && active.is_none();
             if !pending_kept {
                 settle_unresolved(
                     env,
@@ -656,7 +693,7 @@ fn compact<E: Env>(
         return not_found_conversation(conv_id);
     }
     if !open_calls(&st, conv_id).is_empty() {
-        return conflict(json!({"detail": super::APPROVAL_PENDING_DETAIL}));
+        return conflict(config, json!({"detail": super::APPROVAL_PENDING_DETAIL}));
     }
     let msgs: Vec<Message> = st
         .conversation_messages(conv_id)

@@ -80,6 +80,29 @@ pub fn letta_time(unix_ms: u64) -> String {
     format!("{} {h12:02}:{} {ampm} UTC+0000", &base[..10], &base[14..19])
 }
 
+/// Python's `repr` of an aware UTC `datetime` as pydantic builds it:
+/// `datetime.datetime(2026, 11, 30, 0, 13, 49, 370795, tzinfo=TzInfo(0))`, trailing zero
+/// seconds and microseconds left out as Python does (capture f5's actor `updated_at`).
+pub fn py_datetime(unix_ms: u64) -> String {
+    let base = iso_date(unix_ms);
+    let num = |r: std::ops::Range<usize>| base[r].parse::<u32>().unwrap_or(0);
+    let (sec, micros) = (num(17..19), (unix_ms % 1000) as u32 * 1000);
+    let mut parts = vec![
+        num(0..4).to_string(),
+        num(5..7).to_string(),
+        num(8..10).to_string(),
+        num(11..13).to_string(),
+        num(14..16).to_string(),
+    ];
+    if sec != 0 || micros != 0 {
+        parts.push(sec.to_string());
+    }
+    if micros != 0 {
+        parts.push(micros.to_string());
+    }
+    format!("datetime.datetime({}, tzinfo=TzInfo(0))", parts.join(", "))
+}
+
 /// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -130,5 +153,13 @@ mod tests {
         assert_eq!(&u[14..15], "4");
         assert_eq!(request_token(&["a"]).unwrap().len(), 16);
         assert_eq!(request_token(&[]), None);
+        assert_eq!(
+            py_datetime(1_795_997_629_370),
+            "datetime.datetime(2026, 11, 30, 0, 13, 49, 370000, tzinfo=TzInfo(0))"
+        );
+        assert_eq!(
+            py_datetime(1_767_225_600_000),
+            "datetime.datetime(2026, 1, 1, 0, 0, tzinfo=TzInfo(0))"
+        );
     }
 }

@@ -10,8 +10,8 @@
 //! called client tools ends `requires_approval`; the conversation then holds those calls pending
 //! until an approval continuation answers exactly them.
 //!
-//! The HTTP surface, the two profiles (`cloud`, `local`) and the durable store are documented
-//! in docs/server.md. Module map: [`store`] (state and durability), `send` (the message
+//! The HTTP surface, the three profiles (`cloud`, `local`, `letta-oss-0.16`) and the durable
+//! store are documented in docs/server.md. Module map: [`store`] (state and durability), `send` (the message
 //! endpoint), `stream` (response framing and replay), `api` (every other route),
 //! `provider_call` (the run task).
 
@@ -107,6 +107,12 @@ pub enum Profile {
     /// ignored, orphaned calls settled at each new turn, replay ends at what is recorded,
     /// sequential ids.
     Local,
+    /// The open-source Letta server 0.16.8 exactly as captured
+    /// (captures/letta_server/PROVENANCE.md): the cloud behaviour plus the agents endpoints
+    /// (`/v1/agents/{id}/messages`, the lock-free deprecated `/v1/agents/{id}/messages/stream`),
+    /// step streaming (`stream_tokens:false`), tool results wrapped as Letta's
+    /// `{"status","message","time"}` JSON, no `x-should-retry` on 409s. docs/server.md.
+    LettaOss016,
 }
 
 impl Profile {
@@ -114,6 +120,7 @@ impl Profile {
         match name {
             "cloud" => Some(Profile::Cloud),
             "local" => Some(Profile::Local),
+            "letta-oss-0.16" => Some(Profile::LettaOss016),
             _ => None,
         }
     }
@@ -122,7 +129,17 @@ impl Profile {
         match self {
             Profile::Cloud => "cloud",
             Profile::Local => "local",
+            Profile::LettaOss016 => "letta-oss-0.16",
         }
+    }
+
+    /// Every profile name `from_name` accepts, for error messages and `--help`.
+    pub const NAMES: [&'static str; 3] = ["cloud", "local", "letta-oss-0.16"];
+
+    /// The real 0.16.8 server as captured: cloud behaviour, byte-faithful where the cloud
+    /// profile deliberately differs (docs/server.md "Profiles").
+    pub fn oss(self) -> bool {
+        self == Profile::LettaOss016
     }
 }
 
@@ -219,6 +236,9 @@ pub struct ServerConfig {
     /// How long the server waits for provider bytes before failing the run.
     pub provider_idle_timeout: Duration,
     pub profile: Profile,
+    /// Seconds of silence before a keepalive ping: [`KEEPALIVE_INTERVAL`] unless the server was
+    /// started with `LETTA_KEEPALIVE_INTERVAL` (captures k1/k2 used 2 s).
+    pub keepalive_interval: Duration,
     pub approval_conflict: ApprovalConflict,
     pub bugs: ServerBugs,
     pub hooks: Arc<dyn StreamHooks>,
@@ -356,9 +376,13 @@ pub(crate) fn detail(status: StatusCode, text: &str) -> Response<Body> {
 
 /// A deliberate 409: `{"detail": …}` plus `x-should-retry: false`, so SDKs (which retry 409 by
 /// default, reference B.6) hand it to the caller at once. Letta 0.16.8 sends no such header
-/// (captures/letta_e2e flow e); this is a deliberate difference, docs/server.md.
-pub(crate) fn conflict(body: Value) -> Response<Body> {
+/// (captures/letta_e2e flow e; captures/letta_server e1/d3 headers); this is a deliberate
+/// difference of the cloud and local profiles, docs/server.md, and `letta-oss-0.16` omits it.
+pub(crate) fn conflict(config: &ServerConfig, body: Value) -> Response<Body> {
     let mut resp = http::json_response(StatusCode::CONFLICT, &body);
+    if config.profile.oss() {
+        return resp;
+    }
     resp.headers_mut().insert(
         "x-should-retry",
         hyper::header::HeaderValue::from_static("false"),
@@ -455,7 +479,7 @@ pub(crate) fn finish_run<E: Env>(
 pub fn status_for(profile: Profile, stop: &StopReason) -> crate::wire::letta::RunStatus {
     use crate::wire::letta::RunStatus;
     match profile {
-        Profile::Cloud => stop.run_status(),
+        Profile::Cloud | Profile::LettaOss016 => stop.run_status(),
         Profile::Local => match stop {
             StopReason::Error | StopReason::LlmApiError => RunStatus::Failed,
             StopReason::Cancelled => RunStatus::Cancelled,

@@ -52,6 +52,9 @@ pub struct RunJob {
     pub model: String,
     pub history: Vec<Message>,
     pub client_tools: Vec<ClientTool>,
+    /// `stream_tokens` of the request. `letta-oss-0.16` with `false` makes a non-streaming
+    /// model call and sends each message whole (PROVENANCE.md "Step streaming", a3/b2).
+    pub stream_tokens: bool,
 }
 
 fn content_text(v: &Value) -> String {
@@ -243,7 +246,16 @@ fn is_finished(store: &SharedStore, run_id: &str) -> bool {
 /// Runs one model step for `job` and ends the run.
 pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedStore, job: RunJob) {
     let local = config.profile == Profile::Local;
-    let body = provider_body(config.provider_api, &job).to_string();
+    let oss = config.profile.oss();
+    // Step streaming: 0.16.8 calls the model without streaming (PROVENANCE.md "The fake
+    // model": "With stream_tokens:false (a3, b2) it made non-streaming chat completion calls").
+    let step_mode = oss && !job.stream_tokens && config.provider_api == ProviderFormat::OpenAiChat;
+    let mut body = provider_body(config.provider_api, &job);
+    if step_mode && let Some(o) = body.as_object_mut() {
+        o.insert("stream".into(), json!(false));
+        o.remove("stream_options");
+    }
+    let body = body.to_string();
     let mut attempt = 0u32;
     let resp = loop {
         attempt += 1;
@@ -277,8 +289,9 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
                     "llm_error",
                     "An error occurred with the LLM request.",
                     &format!(
-                        "INTERNAL_SERVER_ERROR: Network error during {} streaming: {e}",
-                        vendor(config.provider_api)
+                        "INTERNAL_SERVER_ERROR: Network error during {} streaming: {}",
+                        vendor(config.provider_api),
+                        if oss { String::new() } else { e.to_string() }
                     ),
                 );
             }
@@ -316,6 +329,9 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
         );
     };
 
+    if step_mode {
+        return step_call(env, config, store, job, resp).await;
+    }
     let mut decoder = ProviderDecoder::new(config.provider_api);
     let mut sse = SseDecoder::new();
     let mut body = resp.into_body();
@@ -375,15 +391,20 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
     'read: loop {
         let frame = match tokio::time::timeout(config.provider_idle_timeout, body.frame()).await {
             Err(_) => {
-                provider_error = Some("Provider stream timed out".into());
+                provider_error = Some("INTERNAL_SERVER_ERROR: Provider stream timed out".into());
                 break 'read;
             }
             Ok(None) => break 'read,
             Ok(Some(Err(e))) => {
+                // 0.16.8 shows an empty cause after the colon (captures g_cutstream_*).
                 provider_error = Some(format!(
-                    "Network error during {} streaming: {}",
+                    "INTERNAL_SERVER_ERROR: Network error during {} streaming: {}",
                     vendor(config.provider_api),
-                    http::error_chain(&e)
+                    if oss {
+                        String::new()
+                    } else {
+                        http::error_chain(&e)
+                    }
                 ));
                 break 'read;
             }
@@ -401,7 +422,9 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
             let events = match decoder.on_event(ev) {
                 Ok(evs) => evs,
                 Err(e) => {
-                    provider_error = Some(format!("Invalid provider stream: {e}"));
+                    provider_error = Some(format!(
+                        "INTERNAL_SERVER_ERROR: Invalid provider stream: {e}"
+                    ));
                     break 'read;
                 }
             };
@@ -530,7 +553,16 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
                         error_type,
                         message,
                     } => {
-                        provider_error = Some(format!("{error_type}: {message}"));
+                        // An SSE error object (PROVENANCE.md, g_miderr): 0.16.8 reports the
+                        // provider's message as an invalid argument.
+                        provider_error = Some(if oss {
+                            format!(
+                                "INVALID_ARGUMENT: {} API error: {message}",
+                                vendor(config.provider_api)
+                            )
+                        } else {
+                            format!("INTERNAL_SERVER_ERROR: {error_type}: {message}")
+                        });
                         break 'read;
                     }
                     ProviderEvent::Done => {
@@ -578,10 +610,9 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
         })
         .collect();
     if provider_error.is_some() || !stop_seen {
-        let detail = format!(
-            "INTERNAL_SERVER_ERROR: {}",
-            provider_error.unwrap_or_else(|| "Provider stream ended without a stop reason".into())
-        );
+        let detail = provider_error.unwrap_or_else(|| {
+            "INTERNAL_SERVER_ERROR: Provider stream ended without a stop reason".into()
+        });
         if local {
             // Errors after model output are not retried; error chunk then stop_reason (§7.6).
             fail_run(
@@ -621,20 +652,196 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
         );
         return;
     }
+    finish_turn(
+        &env,
+        &config,
+        &mut st,
+        &job,
+        Turn {
+            message_id,
+            step_id,
+            text,
+            calls: stored_calls,
+            provider_stop,
+            usage,
+        },
+    );
+}
+
+/// Step streaming (`letta-oss-0.16`, `stream_tokens:false`): one non-streaming chat
+/// completion, then each message whole: an `assistant_message` with all the text, an
+/// `approval_request_message` with every call and `tool_calls` a list (capture a3), and usage
+/// with the cache and reasoning counts `0` rather than null (PROVENANCE.md "Observations").
+async fn step_call<E: Env>(
+    env: E,
+    config: Arc<ServerConfig>,
+    store: SharedStore,
+    job: RunJob,
+    resp: hyper::Response<hyper::body::Incoming>,
+) {
+    let read = tokio::time::timeout(
+        config.provider_idle_timeout,
+        http::read_body(resp.into_body(), 64 << 20),
+    )
+    .await;
+    let parsed: Result<Value, String> = match read {
+        Err(_) => Err("INTERNAL_SERVER_ERROR: Provider response timed out".into()),
+        Ok(Err(_)) => Err(format!(
+            "INTERNAL_SERVER_ERROR: Network error during {} request: ",
+            vendor(config.provider_api)
+        )),
+        Ok(Ok(bytes)) => serde_json::from_slice(&bytes)
+            .map_err(|e| format!("INTERNAL_SERVER_ERROR: Invalid provider response: {e}")),
+    };
+    let completion = match parsed {
+        Ok(v) => v,
+        Err(detail) => {
+            return provider_failed(
+                &env,
+                &config,
+                &store,
+                &job,
+                "internal_error",
+                "An error occurred during agent execution.",
+                &detail,
+            );
+        }
+    };
+    env.observe(Observation::ProviderResult {
+        run_id: job.run_id.clone(),
+        outcome: "complete".into(),
+    });
+    let choice = &completion["choices"][0];
+    let message = &choice["message"];
+    let text = message["content"].as_str().unwrap_or("").to_string();
+    let calls: Vec<StoredToolCall> = message["tool_calls"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|c| StoredToolCall {
+                    id: c["id"].as_str().unwrap_or("").to_string(),
+                    name: c["function"]["name"].as_str().unwrap_or("").to_string(),
+                    arguments: c["function"]["arguments"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let provider_stop = match choice["finish_reason"].as_str() {
+        Some("length") => Some(ProviderStop::MaxTokens),
+        _ => None,
+    };
+    let count = |k: &str| completion["usage"][k].as_u64().unwrap_or(0);
+    let usage = UsageStatistics {
+        message_type: "usage_statistics".into(),
+        step_count: 1,
+        prompt_tokens: count("prompt_tokens"),
+        completion_tokens: count("completion_tokens"),
+        cached_input_tokens: Some(0),
+        cache_write_tokens: Some(0),
+        reasoning_tokens: Some(0),
+        ..Default::default()
+    };
+    let mut st = store.lock().unwrap();
+    if st.runs.get(&job.run_id).is_none_or(|r| r.finished) {
+        return;
+    }
+    let message_id = st.new_id(config.profile, IdKind::Message);
+    let step_id = st.new_id(config.profile, IdKind::Step);
+    let date = ids::iso_date(env.epoch_ms() + env.now_ms());
+    let envelope = |message_type: &str, otid: String| Envelope {
+        id: message_id.clone(),
+        date: date.clone(),
+        message_type: message_type.into(),
+        otid: Some(otid),
+        step_id: Some(step_id.clone()),
+        ..Default::default()
+    };
+    if !text.is_empty() {
+        let chunk = LettaChunk::AssistantMessage(AssistantMessage {
+            env: envelope("assistant_message", ids::assistant_otid(&message_id, 0)),
+            content: Content::Text(text.clone()),
+        });
+        record(&env, &config, &mut st, &job.run_id, chunk, None);
+    }
+    if !calls.is_empty() {
+        let deltas: Vec<ToolCallDelta> = calls
+            .iter()
+            .map(|c| ToolCallDelta {
+                name: Some(c.name.clone()),
+                arguments: Some(c.arguments.clone()),
+                tool_call_id: Some(c.id.clone()),
+            })
+            .collect();
+        let chunk = LettaChunk::ApprovalRequestMessage(ToolCallMessage {
+            env: envelope("approval_request_message", message_id.clone()),
+            tool_call: deltas.first().cloned(),
+            tool_calls: Some(ToolCalls::Many(deltas)),
+        });
+        record(&env, &config, &mut st, &job.run_id, chunk, None);
+    }
+    finish_turn(
+        &env,
+        &config,
+        &mut st,
+        &job,
+        Turn {
+            message_id,
+            step_id,
+            text,
+            calls,
+            provider_stop,
+            usage,
+        },
+    );
+}
+
+/// A model turn that ended well: what it said and called, how it stopped, what it cost.
+struct Turn {
+    message_id: String,
+    step_id: String,
+    text: String,
+    calls: Vec<StoredToolCall>,
+    provider_stop: Option<ProviderStop>,
+    usage: UsageStatistics,
+}
+
+/// Stores the assistant message, leaves its client tool calls pending, and ends the run:
+/// `stop_reason` (`requires_approval` with calls, else `end_turn`), `usage_statistics`,
+/// `[DONE]` (captures a, b; local: usage then stop_reason, §1.6).
+fn finish_turn<E: Env>(
+    env: &E,
+    config: &ServerConfig,
+    st: &mut super::Store,
+    job: &RunJob,
+    turn: Turn,
+) {
+    let local = config.profile == Profile::Local;
+    let Turn {
+        message_id,
+        step_id,
+        text,
+        calls: stored_calls,
+        provider_stop,
+        mut usage,
+    } = turn;
     // ---- client-model (issue 4) ---------------------------------------------------------
     // An empty model answer (no text, no tool calls, not cut by max tokens) fails the run as
     // `llm_api_error` whose detail carries "empty content in": the shape letta-code's
     // empty-response retry recognises (letta-protocol.md §3.7, §3.10 step 6; the legacy error
-    // type `llm_empty_response`, §1.4). Not captured from 0.16.8; see docs/client.md.
-    if !local
+    // type `llm_empty_response`, §1.4). Not captured from 0.16.8 (so not in `letta-oss-0.16`);
+    // see docs/client.md.
+    if config.profile == Profile::Cloud
         && text.is_empty()
         && stored_calls.is_empty()
         && provider_stop != Some(ProviderStop::MaxTokens)
     {
         fail_run(
-            &env,
-            &config,
-            &mut st,
+            env,
+            config,
+            st,
             &job.run_id,
             StopReason::LlmApiError,
             "llm_empty_response",
@@ -708,9 +915,9 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
     } else {
         (stop_chunk, usage_chunk)
     };
-    record(&env, &config, &mut st, &job.run_id, first, None);
-    record(&env, &config, &mut st, &job.run_id, second, None);
-    finish_run(&env, &config, &mut st, &job.run_id, stop, true);
+    record(env, config, st, &job.run_id, first, None);
+    record(env, config, st, &job.run_id, second, None);
+    finish_run(env, config, st, &job.run_id, stop, true);
 }
 
 /// An `approval_request_message`. Cloud token streaming: `tool_calls` is the same single

@@ -55,25 +55,140 @@ fn py_list(items: &[&str]) -> String {
     format!("[{}]", inner.join(", "))
 }
 
+/// Which route a send came in on. Only the conversations endpoint exists in the cloud and
+/// local profiles; `letta-oss-0.16` also serves the two agents endpoints of 0.16.8.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Endpoint {
+    /// `POST /v1/conversations/{id}/messages`: streams unless `streaming:false` (captures d4,
+    /// d7), takes the conversation lock (captures e1, e2, h1).
+    Conversations,
+    /// `POST /v1/agents/{id}/messages`: JSON unless `streaming:true`, which needs an SDK client
+    /// (capture x1; `sdk_client` is the header check of PROVENANCE.md x1). No lock.
+    Agents { sdk_client: bool },
+    /// `POST /v1/agents/{id}/messages/stream`, deprecated: always streams and takes no lock
+    /// (capture e3: two runs interleave).
+    AgentsStream,
+}
+
+/// The 422 of `streaming:true` on `/v1/agents/{id}/messages` from a client that is not an SDK
+/// v1 (capture x1).
+pub const STREAMING_NEEDS_SDK_DETAIL: &str =
+    "streaming=true is only supported for SDK v1.0+ clients.";
+
+/// Whether request headers pass 0.16.8's SDK check (PROVENANCE.md x1): any
+/// `X-Stainless-Package-Version`, no `User-Agent` at all, or a `User-Agent` of
+/// `letta-client/1.x` or `@letta-ai/letta-client/1.x`.
+pub fn is_sdk_client(headers: &hyper::HeaderMap) -> bool {
+    if headers.contains_key("x-stainless-package-version") {
+        return true;
+    }
+    let Some(ua) = headers.get(hyper::header::USER_AGENT) else {
+        return true;
+    };
+    let ua = ua.to_str().unwrap_or("");
+    ["letta-client/", "@letta-ai/letta-client/"]
+        .iter()
+        .any(|p| {
+            ua.strip_prefix(p)
+                .is_some_and(|v| v.split('.').next() == Some("1"))
+        })
+}
+
+/// Letta's wrapping of a tool's result for the model: `{"status": "OK"|"Failed", "message":
+/// …, "time": …}` as Python's `json.dumps(indent=2)` prints it (captures b, b2: the fake
+/// model echoes its first 80 characters; the denial of captures/letta_e2e b has the same shape).
+pub fn tool_result_content(ok: bool, message: &str, unix_ms: u64) -> String {
+    let v = json!({
+        "status": if ok { "OK" } else { "Failed" },
+        "message": message,
+        "time": ids::letta_time(unix_ms),
+    });
+    ascii_json(&serde_json::to_string_pretty(&v).expect("json"))
+}
+
+/// Python's `ensure_ascii`: every non-ASCII character as `\uXXXX` (surrogate pairs above the
+/// BMP). Only JSON strings can hold one, so escaping the whole text is safe.
+fn ascii_json(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let mut buf = [0u16; 2];
+            for unit in c.encode_utf16(&mut buf) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        }
+    }
+    out
+}
+
+/// 0.16.8's `{"type":"tool_return","tool_returns":[…]}` item (capture b2) as the approval
+/// container it stands for; other items are left alone.
+fn tool_return_as_approval(item: MessageItem) -> MessageItem {
+    let MessageItem::Unknown(v) = &item else {
+        return item;
+    };
+    if v.get("type").and_then(Value::as_str) != Some("tool_return") {
+        return item;
+    }
+    let approvals: Option<Vec<ApprovalItem>> = v
+        .get("tool_returns")
+        .and_then(|r| serde_json::from_value(r.clone()).ok());
+    match approvals {
+        Some(approvals) => MessageItem::Approval(crate::wire::letta::ApprovalCreate {
+            kind: "approval".into(),
+            approvals,
+            otid: v.get("otid").and_then(Value::as_str).map(str::to_string),
+        }),
+        None => item,
+    }
+}
+
 pub(crate) fn send_message<E: Env>(
     env: E,
     config: Arc<ServerConfig>,
     store: SharedStore,
     conv_path_id: &str,
     body: &[u8],
+    endpoint: Endpoint,
 ) -> Response<Body> {
     let mut req: SendMessageRequest = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) => return super::api::unprocessable(&e.to_string()),
     };
-    // The conversations endpoint streams unless told otherwise (captures d4, d7; the SDK's
-    // docstring: "By default (streaming=true)").
-    req.streaming = serde_json::from_slice::<Value>(body)
+    let oss = config.profile.oss();
+    let streaming_field = serde_json::from_slice::<Value>(body)
         .ok()
-        .and_then(|v| v.get("streaming").and_then(Value::as_bool))
-        .unwrap_or(true);
+        .and_then(|v| v.get("streaming").and_then(Value::as_bool));
+    req.streaming = match endpoint {
+        // The conversations endpoint streams unless told otherwise (captures d4, d7; the SDK's
+        // docstring: "By default (streaming=true)").
+        Endpoint::Conversations => streaming_field.unwrap_or(true),
+        // The agents endpoint answers JSON unless told to stream (captures d3, a3).
+        Endpoint::Agents { sdk_client } => {
+            let streaming = streaming_field.unwrap_or(false);
+            if streaming && !sdk_client {
+                return detail(StatusCode::UNPROCESSABLE_ENTITY, STREAMING_NEEDS_SDK_DETAIL);
+            }
+            streaming
+        }
+        Endpoint::AgentsStream => true,
+    };
+    if oss {
+        req.messages = req
+            .messages
+            .into_iter()
+            .map(tool_return_as_approval)
+            .collect();
+    }
+    // Only the conversations endpoint takes the conversation lock (capture e3).
+    let locking = endpoint == Endpoint::Conversations;
     let local = config.profile == Profile::Local;
     let mut st = store.lock().unwrap();
+    if endpoint != Endpoint::Conversations && !st.agents.contains_key(conv_path_id) {
+        return super::api::not_found_agent(conv_path_id);
+    }
     let conv_id = if conv_path_id == "default" {
         match &req.agent_id {
             Some(a) => a.clone(),
@@ -128,7 +243,7 @@ pub(crate) fn send_message<E: Env>(
             env.observe(Observation::Fault {
                 fault: format!("busy_409 send={}", st.sends),
             });
-            return conflict(json!({ "detail": super::BUSY_DETAIL }));
+            return conflict(&config, json!({ "detail": super::BUSY_DETAIL }));
         }
         SendFault::ShuttingDown => {
             env.observe(Observation::Fault {
@@ -151,7 +266,7 @@ pub(crate) fn send_message<E: Env>(
                 env.observe(o);
             }
             plant_pending_approval(&mut st, config.profile, &conv_id, &agent_id, call, now);
-            return conflict(json!({ "detail": super::APPROVAL_PENDING_DETAIL }));
+            return conflict(&config, json!({ "detail": super::APPROVAL_PENDING_DETAIL }));
         }
     }
 
@@ -175,10 +290,14 @@ pub(crate) fn send_message<E: Env>(
 
     let conv = st.conversations.get(&conv_id).expect("checked above");
     if !local
+        && locking
         && let Some(active) = conv.active_run.clone()
         && st.runs.get(&active).is_some_and(|r| !r.finished)
     {
-        return conflict(json!({"detail": super::busy_detail(&active), "run_id": active}));
+        return conflict(
+            &config,
+            json!({"detail": super::busy_detail(&active), "run_id": active}),
+        );
     }
 
     let approval_pos = req
@@ -220,7 +339,19 @@ pub(crate) fn send_message<E: Env>(
     if plain_while_pending
         && (config.approval_conflict == ApprovalConflict::Http409 || !req.streaming)
     {
-        return conflict(json!({ "detail": super::APPROVAL_PENDING_DETAIL }));
+        // The agents endpoint's 409 has an object `detail` naming the pending request
+        // (capture d3); the conversations endpoint's a string (capture d7).
+        if oss && matches!(endpoint, Endpoint::Agents { .. }) {
+            return conflict(
+                &config,
+                json!({"detail": {
+                    "code": "PENDING_APPROVAL",
+                    "message": super::APPROVAL_PENDING_DETAIL,
+                    "pending_request_id": conv.pending_message_id,
+                }}),
+            );
+        }
+        return conflict(&config, json!({ "detail": super::APPROVAL_PENDING_DETAIL }));
     }
     let nothing_pending = !local && approvals.is_some() && !has_pending;
     if nothing_pending && !req.streaming {
@@ -263,10 +394,12 @@ pub(crate) fn send_message<E: Env>(
         conversation_id: conv_id.clone(),
         request_token: token.clone().unwrap_or_default(),
     });
-    st.conversations
-        .get_mut(&conv_id)
-        .expect("checked above")
-        .active_run = Some(run_id.clone());
+    if locking || local {
+        st.conversations
+            .get_mut(&conv_id)
+            .expect("checked above")
+            .active_run = Some(run_id.clone());
+    }
     if !local && req.include_pings {
         let ping_id = st.new_id(config.profile, IdKind::Ping);
         let date = ids::iso_date(env.epoch_ms() + now);
@@ -313,7 +446,7 @@ pub(crate) fn send_message<E: Env>(
         );
     }
 
-    write_history(
+    let tool_messages = write_history(
         &env,
         &config,
         &mut st,
@@ -322,6 +455,19 @@ pub(crate) fn send_message<E: Env>(
         &req,
         approvals.as_deref(),
     );
+    // Step streaming echoes the client's tool results before the model's answer; token
+    // streaming does not (PROVENANCE.md "Step streaming": b2 echoes, b and c do not).
+    if oss && !req.stream_tokens {
+        for id in &tool_messages {
+            if let Some(chunk) = st
+                .messages
+                .get(id)
+                .and_then(|m| tool_return_chunk(m, env.epoch_ms()))
+            {
+                record(&env, &config, &mut st, &run_id, chunk, None);
+            }
+        }
+    }
 
     let history: Vec<Message> = st
         .conversation_messages(&conv_id)
@@ -335,12 +481,16 @@ pub(crate) fn send_message<E: Env>(
         model: agent.model.clone(),
         history,
         client_tools: req.client_tools.clone(),
+        stream_tokens: req.stream_tokens,
     };
     drop(st);
     spawn_run(&env, &config, &store, job);
     if busy_own_run {
         // client-model (issue 4): the run goes on; the answer names it as the lock holder.
-        return conflict(json!({"detail": super::busy_detail(&run_id), "run_id": run_id}));
+        return conflict(
+            &config,
+            json!({"detail": super::busy_detail(&run_id), "run_id": run_id}),
+        );
     }
     respond(&env, &config, &store, &run_id, req.streaming)
 }
@@ -397,7 +547,7 @@ fn respond<E: Env>(
 }
 
 /// Writes the request into the conversation: the approval response and one tool message per
-/// result or denial, then the user messages.
+/// result or denial, then the user messages. Returns the ids of the tool messages written.
 fn write_history<E: Env>(
     env: &E,
     config: &ServerConfig,
@@ -406,8 +556,10 @@ fn write_history<E: Env>(
     run_id: &str,
     req: &SendMessageRequest,
     approvals: Option<&[ApprovalItem]>,
-) {
+) -> Vec<String> {
+    let mut tool_messages = Vec::new();
     let local = config.profile == Profile::Local;
+    let oss = config.profile.oss();
     let now = env.now_ms();
     let unix = env.epoch_ms() + now;
     let step_id = st.new_id(config.profile, IdKind::Step);
@@ -446,8 +598,14 @@ fn write_history<E: Env>(
                     // Local stores `type:"tool"` results as non-error even when status is
                     // "error" (letta-protocol.md §7.3; §10.3 suspected bug 6).
                     let is_error = !local && status == "error";
+                    // 0.16.8 hands the model Letta's status wrapper (captures b, b2).
+                    let content = if oss {
+                        tool_result_content(!is_error, &text, unix)
+                    } else {
+                        text.clone()
+                    };
                     (
-                        text.clone(),
+                        content,
                         text,
                         status.clone(),
                         is_error,
@@ -486,13 +644,25 @@ fn write_history<E: Env>(
             };
             let id = st.new_id(config.profile, IdKind::Message);
             let otid = (!local).then(|| ids::assistant_otid(&id, 0));
+            // 0.16.8 files the result under the step that asked for it (capture b2).
+            let tool_step = if oss {
+                st.conversations[conv_id]
+                    .pending_message_id
+                    .as_ref()
+                    .and_then(|m| st.messages.get(m))
+                    .and_then(|m| m.step_id.clone())
+                    .unwrap_or_else(|| step_id.clone())
+            } else {
+                step_id.clone()
+            };
+            tool_messages.push(id.clone());
             st.push_message(
                 conv_id,
                 Message {
                     id,
                     otid,
                     run_id: Some(run_id.to_string()),
-                    step_id: Some(step_id.clone()),
+                    step_id: Some(tool_step),
                     at_ms: now,
                     body: MessageBody::Tool {
                         tool_call_id: item.tool_call_id().to_string(),
@@ -548,6 +718,42 @@ fn write_history<E: Env>(
             },
         });
     }
+    tool_messages
+}
+
+/// The `tool_return_message` step streaming echoes for a stored tool result (capture b2:
+/// `tool_return` as a string, `tool_returns` a one-element list of the same fields).
+fn tool_return_chunk(m: &Message, epoch_ms: u64) -> Option<LettaChunk> {
+    let MessageBody::Tool {
+        tool_call_id,
+        tool_return,
+        status,
+        ..
+    } = &m.body
+    else {
+        return None;
+    };
+    Some(LettaChunk::ToolReturnMessage(
+        crate::wire::letta::ToolReturnMessage {
+            env: crate::wire::letta::Envelope {
+                id: m.id.clone(),
+                date: ids::iso_date(epoch_ms + m.at_ms),
+                message_type: "tool_return_message".into(),
+                otid: m.otid.clone(),
+                step_id: m.step_id.clone(),
+                ..Default::default()
+            },
+            tool_return: tool_return.clone(),
+            status: status.clone(),
+            tool_call_id: tool_call_id.clone(),
+            stdout: None,
+            stderr: None,
+            tool_returns: Some(vec![json!({
+                "type": "tool", "tool_return": tool_return, "status": status,
+                "tool_call_id": tool_call_id, "stdout": null, "stderr": null,
+            })]),
+        },
+    ))
 }
 
 /// Tool calls of a conversation that have no result yet, in order.

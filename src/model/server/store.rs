@@ -264,7 +264,7 @@ impl Store {
     /// A new id of `kind` in the profile's format (letta-protocol.md §1.7).
     pub fn new_id(&mut self, profile: Profile, kind: IdKind) -> String {
         match profile {
-            Profile::Cloud => {
+            Profile::Cloud | Profile::LettaOss016 => {
                 let prefix = match kind {
                     IdKind::Agent => "agent",
                     IdKind::Conversation => "conv",

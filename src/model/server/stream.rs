@@ -5,7 +5,7 @@
 //! `data: <compact JSON>\n\n`; the only named event is `event: error` directly before the
 //! error frame's data line; a success ends `stop_reason`, `usage_statistics`, `data: [DONE]`,
 //! then the body closes. Keepalive pings (a fresh `ping-<uuid>`, the current date) go out after
-//! each [`KEEPALIVE_INTERVAL`] of silence; on a live background stream they repeat the last
+//! each keepalive interval of silence ([`super::KEEPALIVE_INTERVAL`] unless configured); on a live background stream they repeat the last
 //! seq_id sent (capture k2), on a foreground stream and on a replay that has nothing to send
 //! their seq_id is null (captures k1, f3). Keepalive pings are not recorded, so a replay has
 //! none (capture k2 replay).
@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::store::IdKind;
-use super::{KEEPALIVE_INTERVAL, Profile, REPLAY_SILENCE_CAP, ServerConfig, SharedStore, ids};
+use super::{Profile, REPLAY_SILENCE_CAP, ServerConfig, SharedStore, ids};
 use super::{StreamFault, StreamHooks};
 use crate::model::env::Env;
 use crate::model::http::{self, Body};
@@ -37,6 +37,7 @@ struct Follow<E: Env> {
     response_no: u64,
     hooks: Arc<dyn StreamHooks>,
     profile: Profile,
+    keepalive: Duration,
     /// A replay request (`POST …/stream`), not the send's own response.
     replay: bool,
     last_sent_seq: Option<u64>,
@@ -89,6 +90,7 @@ pub(crate) fn follow<E: Env>(
         response_no,
         hooks: config.hooks.clone(),
         profile: config.profile,
+        keepalive: config.keepalive_interval,
         replay,
         last_sent_seq: (after > 0).then_some(after),
         sent_log: false,
@@ -115,22 +117,20 @@ pub(crate) fn follow<E: Env>(
             let text = match step {
                 Step::Text(t) => t,
                 Step::Close => return None,
-                Step::Wait => {
-                    match tokio::time::timeout(KEEPALIVE_INTERVAL, s.rx.changed()).await {
-                        Ok(Ok(())) => continue,
-                        Ok(Err(_)) => return None,
-                        Err(_) => {
-                            if s.profile == Profile::Local {
-                                continue;
-                            }
-                            s.idle_pings += 1;
-                            if Duration::from_secs(20 * s.idle_pings) > REPLAY_SILENCE_CAP {
-                                return None;
-                            }
-                            s.keepalive()
+                Step::Wait => match tokio::time::timeout(s.keepalive, s.rx.changed()).await {
+                    Ok(Ok(())) => continue,
+                    Ok(Err(_)) => return None,
+                    Err(_) => {
+                        if s.profile == Profile::Local {
+                            continue;
                         }
+                        s.idle_pings += 1;
+                        if s.keepalive * s.idle_pings as u32 > REPLAY_SILENCE_CAP {
+                            return None;
+                        }
+                        s.keepalive()
                     }
-                }
+                },
             };
             s.frame += 1;
             match s.hooks.before_frame(s.response_no, s.frame) {
