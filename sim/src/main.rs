@@ -72,6 +72,10 @@ enum Command {
         /// Print the full trace after the report.
         #[arg(long)]
         print_trace: bool,
+        /// Override the scenario's turmoil tick ([network] tick_ms), e.g. to reproduce a
+        /// failure a `sim explore --tick-ms` sweep found.
+        #[arg(long, value_name = "MS")]
+        tick_ms: Option<u64>,
     },
     /// Sweep seeds over scenarios, report failures by invariant and the coverage table.
     ///
@@ -106,6 +110,12 @@ enum Command {
         /// Shrink the first failure of each invariant and write it under this directory.
         #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "shrunk")]
         shrink: Option<PathBuf>,
+        /// Run every scenario at this turmoil tick instead of its [network] tick_ms. Timers
+        /// keep their exact values at any tick; hops between hosts take at least one tick. A
+        /// 10 ms tick sweeps about eight times faster than 1 ms (docs/performance.md); each
+        /// failure's reproduce command carries the flag.
+        #[arg(long, value_name = "MS")]
+        tick_ms: Option<u64>,
     },
     /// Shrink one failing seed to a minimal scenario that fails the same invariant.
     #[command(after_help = EXIT_CODES)]
@@ -136,11 +146,12 @@ enum Command {
         /// The commit under test (adds a seed range derived from it).
         #[arg(long)]
         commit: Option<String>,
-        /// Seeds 0..N for every scenario.
-        #[arg(long, default_value_t = 300)]
+        /// Seeds 0..N for every scenario. The defaults keep the gate near 10 minutes on 2 cores
+        /// with ~50 scenarios; long sweeps belong to `sim explore` (docs/explore.md).
+        #[arg(long, default_value_t = 150)]
         fixed_seeds: u64,
         /// Seeds taken from the commit, per scenario.
-        #[arg(long, default_value_t = 200)]
+        #[arg(long, default_value_t = 100)]
         commit_seeds: u64,
         /// Seeds per canary.
         #[arg(long, default_value_t = 20)]
@@ -279,6 +290,7 @@ fn main() -> ExitCode {
             runs,
             check_determinism,
             print_trace,
+            tick_ms,
         } => run(
             &scenario,
             seed,
@@ -286,6 +298,7 @@ fn main() -> ExitCode {
             trace,
             if check_determinism { runs.max(2) } else { runs },
             print_trace,
+            tick_ms,
         ),
         Command::Explore {
             scenarios,
@@ -297,8 +310,10 @@ fn main() -> ExitCode {
             format,
             out,
             shrink,
+            tick_ms,
         } => cmd_explore(
             &scenarios,
+            tick_ms,
             ExploreOptions {
                 seeds,
                 jobs,
@@ -397,8 +412,13 @@ fn write_file(path: &Path, text: &str) -> Result<(), InputError> {
     })
 }
 
-fn load_with_swarm(path: &Path, seed: u64, swarm: bool) -> Result<Scenario, InputError> {
-    let scenario = Scenario::load(path)?;
+fn load_with_swarm(
+    path: &Path,
+    seed: u64,
+    swarm: bool,
+    tick_ms: Option<u64>,
+) -> Result<Scenario, InputError> {
+    let scenario = Scenario::load(path)?.with_tick(tick_ms);
     if swarm {
         let base = loopsim::harness::explore::baseline(&scenario)?;
         Ok(with_swarm(&scenario, seed, &base))
@@ -414,11 +434,12 @@ fn run(
     trace_out: Option<PathBuf>,
     runs: u32,
     print_trace: bool,
+    tick_ms: Option<u64>,
 ) -> CmdResult {
-    let mut scenario = load_with_swarm(path, seed, swarm)?;
+    let mut scenario = load_with_swarm(path, seed, swarm, tick_ms)?;
     // The report's reproduce line must carry --swarm too.
     if swarm {
-        scenario.repro_flags = " --swarm".into();
+        scenario.repro_flags.insert_str(0, " --swarm");
     }
     let report = run_scenario(&scenario, seed, runs)?;
     if let Some(file) = trace_out {
@@ -446,6 +467,7 @@ fn report_exit(report: &ExploreReport) -> i32 {
 
 fn cmd_explore(
     paths: &[PathBuf],
+    tick_ms: Option<u64>,
     options: ExploreOptions,
     format: Format,
     out: Option<PathBuf>,
@@ -453,7 +475,7 @@ fn cmd_explore(
 ) -> CmdResult {
     let scenarios: Vec<Scenario> = paths
         .iter()
-        .map(|p| Scenario::load(p))
+        .map(|p| Scenario::load(p).map(|s| s.with_tick(tick_ms)))
         .collect::<Result<_, _>>()?;
     let started = Instant::now();
     let bar = progress::Bar::new("explore");
@@ -484,7 +506,7 @@ fn cmd_explore(
     if let Some(dir) = shrink_dir {
         for (invariant, seeds) in report.by_invariant() {
             let (scenario_path, seed) = &seeds[0];
-            let base = Scenario::load(Path::new(scenario_path))?;
+            let base = Scenario::load(Path::new(scenario_path))?.with_tick(tick_ms);
             let plan = plan_of(&base, *seed, options.swarm)?;
             let start = with_plan(&base, plan);
             let shrunk = shrink(&start, *seed, &invariant, 400)?;

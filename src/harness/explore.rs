@@ -205,9 +205,10 @@ pub fn with_swarm(scenario: &Scenario, seed: u64, baseline: &Baseline) -> Scenar
 /// The command that reproduces one seed of a sweep.
 pub fn reproduce_command(scenario: &Scenario, seed: u64, swarm: bool) -> String {
     format!(
-        "cargo run --release -p sim -- run {} --seed {seed}{}",
+        "cargo run --release -p sim -- run {} --seed {seed}{}{}",
         scenario.path.display(),
-        if swarm { " --swarm" } else { "" }
+        if swarm { " --swarm" } else { "" },
+        scenario.repro_flags
     )
 }
 

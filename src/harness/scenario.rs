@@ -531,6 +531,18 @@ impl Planted {
 }
 
 impl Scenario {
+    /// The scenario at another turmoil tick (`--tick-ms`): timers keep their exact values,
+    /// hops between hosts take at least one tick (docs/performance.md). The reproduce command
+    /// carries the flag.
+    pub fn with_tick(mut self, tick_ms: Option<u64>) -> Scenario {
+        if let Some(t) = tick_ms {
+            self.network.tick_ms = t.max(1);
+            self.repro_flags
+                .push_str(&format!(" --tick-ms {}", self.network.tick_ms));
+        }
+        self
+    }
+
     /// Reads and validates a scenario file.
     pub fn load(path: &Path) -> Result<Scenario, InputError> {
         let name = path.display().to_string();
