@@ -739,3 +739,42 @@ fn a_lost_last_argument_fragment_is_replayed_not_executed_torn() {
     );
     assert!(outcomes(&interactive)[0].starts_with("error:"));
 }
+
+/// The local server sends one complete approval chunk per call and seq-less stop frames, so a
+/// lost approval chunk leaves a `requires_approval` with no approvals and nothing that shows
+/// the gap. The reference asks the server for its pending approvals (§6 resume data) and
+/// answers them; the published client stops with "Unexpected empty approvals" (difference 19).
+#[test]
+fn a_lost_approval_chunk_on_the_local_server_is_recovered_from_the_servers_pending_set() {
+    use loopsim::harness::faults::Fault;
+    use loopsim::model::faults::StreamFault;
+    let mut s = scenario("approval_turn");
+    s.server.profile = Spanned::new(0..0, "local".into());
+    s.faults = vec![Spanned::new(
+        0..0,
+        Fault::ServerStream {
+            response: 1,
+            frame: 3,
+            action: StreamFault::Drop,
+        },
+    )];
+    let r = pass(&s, 1);
+    assert_eq!(
+        count(
+            &r,
+            "client_recovery kind=unseen_approvals detail=toolu_01NRLabsLyVHZPKxbKvkfSMn"
+        ),
+        1,
+        "{}",
+        r.trace_text
+    );
+    assert_eq!(count(&r, "tool_executed"), 1, "{}", r.trace_text);
+    assert_eq!(outcomes(&r), ["stopped: end_turn"]);
+    let published = run(&with_profile(s, "letta-code"), 1, 1);
+    assert_eq!(count(&published, "tool_executed"), 0);
+    assert!(
+        outcomes(&published)[0].contains("Unexpected empty approvals"),
+        "{:?}",
+        outcomes(&published)
+    );
+}

@@ -178,7 +178,7 @@ fn a_crash_and_restart_keeps_everything_acknowledged_and_ends_the_run_incomplete
 
 #[test]
 fn local_profile_settles_orphans_with_turn_did_not_complete() {
-    let r = passing("no_swarm/server_local_settle.toml");
+    let r = passing("server_local_settle.toml");
     assert!(r.trace_text.contains("entry.kind=settled entry.tool_call_id=toolu_01NRLabsLyVHZPKxbKvkfSMn entry.reason=\"Turn did not complete\""));
     assert!(r.trace_text.contains("run_id=local-run-"));
     assert!(violations(&r, HISTORY_VALID).is_empty());

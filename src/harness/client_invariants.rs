@@ -131,10 +131,13 @@ pub fn stream_gapless(events: &[TraceEvent]) -> Vec<Violation> {
 }
 
 /// Tool calls the server recorded for each run: `History::ToolCall` events between a run's
-/// start and end on its conversation.
+/// start and end on its conversation. The local backend takes no lock, so two runs can be open
+/// on one conversation: a call goes to the run whose provider result the server just wrote
+/// (the entries follow their `ProviderResult`), else to the conversation's latest open run.
 fn run_tool_calls(events: &[TraceEvent]) -> BTreeMap<String, Vec<String>> {
-    let mut open: BTreeMap<String, String> = BTreeMap::new(); // conversation → run
+    let mut open: BTreeMap<String, Vec<String>> = BTreeMap::new(); // conversation → runs
     let mut calls: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut last_result: Option<String> = None;
     for e in events {
         match &e.obs {
             Observation::RunStarted {
@@ -142,17 +145,27 @@ fn run_tool_calls(events: &[TraceEvent]) -> BTreeMap<String, Vec<String>> {
                 conversation_id,
                 ..
             } => {
-                open.insert(conversation_id.clone(), run_id.clone());
+                open.entry(conversation_id.clone())
+                    .or_default()
+                    .push(run_id.clone());
                 calls.entry(run_id.clone()).or_default();
             }
             Observation::RunEnded { run_id, .. } => {
-                open.retain(|_, r| r != run_id);
+                for runs in open.values_mut() {
+                    runs.retain(|r| r != run_id);
+                }
             }
+            Observation::ProviderResult { run_id, .. } => last_result = Some(run_id.clone()),
             Observation::History {
                 conversation_id,
                 entry: HistoryEntry::ToolCall { tool_call_id, .. },
             } => {
-                if let Some(run) = open.get(conversation_id) {
+                let runs = open.get(conversation_id).map(Vec::as_slice).unwrap_or(&[]);
+                let run = last_result
+                    .as_ref()
+                    .filter(|r| runs.contains(r))
+                    .or(runs.last());
+                if let Some(run) = run {
                     calls
                         .entry(run.clone())
                         .or_default()

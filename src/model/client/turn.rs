@@ -120,6 +120,12 @@ impl<B: Backend> Client<B> {
                 };
             }
             let mut drained = drained;
+            if drained.stop_reason == StopReason::RequiresApproval
+                && drained.approvals.is_empty()
+                && self.config.profile == Profile::Reference
+            {
+                self.recover_unseen_approvals(&mut drained).await;
+            }
             self.observe(Observation::ClientActedOn {
                 run_id: drained.last_run_id.clone(),
                 stop_reason: drained.stop_reason.as_str().into(),
@@ -679,6 +685,37 @@ impl<B: Backend> Client<B> {
                 }))
             }
         }
+    }
+
+    /// (reference) A `requires_approval` whose approval frames never arrived: the frame was
+    /// lost where no numbered frame shows the gap (the local profile's one complete chunk per
+    /// call, then seq-less stop frames). The server's pending approvals (§6 resume data) are
+    /// what the run asks for; the published client stops with "Unexpected empty approvals"
+    /// (difference 19).
+    async fn recover_unseen_approvals(&mut self, drained: &mut DrainResult) {
+        let Ok(data) = get_resume_data(
+            &self.io.backend,
+            &self.config.agent_id,
+            &self.config.conversation_id,
+            self.config.backfill,
+        )
+        .await
+        else {
+            return;
+        };
+        if data.pending_approvals.is_empty() {
+            return;
+        }
+        self.observe(Observation::ClientRecovery {
+            kind: "unseen_approvals".into(),
+            detail: data
+                .pending_approvals
+                .iter()
+                .map(|a| a.tool_call_id.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+        });
+        drained.approvals = data.pending_approvals;
     }
 
     /// Fetches the server's pending approvals and rebuilds the input with fresh stale denials;
