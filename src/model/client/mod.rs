@@ -114,7 +114,8 @@ pub struct ClientBugs {
     pub reexecute_pending_on_restart: bool,
     /// Breaks `stream-gapless`: a resume starts from seq 0 with no threshold.
     pub resume_from_zero: bool,
-    /// Breaks `stop-reason-consistent`: approvals collected before a resume are dropped.
+    /// Breaks `stop-reason-consistent`: approvals collected before a resume are dropped (and
+    /// not looked up on the server afterwards).
     pub drop_approvals_on_resume: bool,
     /// Breaks `args-intact`: an approval with no arguments yet merges as `"{}"` + suffix.
     pub braces_args_fallback: bool,

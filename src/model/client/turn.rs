@@ -123,6 +123,9 @@ impl<B: Backend> Client<B> {
             if drained.stop_reason == StopReason::RequiresApproval
                 && drained.approvals.is_empty()
                 && self.config.profile == Profile::Reference
+                // The planted defect loses the approvals inside this client; a client that
+                // drops them has no reason to look for them either.
+                && !self.config.bugs.drop_approvals_on_resume
             {
                 self.recover_unseen_approvals(&mut drained).await;
             }
