@@ -72,11 +72,64 @@ pub const GOALS: &[Goal] = &[
         id: "approval-pending-conflict",
         what: "a message was refused because an approval was pending",
         reached: |t| {
+            any(t, |o| {
+                matches!(o, Observation::TurnEnd { outcome, .. } if outcome.contains("waiting for approval"))
+                    || matches!(o, Observation::ClientRecovery { kind, .. } if kind == "approval_pending")
+                    || matches!(o, Observation::ClientRetry { kind, .. } if kind == "approval_pending")
+            })
+        },
+    },
+    // ---- client (issue 4) ----
+    Goal {
+        id: "client-resumed",
+        what: "the client resumed a broken stream (run stream or otid)",
+        reached: |t| any(t, |o| matches!(o, Observation::ClientResume { .. })),
+    },
+    Goal {
+        id: "resume-inside-tool-args",
+        what: "a resume began while a tool call's arguments were half received",
+        reached: |t| {
+            t.windows(2).any(|w| {
+                matches!(&w[0].obs, Observation::ClientDrained { stop_reason, approvals, .. }
+                    if stop_reason == "error" && !approvals.is_empty())
+                    && matches!(w[1].obs, Observation::ClientResume { .. })
+            })
+        },
+    },
+    Goal {
+        id: "client-restarted-with-approval-pending",
+        what: "the client restarted while the server held a pending approval",
+        reached: |t| {
+            t.iter().enumerate().any(|(i, e)| {
+                matches!(e.obs, Observation::ClientStarted { restart, .. } if restart > 0)
+                    && !pending_tool_calls(&t[..i]).is_empty()
+            })
+        },
+    },
+    Goal {
+        id: "stale-approval-denied",
+        what: "the client closed a stale pending approval with the recovery denial",
+        reached: |t| {
             any(
                 t,
-                |o| matches!(o, Observation::TurnEnd { outcome, .. } if outcome.contains("waiting for approval")),
+                |o| matches!(o, Observation::ClientDecision { origin, .. } if origin == "stale-recovery"),
             )
         },
+    },
+    Goal {
+        id: "stall-reconciler",
+        what: "a silent stream was ended by the run-status check",
+        reached: |t| {
+            any(t, |o| {
+                matches!(o, Observation::ClientStreamEnd { how }
+                    if how == "stall-reconciler" || how == "stall-no-run-id")
+            })
+        },
+    },
+    Goal {
+        id: "client-retried",
+        what: "the client waited and retried (busy, 503, llm error, empty response)",
+        reached: |t| any(t, |o| matches!(o, Observation::ClientRetry { .. })),
     },
     Goal {
         id: "provider-error",
