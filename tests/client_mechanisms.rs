@@ -778,3 +778,21 @@ fn a_lost_approval_chunk_on_the_local_server_is_recovered_from_the_servers_pendi
         outcomes(&published)
     );
 }
+
+/// Two seeds of the 10,000-seed sweep (`sim explore --tick-ms 10 --swarm`), kept as
+/// regressions. standard_fault 2442: a resume lost the last argument fragment of a Read call and
+/// brought no numbered frame, so the arguments stayed torn; the reference now denies a call whose
+/// arguments are not valid JSON instead of running it with `{}` (args-intact).
+/// max_tokens_truncated_tool 412: the model's `message_delta` was lost while its tool call was
+/// still open; the server now fails the run instead of ending `end_turn` after showing the call
+/// (stop-reason-consistent).
+#[test]
+fn sweep_regressions_torn_arguments_and_an_open_call_without_a_stop_reason() {
+    use loopsim::harness::explore::{baseline, with_swarm};
+    for (name, seed) in [("standard_fault", 2442), ("max_tokens_truncated_tool", 412)] {
+        let s = scenario(name).with_tick(Some(10));
+        let s = with_swarm(&s, seed, &baseline(&s).unwrap());
+        let r = run(&s, seed, 1);
+        assert_eq!(r.verdict, Verdict::Pass, "{name} {seed}:\n{}", r.render());
+    }
+}

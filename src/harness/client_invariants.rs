@@ -411,6 +411,7 @@ fn origin_allows(origin: &str, reason: &str) -> bool {
             reason == p::MISSING_NAME_REASON_TUI
                 || reason == p::MISSING_NAME_REASON_HEADLESS
                 || reason.contains(" tool missing required parameter")
+                || reason.contains(" were not valid JSON, so they were probably truncated")
         }
         "policy" => reason.starts_with("Permission denied: "),
         _ => false,

@@ -304,6 +304,9 @@ pub struct ClassifyOptions {
     pub require_args_for_auto_approve: bool,
     /// Required argument names per tool (from the tool's JSON schema `required`).
     pub required_args: IndexMap<String, Vec<String>>,
+    /// (reference) Deny a call whose arguments are not valid JSON instead of running it with
+    /// `{}`: they were truncated on the way, and a tool must not run on a guess.
+    pub deny_unparseable_args: bool,
 }
 
 impl Default for ClassifyOptions {
@@ -314,6 +317,7 @@ impl Default for ClassifyOptions {
             missing_name_reason: MISSING_NAME_REASON_HEADLESS.into(),
             require_args_for_auto_approve: false,
             required_args: IndexMap::new(),
+            deny_unparseable_args: false,
         }
     }
 }
@@ -453,6 +457,15 @@ pub fn classify_approvals(
                 out.auto_denied.push(entry);
                 continue;
             }
+        }
+        if opts.deny_unparseable_args && parse == ArgsParse::ParseFailed {
+            entry.deny_reason = Some(format!(
+                "{} tool call arguments ({} chars) were not valid JSON, so they were probably truncated before they reached the client. Do not resend an identical call; re-issue it with complete arguments.",
+                a.tool_name,
+                a.tool_args.chars().count()
+            ));
+            out.auto_denied.push(entry);
+            continue;
         }
         let mut perm = rules.check(&a.tool_name, &parsed);
         if perm.decision == Permission::Allow

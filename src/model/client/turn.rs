@@ -853,6 +853,10 @@ impl<B: Backend> Client<B> {
             },
             require_args_for_auto_approve: true,
             required_args: required,
+            // The planted braces fallback models a client that does not check (args-intact's
+            // canary): it must reach the tool.
+            deny_unparseable_args: self.config.profile == Profile::Reference
+                && !self.config.bugs.braces_args_fallback,
         }
     }
 
@@ -878,7 +882,10 @@ impl<B: Backend> Client<B> {
                 .iter()
                 .find(|x| &x.approval.tool_call_id == id)
             {
-                let origin = if a.tool_name.is_empty() || d.missing_required_args.is_some() {
+                let origin = if a.tool_name.is_empty()
+                    || d.missing_required_args.is_some()
+                    || (d.permission.is_none() && d.args_parse == approvals::ArgsParse::ParseFailed)
+                {
                     Origin::Incomplete
                 } else if d.permission.as_ref().is_some_and(|p| {
                     matches!(

@@ -609,7 +609,11 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
             arguments: c.arguments.clone(),
         })
         .collect();
-    if provider_error.is_some() || !stop_seen {
+    // A message that stopped without saying why while a tool call was still open lost its
+    // `message_delta`: the client has been shown a call the run cannot ask for, so the run
+    // fails like a stream without a stop (a swarm `provider_stream` drop found it).
+    let open_call_without_reason = provider_stop.is_none() && calls.iter().any(|c| !c.complete);
+    if provider_error.is_some() || !stop_seen || open_call_without_reason {
         let detail = provider_error.unwrap_or_else(|| {
             "INTERNAL_SERVER_ERROR: Provider stream ended without a stop reason".into()
         });
