@@ -15,6 +15,7 @@ use std::time::Duration;
 use indexmap::IndexMap;
 use serde_json::Value;
 use tokio::sync::watch;
+// tokio's clock: simulated time under turmoil (and paused in tests), never the wall clock.
 use tokio::time::Instant;
 
 use super::policy::{
