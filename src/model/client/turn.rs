@@ -1307,6 +1307,34 @@ impl<B: Backend> Client<B> {
             .unwrap_or_default()
     }
 
+    /// The empty-response retry of both post-stream orders (letta-protocol.md §3.7): wait,
+    /// then resend with fresh otids, the second retry with a nudge. `false`: interrupted while
+    /// waiting.
+    async fn empty_response_retry(
+        &mut self,
+        input: &mut Vec<MessageItem>,
+        attempt: u32,
+        delay_ms: u64,
+        nudge: bool,
+        line: &str,
+    ) -> bool {
+        self.retry_event("empty_response", attempt, delay_ms, line);
+        if !self.wait(delay_ms, false).await {
+            return false;
+        }
+        if nudge {
+            let o = self.otid();
+            input.push(MessageItem::Message(MessageCreate {
+                kind: Some("message".into()),
+                role: "system".into(),
+                content: Content::Text(policy::EMPTY_RESPONSE_NUDGE.into()),
+                otid: Some(o),
+            }));
+        }
+        *input = self.refresh(input);
+        true
+    }
+
     fn refresh(&mut self, input: &[MessageItem]) -> Vec<MessageItem> {
         let mut otids: Vec<String> = (0..input.len()).map(|_| self.otid()).collect();
         otids.reverse();
@@ -1384,20 +1412,12 @@ impl<B: Backend> Client<B> {
                 attempt,
                 nudge,
             } => {
-                self.retry_event("empty_response", attempt, delay_ms, &line);
-                if !self.wait(delay_ms, false).await {
+                if !self
+                    .empty_response_retry(input, attempt, delay_ms, nudge, &line)
+                    .await
+                {
                     return Some(self.interrupted_outcome());
                 }
-                if nudge {
-                    let o = self.otid();
-                    input.push(MessageItem::Message(MessageCreate {
-                        kind: Some("message".into()),
-                        role: "system".into(),
-                        content: Content::Text(policy::EMPTY_RESPONSE_NUDGE.into()),
-                        otid: Some(o),
-                    }));
-                }
-                *input = self.refresh(input);
                 if !faithful {
                     *threshold = None;
                 }
@@ -1417,15 +1437,7 @@ impl<B: Backend> Client<B> {
             }
             PostStreamAction::Fail => {
                 self.transcript.mark_incomplete(policy::STREAM_ERROR);
-                Some(TurnOutcome::Error(format!(
-                    "stop_reason={}{}",
-                    d.stop_reason.as_str(),
-                    if line.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({line})")
-                    }
-                )))
+                Some(stream_error_outcome(d, &line))
             }
         }
     }
@@ -1500,20 +1512,12 @@ impl<B: Backend> Client<B> {
                 attempt,
                 nudge,
             } => {
-                self.retry_event("empty_response", attempt, delay_ms, &line);
-                if !self.wait(delay_ms, false).await {
+                if !self
+                    .empty_response_retry(input, attempt, delay_ms, nudge, &line)
+                    .await
+                {
                     return Some(self.interrupted_outcome());
                 }
-                if nudge {
-                    let o = self.otid();
-                    input.push(MessageItem::Message(MessageCreate {
-                        kind: Some("message".into()),
-                        role: "system".into(),
-                        content: Content::Text(policy::EMPTY_RESPONSE_NUDGE.into()),
-                        otid: Some(o),
-                    }));
-                }
-                *input = self.refresh(input);
                 None
             }
             HeadlessPostStreamAction::ApprovalResync => {
@@ -1541,15 +1545,7 @@ impl<B: Backend> Client<B> {
                         .cancel_run(&self.config.agent_id, run_id)
                         .await;
                 }
-                Some(TurnOutcome::Error(format!(
-                    "stop_reason={}{}",
-                    d.stop_reason.as_str(),
-                    if line.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({line})")
-                    }
-                )))
+                Some(stream_error_outcome(d, &line))
             }
         }
     }
@@ -1583,3 +1579,16 @@ impl<B: Backend> Client<B> {
 
 /// The planted user-style denial that breaks `approval-attribution`.
 pub const PLANTED_USER_STYLE_DENIAL: &str = "The user denied this tool call.";
+
+/// A turn that ends on a stream error: `stop_reason=<reason> (<detail>)`.
+fn stream_error_outcome(d: &DrainResult, line: &str) -> TurnOutcome {
+    TurnOutcome::Error(format!(
+        "stop_reason={}{}",
+        d.stop_reason.as_str(),
+        if line.is_empty() {
+            String::new()
+        } else {
+            format!(" ({line})")
+        }
+    ))
+}
