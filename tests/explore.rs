@@ -227,3 +227,28 @@ fn explicit_fault_kinds_parse_validate_and_run() {
         assert!(e.contains(want), "{f}: {e}");
     }
 }
+
+/// A shrunk canary keeps its defect: every planted switch that is on is written back, and the
+/// written scenario fails as the original did. (The client switches were once left out, so a
+/// shrunk client canary passed.)
+#[test]
+fn a_written_scenario_keeps_every_planted_switch() {
+    for entry in std::fs::read_dir(root().join("scenarios/planted")).unwrap() {
+        let path = entry.unwrap().path();
+        let s = Scenario::load(&path).unwrap();
+        let cassettes: Vec<String> = s
+            .provider
+            .responses
+            .iter()
+            .map(|r| r.get_ref().clone())
+            .collect();
+        let text = s.to_toml(&cassettes, "");
+        let back = Scenario::parse(&text, &path).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(
+            back.planted.expected_failures(),
+            s.planted.expected_failures(),
+            "{}:\n{text}",
+            path.display()
+        );
+    }
+}

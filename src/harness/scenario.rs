@@ -7,7 +7,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 /// An input error: a file, a position in it, and what is wrong.
@@ -414,7 +414,7 @@ impl Default for Limits {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Planted {
     /// Server accepts a plain message while an approval is pending (breaks tool-call-resolved).
@@ -907,41 +907,18 @@ impl Scenario {
                 let _ = writeln!(s, "max_frames = {m}");
             }
         }
-        let pl = &self.planted;
-        if pl.server_accepts_message_while_pending
-            || pl.client_nondeterministic_otids
-            || pl.client_waits_forever_on_silence
-            || pl.server_ignores_request_token
-            || pl.server_volatile_writes
-            || pl.server_skips_orphan_settling
-        {
+        // Every switch that is on, whatever its name: a shrunk canary must keep its defect.
+        let on: Vec<String> = toml::Table::try_from(&self.planted)
+            .expect("planted switches serialise")
+            .into_iter()
+            .filter(|(_, v)| v.as_bool() == Some(true))
+            .map(|(k, _)| k)
+            .collect();
+        if !on.is_empty() {
             let _ = writeln!(s, "\n[planted]");
-            let _ = writeln!(
-                s,
-                "server_accepts_message_while_pending = {}",
-                pl.server_accepts_message_while_pending
-            );
-            let _ = writeln!(
-                s,
-                "client_nondeterministic_otids = {}",
-                pl.client_nondeterministic_otids
-            );
-            let _ = writeln!(
-                s,
-                "client_waits_forever_on_silence = {}",
-                pl.client_waits_forever_on_silence
-            );
-            let _ = writeln!(
-                s,
-                "server_ignores_request_token = {}",
-                pl.server_ignores_request_token
-            );
-            let _ = writeln!(s, "server_volatile_writes = {}", pl.server_volatile_writes);
-            let _ = writeln!(
-                s,
-                "server_skips_orphan_settling = {}",
-                pl.server_skips_orphan_settling
-            );
+            for k in on {
+                let _ = writeln!(s, "{k} = true");
+            }
         }
         s
     }
