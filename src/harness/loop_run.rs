@@ -5,9 +5,9 @@
 use super::invariants::{DETERMINISTIC, LOCK_SAFETY, LOOP_ENVELOPE, TURN_TERMINATES, Violation};
 use super::loop_invariants::{lock_safety, loop_envelope};
 use super::loop_world::{LoopRunOutput, run_once};
-use super::run::{RunReport, Verdict, guarded};
+use super::run::{RunReport, Verdict, divergence, guarded};
 use super::scenario::{InputError, Scenario};
-use super::trace::{first_divergence, hash_text, render_events};
+use super::trace::{hash_text, render_events};
 use crate::model::observe::Observation;
 
 /// Runs the agent-loop `scenario` with `seed` `runs` times (2 or more checks `deterministic`).
@@ -70,21 +70,8 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
     for _ in 1..runs {
         match guarded(|| run_once(scenario, seed))? {
             Ok(again) => {
-                let again_text = render_events(&again.trace);
-                if let Some((line, left, right)) = first_divergence(&report.trace_text, &again_text)
-                {
-                    let t = left
-                        .split_whitespace()
-                        .next()
-                        .or_else(|| right.split_whitespace().next())
-                        .unwrap_or("?");
-                    det.push(Violation {
-                        invariant: DETERMINISTIC,
-                        event: Some(line - 1),
-                        message: format!(
-                            "the same seed gave a different trace; first divergence at line {line}, simulated time {t} ms:\n    run 1: {left}\n    run 2: {right}"
-                        ),
-                    });
+                if let Some(v) = divergence(&report.trace_text, &render_events(&again.trace)) {
+                    det.push(v);
                     break;
                 }
             }

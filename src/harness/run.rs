@@ -221,21 +221,8 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
     for _ in 1..runs {
         match run_guarded(scenario, seed)? {
             Ok(again) => {
-                let again_text = render_events(&again.trace);
-                if let Some((line, left, right)) = first_divergence(&report.trace_text, &again_text)
-                {
-                    let t = left
-                        .split_whitespace()
-                        .next()
-                        .or_else(|| right.split_whitespace().next())
-                        .unwrap_or("?");
-                    det.push(Violation {
-                        invariant: DETERMINISTIC,
-                        event: Some(line - 1),
-                        message: format!(
-                            "the same seed gave a different trace; first divergence at line {line}, simulated time {t} ms:\n    run 1: {left}\n    run 2: {right}"
-                        ),
-                    });
+                if let Some(v) = divergence(&report.trace_text, &render_events(&again.trace)) {
+                    det.push(v);
                     break;
                 }
             }
@@ -463,4 +450,22 @@ impl RunReport {
         }
         s
     }
+}
+
+/// `deterministic`'s violation when a repeat run's trace differs from the first: the first
+/// divergent line and its simulated time.
+pub(crate) fn divergence(first: &str, again: &str) -> Option<Violation> {
+    let (line, left, right) = first_divergence(first, again)?;
+    let t = left
+        .split_whitespace()
+        .next()
+        .or_else(|| right.split_whitespace().next())
+        .unwrap_or("?");
+    Some(Violation {
+        invariant: DETERMINISTIC,
+        event: Some(line - 1),
+        message: format!(
+            "the same seed gave a different trace; first divergence at line {line}, simulated time {t} ms:\n    run 1: {left}\n    run 2: {right}"
+        ),
+    })
 }
