@@ -31,8 +31,11 @@ fn every_client_scenario_in_the_letta_code_profile_passes_or_fails_as_its_findin
             .iter()
             .filter(|e| {
                 let e = e.get_ref();
-                e.profile == "letta-code"
-                    && e.mode.as_ref().is_none_or(|m| m == s.client.mode.get_ref())
+                e.applies(
+                    "letta-code",
+                    s.client.mode.get_ref(),
+                    s.server.profile.get_ref(),
+                )
             })
             .map(|e| e.get_ref().invariant.clone())
             .collect();

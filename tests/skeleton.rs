@@ -272,6 +272,23 @@ fn scenario_errors_name_file_line_and_what_was_expected() {
 
     let e = parse_err(&MINIMAL.replace("turns = [\"hi\"]", "turns = \"hi\""));
     assert!(e.contains("inline.toml:13:"), "{e}");
+
+    let expect = "\n[[expect]]\ninvariant = \"history-valid\"\nfinding = \"f\"\n";
+    let e = parse_err(&format!("{MINIMAL}{expect}"));
+    assert!(e.contains("inline.toml:15:"), "{e}");
+    assert!(e.contains("names no profile: add `profile ="), "{e}");
+    let e = parse_err(&format!("{MINIMAL}{expect}server = \"cloudy\"\n"));
+    assert!(
+        e.contains("unknown server profile \"cloudy\" in [[expect]]"),
+        "{e}"
+    );
+    let e = parse_err(&format!(
+        "{MINIMAL}{expect}server = \"local\"\nsometimes = true\n"
+    ));
+    assert!(
+        e.contains("\"f\" has no signature (known: local-turns-interleave)"),
+        "{e}"
+    );
 }
 
 /// Every bundled scenario passes on a spread of seeds; every planted one fails correctness.

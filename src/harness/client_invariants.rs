@@ -2,7 +2,7 @@
 //! of a Letta run with the faithful client. Pure: they read a finished trace and nothing else.
 //! `lock-safety` is shared with the agent loop (same statement, its own checker per system).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::observe::{HistoryEntry, Observation};
 
@@ -180,11 +180,25 @@ fn run_tool_calls(events: &[TraceEvent]) -> BTreeMap<String, Vec<String>> {
 
 /// `stop-reason-consistent`: a run that emitted approval requests is acted on as
 /// `requires_approval`, with exactly the run's tool calls; a run acted on as
-/// `requires_approval` asked for exactly those calls.
+/// `requires_approval` asked for exactly those calls. A call the server already closed when
+/// the client acted (another client's new turn settled it on the lock-free local backend,
+/// letta-protocol.md §7.2) has nothing left to answer, so the client may leave it out.
 pub fn stop_reason_consistent(events: &[TraceEvent]) -> Vec<Violation> {
     let calls = run_tool_calls(events);
+    let mut closed: BTreeSet<&str> = BTreeSet::new();
     let mut out = Vec::new();
     for (i, e) in events.iter().enumerate() {
+        if let Observation::History {
+            entry:
+                HistoryEntry::ToolReturn { tool_call_id, .. }
+                | HistoryEntry::Denial { tool_call_id, .. }
+                | HistoryEntry::Settled { tool_call_id, .. },
+            ..
+        } = &e.obs
+        {
+            closed.insert(tool_call_id);
+            continue;
+        }
         let Observation::ClientActedOn {
             run_id: Some(run),
             stop_reason,
@@ -208,7 +222,13 @@ pub fn stop_reason_consistent(events: &[TraceEvent]) -> Vec<Violation> {
                     "run {run} asked for tool calls {requested:?} but was acted on as end_turn"
                 ),
             ));
-        } else if stop_reason == "requires_approval" && got != want {
+        } else if stop_reason == "requires_approval"
+            && (got.windows(2).any(|w| w[0] == w[1])
+                || got.iter().any(|c| !want.contains(c))
+                || want
+                    .iter()
+                    .any(|c| !got.contains(c) && !closed.contains(c.as_str())))
+        {
             out.push(v(
                 STOP_REASON_CONSISTENT,
                 i,

@@ -8,6 +8,7 @@ pub mod coverage;
 pub mod env;
 pub mod explore;
 pub mod faults;
+pub mod findings;
 pub mod gate;
 pub mod invariants;
 pub mod loop_invariants;

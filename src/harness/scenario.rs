@@ -220,18 +220,36 @@ fn yes() -> bool {
     true
 }
 
-/// client-model: an invariant a client profile is known to violate in this scenario: a
-/// finding about that client (docs/findings.md#<finding>).
+/// An invariant a client or server profile is known to violate in this scenario: a finding
+/// about that profile (docs/findings.md#<finding>).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExpectedFailure {
-    pub profile: String,
+    /// The client profile it applies to; any when absent (then `server` is required).
+    #[serde(default)]
+    pub profile: Option<String>,
+    /// The server profile it applies to; any when absent.
+    #[serde(default)]
+    pub server: Option<String>,
     /// The client mode it applies to (`interactive` or `headless`); any mode when absent.
     #[serde(default)]
     pub mode: Option<String>,
     pub invariant: String,
     /// The anchor of the finding in docs/findings.md.
     pub finding: String,
+    /// Only some seeds show it (a swarm sweep): the violation is expected only where the trace
+    /// shows the finding's signature (`harness::findings`), and a run where it holds passes.
+    #[serde(default)]
+    pub sometimes: bool,
+}
+
+impl ExpectedFailure {
+    /// Whether it applies to a run of this client profile, mode and server profile.
+    pub fn applies(&self, profile: &str, mode: &str, server: &str) -> bool {
+        self.profile.as_ref().is_none_or(|p| p == profile)
+            && self.mode.as_ref().is_none_or(|m| m == mode)
+            && self.server.as_ref().is_none_or(|s| s == server)
+    }
 }
 
 fn default_conversation() -> String {
@@ -623,10 +641,43 @@ impl Scenario {
         }
         for e in &self.expect {
             let x = e.get_ref();
-            if crate::model::client::Profile::from_name(&x.profile).is_none() {
+            if let Some(p) = &x.profile
+                && crate::model::client::Profile::from_name(p).is_none()
+            {
                 return Err(self.error_at(
                     e.span(),
-                    format!("unknown profile {:?} in [[expect]]: expected \"reference\" or \"letta-code\"", x.profile),
+                    format!("unknown profile {p:?} in [[expect]]: expected \"reference\" or \"letta-code\""),
+                ));
+            }
+            if let Some(p) = &x.server
+                && crate::model::server::Profile::from_name(p).is_none()
+            {
+                return Err(self.error_at(
+                    e.span(),
+                    format!(
+                        "unknown server profile {p:?} in [[expect]]: expected one of {}",
+                        crate::model::server::Profile::NAMES
+                            .map(|n| format!("{n:?}"))
+                            .join(", ")
+                    ),
+                ));
+            }
+            if x.profile.is_none() && x.server.is_none() {
+                return Err(self.error_at(
+                    e.span(),
+                    "[[expect]] names no profile: add `profile = \"letta-code\"` (a client finding) or `server = \"local\"` (a server finding)".to_string(),
+                ));
+            }
+            if x.sometimes
+                && !crate::harness::findings::WITH_SIGNATURE.contains(&x.finding.as_str())
+            {
+                return Err(self.error_at(
+                    e.span(),
+                    format!(
+                        "`sometimes = true` needs a finding the harness recognises in a trace; {:?} has no signature (known: {})",
+                        x.finding,
+                        crate::harness::findings::WITH_SIGNATURE.join(", ")
+                    ),
                 ));
             }
             if !crate::harness::invariants::ALL.contains(&x.invariant.as_str()) {
