@@ -128,6 +128,13 @@ impl<B: Backend> Client<B> {
                 && !self.config.bugs.drop_approvals_on_resume
             {
                 self.recover_unseen_approvals(&mut drained).await;
+            } else if drained.stop_reason == StopReason::RequiresApproval
+                && self.config.profile == Profile::Reference
+                // The planted braces fallback models a client that does not check (args-intact's
+                // canary): the server's whole arguments would hide its torn ones.
+                && !self.config.bugs.braces_args_fallback
+            {
+                self.confirm_arguments_with_server(&mut drained).await;
             }
             self.observe(Observation::ClientActedOn {
                 run_id: drained.last_run_id.clone(),
@@ -719,6 +726,48 @@ impl<B: Backend> Client<B> {
                 .join(","),
         });
         drained.approvals = data.pending_approvals;
+    }
+
+    /// (reference) The arguments of each approval as the server stored them. The stop_reason
+    /// and usage frames carry no seq_id, so a lost last numbered frame never shows as a gap:
+    /// when it held the last fragment the arguments are torn (difference 18 replays it), but a
+    /// lost fragment can also leave whole JSON that differs from what the server stored (a
+    /// duplicated provider fragment dropped on the way). One `GET /v1/messages/{id}` per
+    /// approval message settles it; the published client runs what it assembled (difference
+    /// 21). A failed read keeps what the stream gave.
+    async fn confirm_arguments_with_server(&mut self, drained: &mut DrainResult) {
+        let mut messages: Vec<String> = Vec::new();
+        for a in &drained.approvals {
+            if let Some(m) = &a.message_id
+                && !messages.contains(m)
+            {
+                messages.push(m.clone());
+            }
+        }
+        for m in messages {
+            let Ok(variants) = self.io.backend.retrieve_message(&m).await else {
+                continue;
+            };
+            let stored: Vec<Approval> = variants
+                .iter()
+                .filter(|v| {
+                    v.get("message_type").and_then(serde_json::Value::as_str)
+                        == Some("approval_request_message")
+                })
+                .flat_map(super::resume_data::extract_approvals)
+                .collect();
+            for a in drained.approvals.iter_mut() {
+                if let Some(s) = stored.iter().find(|s| s.tool_call_id == a.tool_call_id)
+                    && s.tool_args != a.tool_args
+                {
+                    self.observe(Observation::ClientRecovery {
+                        kind: "server_arguments".into(),
+                        detail: a.tool_call_id.clone(),
+                    });
+                    a.tool_args = s.tool_args.clone();
+                }
+            }
+        }
     }
 
     /// Fetches the server's pending approvals and rebuilds the input with fresh stale denials;
