@@ -252,3 +252,33 @@ fn a_written_scenario_keeps_every_planted_switch() {
         );
     }
 }
+
+/// A sweep counts the runs that passed only because a finding was expected (XFAIL), per
+/// finding: without swarm the local-turns-interleave scenario shows it on every seed.
+#[test]
+fn a_sweep_counts_expected_failures_per_finding() {
+    let s = vec![load("scenarios/server_local_turns_interleave.toml")];
+    let r = explore(&s, &options(0..6, 2, false), &|_, _| {}).unwrap();
+    assert_eq!(r.passed, 6, "{}", r.render());
+    assert_eq!(
+        r.expected.get("local-turns-interleave"),
+        Some(&6),
+        "{}",
+        r.render()
+    );
+    assert!(
+        r.render().contains(
+            "expected  known findings (XFAIL, docs/findings.md): local-turns-interleave in 6 run(s)"
+        ),
+        "{}",
+        r.render()
+    );
+    let clean = explore(
+        &[load("scenarios/approval_turn.toml")],
+        &options(0..4, 1, false),
+        &|_, _| {},
+    )
+    .unwrap();
+    assert!(clean.expected.is_empty());
+    assert!(!clean.render().contains("expected  "));
+}

@@ -66,6 +66,10 @@ pub struct ExploreReport {
     pub failures: Vec<Failure>,
     /// Coverage goal → seeds that reached it (every goal is listed, reached or not).
     pub coverage: BTreeMap<String, u64>,
+    /// Finding → passing runs that showed it as an expected failure (XFAIL, a scenario's
+    /// `[[expect]]`): counted, so a sweep says what it let through.
+    #[serde(default)]
+    pub expected: BTreeMap<String, u64>,
 }
 
 impl ExploreReport {
@@ -111,6 +115,9 @@ impl ExploreReport {
             for (g, n) in &r.coverage {
                 *out.coverage.entry(g.clone()).or_insert(0) += n;
             }
+            for (f, n) in &r.expected {
+                *out.expected.entry(f.clone()).or_insert(0) += n;
+            }
         }
         out.failures
             .sort_by(|a, b| (&a.scenario, a.seed).cmp(&(&b.scenario, b.seed)));
@@ -135,6 +142,18 @@ impl ExploreReport {
         );
         let _ = writeln!(s, "passed    {}", self.passed);
         let _ = writeln!(s, "failed    {}", self.failures.len());
+        if !self.expected.is_empty() {
+            let shown: Vec<String> = self
+                .expected
+                .iter()
+                .map(|(f, n)| format!("{f} in {n} run(s)"))
+                .collect();
+            let _ = writeln!(
+                s,
+                "expected  known findings (XFAIL, docs/findings.md): {}",
+                shown.join(", ")
+            );
+        }
         for (inv, seeds) in self.by_invariant() {
             let _ = writeln!(s, "  {inv}: {} seed(s)", seeds.len());
             for (scenario, seed) in seeds.iter().take(10) {
@@ -236,7 +255,7 @@ pub fn explore(
     let total = work.len() as u64;
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
-    type Slot = Option<Result<(Option<Failure>, Vec<&'static str>), InputError>>;
+    type Slot = Option<Result<(Option<Failure>, Vec<&'static str>, Vec<String>), InputError>>;
     let results: Vec<Mutex<Slot>> = work.iter().map(|_| Mutex::new(None)).collect();
 
     let worker = || {
@@ -293,7 +312,13 @@ pub fn explore(
                         reproduce: reproduce_command(base, seed, options.swarm),
                     }
                 });
-                (failure, report.goals.clone())
+                let findings: Vec<String> = report
+                    .expected
+                    .iter()
+                    .filter(|(_, _, failed)| *failed)
+                    .map(|(_, f, _)| f.clone())
+                    .collect();
+                (failure, report.goals.clone(), findings)
             });
             *results[i].lock().unwrap() = Some(r);
             let d = done.fetch_add(1, Ordering::SeqCst) as u64 + 1;
@@ -328,14 +353,20 @@ pub fn explore(
             .flat_map(|s| goals_for(s.scenario.system.get_ref()))
             .map(|g| (g.id.to_string(), 0))
             .collect(),
+        expected: BTreeMap::new(),
     };
     for slot in results {
         let r = slot.into_inner().unwrap().expect("every seed ran");
-        let (failure, goals) = r?;
+        let (failure, goals, findings) = r?;
         report.runs += 1;
         match failure {
             Some(f) => report.failures.push(f),
-            None => report.passed += 1,
+            None => {
+                report.passed += 1;
+                for f in findings {
+                    *report.expected.entry(f).or_insert(0) += 1;
+                }
+            }
         }
         for g in goals {
             *report.coverage.entry(g.to_string()).or_insert(0) += 1;
