@@ -282,3 +282,49 @@ fn a_sweep_counts_expected_failures_per_finding() {
     assert!(clean.expected.is_empty());
     assert!(!clean.render().contains("expected  "));
 }
+
+/// The bare baseline of `sim bench --compare-bare` replays every exchange of a loopsim run:
+/// the log holds each request the server answered (as many as the trace shows) with the
+/// response bytes, and the bare world runs until the last recorded frame has been sent.
+#[test]
+fn the_bare_baseline_replays_every_exchange_of_the_run() {
+    use loopsim::harness::bare::{BareScript, run_bare};
+    use loopsim::harness::world::run_once_logging;
+    use loopsim::model::observe::Observation;
+    use loopsim::model::server::ExchangeLog;
+    let s = load("scenarios/standard_fault.toml");
+    let mut clean = s.clone();
+    clean.faults.clear();
+    let log = ExchangeLog::default();
+    let out = run_once_logging(&clean, 0, Some(log.clone())).unwrap();
+    let exchanges = std::mem::take(&mut *log.lock().unwrap());
+    let served = out
+        .trace
+        .iter()
+        .filter(|e| matches!(e.obs, Observation::ServerRequest { .. }))
+        .count();
+    assert_eq!(exchanges.len(), served);
+    assert!(exchanges.iter().any(|x| x.method == "GET"), "{exchanges:?}");
+    let streamed: usize = exchanges
+        .iter()
+        .filter(|x| {
+            x.content_type
+                .as_deref()
+                .is_some_and(|c| c.starts_with("text/event-stream"))
+        })
+        .map(|x| x.frames.len())
+        .sum();
+    assert!(streamed > 20, "{streamed} SSE frames");
+    let last = exchanges
+        .iter()
+        .flat_map(|x| x.frames.iter().map(|(t, _)| *t))
+        .max()
+        .unwrap();
+    let script = BareScript::from_run(&clean, &out, exchanges).unwrap();
+    assert!(!script.provider_calls.is_empty());
+    let bare_ms = run_bare(&clean, 0, &script).unwrap();
+    assert!(
+        bare_ms >= last,
+        "bare ran {bare_ms} ms, the last frame was at {last} ms"
+    );
+}

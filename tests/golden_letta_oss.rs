@@ -406,6 +406,7 @@ fn run_world(
         bugs: ServerBugs::default(),
         hooks: Arc::new(NoHooks),
         request_log: None,
+        exchange_log: None,
     };
     let script = Arc::new(ScriptConfig {
         slow_delay,

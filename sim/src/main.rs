@@ -183,8 +183,9 @@ enum Command {
         /// Add swarm faults.
         #[arg(long)]
         swarm: bool,
-        /// Also run a bare turmoil + hyper world that streams the same bytes between the same
-        /// hosts (no models, no trace) and report the cost ratio.
+        /// Also run a bare turmoil + hyper world that replays a loopsim run's exchanges (every
+        /// request and response frame, at the same simulated times, between the same hosts;
+        /// no models, no trace) and report the cost ratio (target: at most 2x).
         #[arg(long)]
         compare_bare: bool,
         /// Run the same seeds once per turmoil tick in this comma-separated list (ms),
@@ -754,8 +755,10 @@ fn bench(path: &Path, seeds: u64, swarm: bool, compare_bare: bool, ticks: &[u64]
     if compare_bare {
         let mut clean = scenario.clone();
         clean.faults.clear();
-        let out = loopsim::harness::world::run_once(&clean, 0)?;
-        let script = loopsim::harness::bare::BareScript::from_run(&clean, &out)?;
+        let log = loopsim::model::server::ExchangeLog::default();
+        let out = loopsim::harness::world::run_once_logging(&clean, 0, Some(log.clone()))?;
+        let exchanges = std::mem::take(&mut *log.lock().unwrap());
+        let script = loopsim::harness::bare::BareScript::from_run(&clean, &out, exchanges)?;
         // loopsim without faults, one run each, against the bare world on the same seeds.
         let t = Instant::now();
         let mut sim_ms = 0;

@@ -1,9 +1,11 @@
 //! The bare baseline for `sim bench --compare-bare`: the same three turmoil hosts, the same
-//! tick and latency, hyper on both hops, and the same bytes, with none of loopsim's logic. The
-//! provider streams the scenario's cassettes at their recorded offsets; the server, for each
-//! client request, calls the provider and relays, frame for frame, the exact Letta SSE body the
-//! real server model sent for that request in a loopsim run; the client reads each body to the
-//! end. No models, no trace, no invariants: what is left is turmoil + hyper + the bytes.
+//! tick and latency, hyper on both hops, and the same bytes at the same times, with none of
+//! loopsim's logic. A loopsim run of the scenario logs every exchange with the server (request
+//! line and body, response status and every body frame with its time) and every provider call;
+//! the bare world replays that log: the client sends each request when the loopsim client did,
+//! the server answers it with the recorded frames at their recorded offsets and calls the
+//! provider when the server model did, and the provider streams the cassettes at their recorded
+//! offsets. No models, no trace, no invariants: what is left is turmoil + hyper + the bytes.
 //!
 //! The ratio loopsim/bare is the cost of the harness and the models.
 
@@ -21,58 +23,45 @@ use super::world::{EPOCH_UNIX_MS, PROVIDER_PORT, RunOutput, SERVER_PORT, derive_
 use crate::cassette::TimedFrame;
 use crate::model::http::Body;
 use crate::model::observe::Observation;
+use crate::model::server::Exchange;
 
-/// What the bare world replays: provider answers and server bodies, in order.
+/// The header that tells the bare server which recorded exchange a request is.
+const EXCHANGE_HEADER: &str = "x-bare-exchange";
+
+/// What the bare world replays.
 #[derive(Clone)]
 pub struct BareScript {
+    /// Each provider answer's frames, in call order.
     pub provider: Arc<Vec<Vec<TimedFrame>>>,
-    /// Each server response body, as SSE events (one `Bytes` per event).
-    pub server: Arc<Vec<Vec<Bytes>>>,
+    /// When the server called the provider (ms since the start), in call order.
+    pub provider_calls: Arc<Vec<u64>>,
+    /// Every exchange with the server, in arrival order.
+    pub exchanges: Arc<Vec<Exchange>>,
 }
 
 impl BareScript {
-    /// The bytes a loopsim run actually sent: its provider cassettes and its server's run logs,
-    /// in the order the runs started.
-    pub fn from_run(scenario: &Scenario, out: &RunOutput) -> Result<BareScript, InputError> {
+    /// The bytes a loopsim run sent, from its trace and its exchange log
+    /// (`world::run_once_logging`).
+    pub fn from_run(
+        scenario: &Scenario,
+        out: &RunOutput,
+        exchanges: Vec<Exchange>,
+    ) -> Result<BareScript, InputError> {
         let responses = super::cassettes::provider_responses(scenario)?;
         let provider = responses
             .iter()
             .map(|r| r.cassette.frames().to_vec())
             .collect();
-        let order: Vec<&str> = out
+        let provider_calls = out
             .trace
             .iter()
-            .filter_map(|e| match &e.obs {
-                Observation::RunStarted { run_id, .. } => Some(run_id.as_str()),
-                _ => None,
-            })
-            .collect();
-        let store = out.store.lock().unwrap();
-        let server = order
-            .iter()
-            .filter_map(|id| store.runs.get(*id))
-            .map(|run| {
-                let mut events: Vec<Bytes> = run
-                    .log
-                    .iter()
-                    .map(|e| {
-                        let mut t = String::new();
-                        if let Some(ev) = e.event {
-                            t.push_str(&format!("event: {ev}\n"));
-                        }
-                        t.push_str(&format!("data: {}\n\n", e.json));
-                        Bytes::from(t)
-                    })
-                    .collect();
-                if run.done_marker {
-                    events.push(Bytes::from_static(b"data: [DONE]\n\n"));
-                }
-                events
-            })
+            .filter(|e| matches!(e.obs, Observation::ProviderCall { .. }))
+            .map(|e| e.t_ms)
             .collect();
         Ok(BareScript {
             provider: Arc::new(provider),
-            server: Arc::new(server),
+            provider_calls: Arc::new(provider_calls),
+            exchanges: Arc::new(exchanges),
         })
     }
 }
@@ -106,7 +95,14 @@ where
     }
 }
 
-async fn post(addr: &str, path: &str) -> Option<Incoming> {
+/// Sends one request on a fresh connection (as the models' client does) and returns the body.
+async fn send(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: Bytes,
+    exchange: Option<usize>,
+) -> Option<Incoming> {
     let stream = turmoil::net::TcpStream::connect(addr.to_string())
         .await
         .ok()?;
@@ -116,11 +112,20 @@ async fn post(addr: &str, path: &str) -> Option<Incoming> {
     tokio::spawn(async move {
         let _ = conn.await;
     });
-    let req = Request::post(path)
-        .header("host", addr)
-        .body(Full::new(Bytes::from_static(b"{}")))
-        .ok()?;
+    let mut req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", addr);
+    if let Some(j) = exchange {
+        req = req.header(EXCHANGE_HEADER, j.to_string());
+    }
+    let req = req.body(Full::new(body)).ok()?;
     Some(tx.send_request(req).await.ok()?.into_body())
+}
+
+/// Reads a body to its end.
+async fn drain(mut body: Incoming) {
+    while let Some(Ok(_)) = body.frame().await {}
 }
 
 /// Runs the bare world once; returns simulated milliseconds.
@@ -165,39 +170,64 @@ pub fn run_bare(scenario: &Scenario, seed: u64, script: &BareScript) -> Result<u
         }
     });
 
-    let server = script.server.clone();
+    let exchanges = script.exchanges.clone();
+    let calls = script.provider_calls.clone();
     sim.host("server", move || {
-        let server = server.clone();
-        let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let exchanges = exchanges.clone();
+        let calls = calls.clone();
         async move {
+            // The provider calls, when the server model made them; each body read to the end.
+            let start = tokio::time::Instant::now();
+            tokio::spawn(async move {
+                for &t in calls.iter() {
+                    tokio::time::sleep_until(start + Duration::from_millis(t)).await;
+                    tokio::spawn(async move {
+                        let addr = format!("provider:{PROVIDER_PORT}");
+                        if let Some(body) = send(
+                            &addr,
+                            "POST",
+                            "/v1/messages",
+                            Bytes::from_static(b"{}"),
+                            None,
+                        )
+                        .await
+                        {
+                            drain(body).await;
+                        }
+                    });
+                }
+            });
             serve(SERVER_PORT, move |req: Request<Incoming>| {
-                let server = server.clone();
-                let requests = requests.clone();
+                let exchanges = exchanges.clone();
                 async move {
+                    let arrived = tokio::time::Instant::now();
+                    let j: usize = req
+                        .headers()
+                        .get(EXCHANGE_HEADER)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(usize::MAX);
                     let _ = req.into_body().collect().await;
-                    let j = requests.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    let events = server.get(j).cloned().unwrap_or_default();
-                    let upstream = post(&format!("provider:{PROVIDER_PORT}"), "/v1/messages").await;
-                    // Relay: one Letta event per provider frame, the rest when the provider ends.
-                    let body = futures::stream::unfold(
-                        (0usize, events, upstream),
-                        |(k, events, mut upstream)| async move {
-                            if k >= events.len() {
-                                return None;
-                            }
-                            if let Some(up) = upstream.as_mut()
-                                && up.frame().await.is_none()
-                            {
-                                upstream = None;
-                            }
-                            let e = events[k].clone();
-                            Some((
-                                Ok::<_, std::io::Error>(Frame::data(e)),
-                                (k + 1, events, upstream),
-                            ))
-                        },
-                    );
-                    Response::new(StreamBody::new(body).boxed())
+                    let Some(x) = exchanges.get(j).cloned() else {
+                        return Response::new(crate::model::http::full(Bytes::new()));
+                    };
+                    // The recorded frames at their recorded offsets from the request's arrival.
+                    let body = futures::stream::unfold(0usize, move |k| {
+                        let frame = x.frames.get(k).cloned();
+                        let arrived_ms = x.arrived_ms;
+                        async move {
+                            let (t, bytes) = frame?;
+                            let offset = Duration::from_millis(t.saturating_sub(arrived_ms));
+                            tokio::time::sleep_until(arrived + offset).await;
+                            Some((Ok::<_, std::io::Error>(Frame::data(bytes)), k + 1))
+                        }
+                    });
+                    let mut resp = Response::builder().status(x.status);
+                    if let Some(ct) = &x.content_type {
+                        resp = resp.header("content-type", ct.as_str());
+                    }
+                    resp.body(StreamBody::new(body).boxed())
+                        .unwrap_or_else(|_| Response::new(crate::model::http::full(Bytes::new())))
                 }
             })
             .await
@@ -205,18 +235,23 @@ pub fn run_bare(scenario: &Scenario, seed: u64, script: &BareScript) -> Result<u
         }
     });
 
-    let n = script.server.len();
+    let exchanges = script.exchanges.clone();
     sim.client("client", async move {
-        for _ in 0..n {
-            if let Some(mut body) = post(
-                &format!("server:{SERVER_PORT}"),
-                "/v1/conversations/default/messages",
-            )
-            .await
-            {
-                while let Some(Ok(_)) = body.frame().await {}
-            }
+        // Each request when the loopsim client sent it (it reached the server one hop later).
+        let start = tokio::time::Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        for (j, x) in exchanges.iter().enumerate() {
+            let at = start + Duration::from_millis(x.arrived_ms);
+            let (method, path, body) = (x.method.clone(), x.path.clone(), x.body.clone());
+            tasks.spawn(async move {
+                tokio::time::sleep_until(at).await;
+                let addr = format!("server:{SERVER_PORT}");
+                if let Some(b) = send(&addr, &method, &path, body, Some(j)).await {
+                    drain(b).await;
+                }
+            });
         }
+        while tasks.join_next().await.is_some() {}
         Ok(())
     });
     loop {

@@ -204,6 +204,7 @@ pub fn server_parts(
         },
         hooks,
         request_log: None,
+        exchange_log: None,
     };
     Ok((config, Arc::new(Mutex::new(store))))
 }
@@ -229,9 +230,20 @@ pub fn probe_steps(scenario: &Scenario) -> Vec<server::probe::ProbeStep> {
 
 /// Runs `scenario` once with `seed` on turmoil.
 pub fn run_once(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputError> {
+    run_once_logging(scenario, seed, None)
+}
+
+/// [`run_once`], logging every exchange with the server's response bytes when `exchanges` is
+/// given (`sim bench --compare-bare` replays them in the bare world).
+pub fn run_once_logging(
+    scenario: &Scenario,
+    seed: u64,
+    exchanges: Option<server::ExchangeLog>,
+) -> Result<RunOutput, InputError> {
     let trace = Trace::new();
     let now: NowFn = Arc::new(|| turmoil::sim_elapsed().map_or(0, |d| d.as_millis() as u64));
-    let parts = world_parts(scenario, seed, &trace, now)?;
+    let mut parts = world_parts(scenario, seed, &trace, now)?;
+    parts.server.exchange_log = exchanges;
     let plan: Vec<Fault> = scenario
         .faults
         .iter()

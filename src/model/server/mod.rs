@@ -26,6 +26,7 @@ mod stream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use serde_json::{Value, json};
@@ -244,6 +245,9 @@ pub struct ServerConfig {
     pub hooks: Arc<dyn StreamHooks>,
     /// Every request, for `sim serve`'s request log.
     pub request_log: Option<RequestLog>,
+    /// Every exchange with its response bytes and their times, for `sim bench --compare-bare`
+    /// (which replays them with no models); `None` costs nothing.
+    pub exchange_log: Option<ExchangeLog>,
 }
 
 impl ServerConfig {
@@ -319,11 +323,14 @@ pub async fn run<E: Env>(env: E, config: ServerConfig, store: SharedStore) -> st
         let config = config.clone();
         let store = store.clone();
         async move {
+            let arrived_ms = env.now_ms();
             let (parts, body) = req.into_parts();
             let method = parts.method.to_string();
             let path = parts.uri.path().to_string();
+            let mut request_bytes = Bytes::new();
             let resp = match http::read_body(body, MAX_BODY).await {
                 Ok(bytes) => {
+                    request_bytes = bytes.clone();
                     let resp =
                         api::route(env.clone(), config.clone(), store, &parts, bytes.clone()).await;
                     if let Some(log) = &config.request_log {
@@ -342,14 +349,88 @@ pub async fn run<E: Env>(env: E, config: ServerConfig, store: SharedStore) -> st
                 Err(e) => detail(StatusCode::PAYLOAD_TOO_LARGE, &e),
             };
             env.observe(Observation::ServerRequest {
-                method,
+                method: method.clone(),
                 path,
                 status: resp.status().as_u16(),
             });
-            resp
+            match &config.exchange_log {
+                Some(log) => record_exchange(
+                    &env,
+                    log,
+                    arrived_ms,
+                    &method,
+                    &parts.uri,
+                    request_bytes,
+                    resp,
+                ),
+                None => resp,
+            }
         }
     };
     http::serve(env, port, handler).await
+}
+
+/// One request and the response the server sent for it, with simulated times.
+#[derive(Debug, Clone, Default)]
+pub struct Exchange {
+    /// When the request reached the server (ms since the start).
+    pub arrived_ms: u64,
+    pub method: String,
+    /// Path and query.
+    pub path: String,
+    pub body: Bytes,
+    pub status: u16,
+    pub content_type: Option<String>,
+    /// Each body frame as the server wrote it: (ms since the start, bytes).
+    pub frames: Vec<(u64, Bytes)>,
+}
+
+/// The exchanges of a run, in arrival order.
+pub type ExchangeLog = Arc<Mutex<Vec<Exchange>>>;
+
+/// Logs the exchange and taps the response body so each frame is logged as it is written.
+fn record_exchange<E: Env>(
+    env: &E,
+    log: &ExchangeLog,
+    arrived_ms: u64,
+    method: &str,
+    uri: &hyper::Uri,
+    body: Bytes,
+    resp: Response<Body>,
+) -> Response<Body> {
+    use http_body_util::BodyExt as _;
+    let index = {
+        let mut l = log.lock().unwrap();
+        l.push(Exchange {
+            arrived_ms,
+            method: method.to_string(),
+            path: uri
+                .path_and_query()
+                .map_or_else(|| uri.path().to_string(), |p| p.to_string()),
+            body,
+            status: resp.status().as_u16(),
+            content_type: resp
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
+            frames: Vec::new(),
+        });
+        l.len() - 1
+    };
+    let env = env.clone();
+    let log = log.clone();
+    resp.map(move |b| {
+        b.map_frame(move |f| {
+            if let Some(d) = f.data_ref() {
+                log.lock().unwrap()[index]
+                    .frames
+                    .push((env.now_ms(), d.clone()));
+            }
+            f
+        })
+        .boxed()
+    })
 }
 
 /// Largest request body the server reads.
