@@ -533,17 +533,38 @@ impl<B: Backend> Client<B> {
         }
     }
 
-    /// Start-up: resume data from the server; pending approvals become stale denials for the
-    /// next submission (letta-protocol.md §6.3-6.4). With the planted
-    /// `reexecute_pending_on_restart`, a restarted client executes them instead.
-    async fn startup_check(&mut self, restarted: bool) {
-        let data = resume_data::get_resume_data(
+    /// The server's resume data for this client's agent and conversation (letta-protocol.md
+    /// §6.3), with the message history when `backfill` is on.
+    async fn server_resume_data(
+        &self,
+    ) -> Result<resume_data::ResumeData, resume_data::ResumeDataError> {
+        resume_data::get_resume_data(
             &self.io.backend,
             &self.config.agent_id,
             &self.config.conversation_id,
             self.config.backfill,
         )
-        .await;
+        .await
+    }
+
+    /// [`Self::server_resume_data`] without the message history: the pending approvals only.
+    async fn server_pending_approvals_only(
+        &self,
+    ) -> Result<resume_data::ResumeData, resume_data::ResumeDataError> {
+        resume_data::get_resume_data(
+            &self.io.backend,
+            &self.config.agent_id,
+            &self.config.conversation_id,
+            false,
+        )
+        .await
+    }
+
+    /// Start-up: resume data from the server; pending approvals become stale denials for the
+    /// next submission (letta-protocol.md §6.3-6.4). With the planted
+    /// `reexecute_pending_on_restart`, a restarted client executes them instead.
+    async fn startup_check(&mut self, restarted: bool) {
+        let data = self.server_resume_data().await;
         let pending = match data {
             Ok(d) => d.pending_approvals,
             Err(_) => Vec::new(),
