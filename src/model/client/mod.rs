@@ -534,28 +534,17 @@ impl<B: Backend> Client<B> {
     }
 
     /// The server's resume data for this client's agent and conversation (letta-protocol.md
-    /// §6.3), with the message history when `backfill` is on.
+    /// §6.3); with `include_history` also the message history (the `backfill` setting), without
+    /// it the pending approvals only.
     async fn server_resume_data(
         &self,
+        include_history: bool,
     ) -> Result<resume_data::ResumeData, resume_data::ResumeDataError> {
         resume_data::get_resume_data(
             &self.io.backend,
             &self.config.agent_id,
             &self.config.conversation_id,
-            self.config.backfill,
-        )
-        .await
-    }
-
-    /// [`Self::server_resume_data`] without the message history: the pending approvals only.
-    async fn server_pending_approvals_only(
-        &self,
-    ) -> Result<resume_data::ResumeData, resume_data::ResumeDataError> {
-        resume_data::get_resume_data(
-            &self.io.backend,
-            &self.config.agent_id,
-            &self.config.conversation_id,
-            false,
+            include_history,
         )
         .await
     }
@@ -564,7 +553,7 @@ impl<B: Backend> Client<B> {
     /// next submission (letta-protocol.md §6.3-6.4). With the planted
     /// `reexecute_pending_on_restart`, a restarted client executes them instead.
     async fn startup_check(&mut self, restarted: bool) {
-        let data = self.server_resume_data().await;
+        let data = self.server_resume_data(self.config.backfill).await;
         let pending = match data {
             Ok(d) => d.pending_approvals,
             Err(_) => Vec::new(),

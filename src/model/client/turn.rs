@@ -702,7 +702,7 @@ impl<B: Backend> Client<B> {
     /// what the run asks for; the published client stops with "Unexpected empty approvals"
     /// (difference 19).
     async fn recover_unseen_approvals(&mut self, drained: &mut DrainResult) {
-        let Ok(data) = self.server_resume_data().await else {
+        let Ok(data) = self.server_resume_data(self.config.backfill).await else {
             return;
         };
         if data.pending_approvals.is_empty() {
@@ -765,7 +765,7 @@ impl<B: Backend> Client<B> {
     /// Fetches the server's pending approvals and rebuilds the input with fresh stale denials;
     /// on fetch failure strips approval items and refreshes otids (letta-protocol.md §3.4).
     async fn rebuild_with_server_denials(&mut self, input: &mut Vec<MessageItem>) {
-        let data = self.server_resume_data().await;
+        let data = self.server_resume_data(self.config.backfill).await;
         let mut otids = Vec::new();
         for _ in 0..input.len() + 1 {
             otids.push(self.otid());
@@ -804,7 +804,7 @@ impl<B: Backend> Client<B> {
     /// for every pending approval, drained, repeated until none (bounded).
     async fn resolve_all_pending(&mut self, turn: u32) {
         for _ in 0..RESOLVE_ALL_MAX_ROUNDS {
-            let Ok(data) = self.server_resume_data().await else {
+            let Ok(data) = self.server_resume_data(self.config.backfill).await else {
                 return;
             };
             if data.pending_approvals.is_empty() {
@@ -1581,7 +1581,7 @@ impl<B: Backend> Client<B> {
     /// Invalid tool call ids: fetch the server's pending approvals and decide them
     /// (letta-protocol.md §3.4 "otherwise", §3.10 step 2).
     async fn show_server_approvals(&mut self, turn: u32) -> Option<ApprovalStep> {
-        let data = self.server_pending_approvals_only().await.ok()?;
+        let data = self.server_resume_data(false).await.ok()?;
         if data.pending_approvals.is_empty() {
             return None;
         }
