@@ -2,7 +2,7 @@
 //! tests/interop/setup.sh) runs each interop flow of tests/interop_cli.rs against `sim serve`;
 //! the Rust client in the `letta-code` profile (headless, one-shot, as the CLI runs) runs the
 //! same scenario in simulation; the two request logs, normalised to the fields that matter
-//! (`loopsim::model::client::conformance`), must be equal step by step: same requests in the
+//! (`loopsim::harness::letta::conformance`), must be equal step by step: same requests in the
 //! same order, same otid reuse and refresh, same `starting_after`, same approval items and
 //! denial texts, same statuses.
 //!
@@ -16,11 +16,11 @@ mod common;
 mod sim;
 
 use common::{Served, run_cli, setup};
-use loopsim::harness::run::Verdict;
-use loopsim::harness::scenario::{Scenario, Tool};
-use loopsim::model::client::conformance::{
+use loopsim::harness::letta::conformance::{
     RawRequest, Step, compare, normalise, parse_log_line, render,
 };
+use loopsim::harness::run::Verdict;
+use loopsim::harness::scenario::{Scenario, Tool};
 
 const PROMPT: &str = "Please run the marker command.";
 const MODEL: &str = "zai/gpt-4o-mini";

@@ -4,7 +4,7 @@
 //! and a real Letta server (0.16.8). For the flows it recorded, the Rust client in the
 //! `letta-code` profile (headless, one-shot, as the CLI ran) runs the same situation in
 //! simulation, and the two request logs, normalised to the fields that matter
-//! (`loopsim::model::client::conformance`), must be equal step by step: same requests in the
+//! (`loopsim::harness::letta::conformance`), must be equal step by step: same requests in the
 //! same order, same otid reuse and refresh, same `starting_after`, same approval items and
 //! denial texts, same statuses.
 //!
@@ -16,11 +16,11 @@ mod common;
 use std::path::PathBuf;
 
 use common::{load, repo, run, scenario_path, with_mode, with_profile};
-use loopsim::harness::run::Verdict;
-use loopsim::harness::scenario::Scenario;
-use loopsim::model::client::conformance::{
+use loopsim::harness::letta::conformance::{
     RawRequest, Step, compare, normalise, parse_log_line, render,
 };
+use loopsim::harness::run::Verdict;
+use loopsim::harness::scenario::Scenario;
 
 fn capture(flow: &str) -> PathBuf {
     repo()

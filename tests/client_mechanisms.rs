@@ -1,15 +1,15 @@
 //! Each client mechanism, observed on the wire: the protocol steps the client sends
 //! (normalised: otids, runs and tool calls labelled in order of first appearance, see
-//! `loopsim::model::client::conformance`), the retries and their delays, and where the two
+//! `loopsim::harness::letta::conformance`), the retries and their delays, and where the two
 //! profiles differ, both sides of the difference.
 
 mod common;
 
 use common::{load, outcomes, run, scenario_path, with_mode, with_profile};
+use loopsim::harness::letta::conformance::{RawRequest, normalise};
 use loopsim::harness::run::{RunReport, Verdict};
 use loopsim::harness::scenario::Scenario;
-use loopsim::model::client::conformance::{RawRequest, normalise};
-use loopsim::model::client::policy::{
+use loopsim::model::letta::client::policy::{
     INTERRUPT_REMINDER, KEEP_GOING, STALE_APPROVAL_RECOVERY_DENIAL_REASON,
 };
 use toml::Spanned;
@@ -152,7 +152,7 @@ fn approval_pending_409_headless_resolves_with_a_denial_only_request_then_resend
         "anthropic_text_end_turn",
     ]
     .iter()
-    .map(|c| Spanned::new(0..0, format!("../cassettes/provider/{c}.jsonl")))
+    .map(|c| Spanned::new(0..0, format!("../../cassettes/provider/{c}.jsonl")))
     .collect();
     for profile in ["reference", "letta-code"] {
         let r = pass(&with_profile(s.clone(), profile), 1);
@@ -185,7 +185,7 @@ fn in_band_approval_conflict_in_headless_mode_is_a_dead_end_in_the_published_cli
         "anthropic_text_end_turn",
     ]
     .iter()
-    .map(|c| Spanned::new(0..0, format!("../cassettes/provider/{c}.jsonl")))
+    .map(|c| Spanned::new(0..0, format!("../../cassettes/provider/{c}.jsonl")))
     .collect();
     let published = pass(&with_profile(s.clone(), "letta-code"), 1);
     assert_eq!(
@@ -710,7 +710,7 @@ fn a_resume_after_a_cut_between_two_calls_keeps_the_first_in_the_reference_only(
 #[test]
 fn a_lost_last_argument_fragment_is_replayed_not_executed_torn() {
     use loopsim::harness::faults::Fault;
-    use loopsim::model::faults::StreamFault;
+    use loopsim::model::port::inject::StreamFault;
     let mut s = scenario("approval_turn_drop");
     s.faults.push(Spanned::new(
         0..0,
@@ -754,7 +754,7 @@ fn a_lost_last_argument_fragment_is_replayed_not_executed_torn() {
 #[test]
 fn a_lost_approval_chunk_on_the_local_server_is_recovered_from_the_servers_pending_set() {
     use loopsim::harness::faults::Fault;
-    use loopsim::model::faults::StreamFault;
+    use loopsim::model::port::inject::StreamFault;
     let mut s = scenario("approval_turn");
     s.server.profile = Spanned::new(0..0, "local".into());
     s.faults = vec![Spanned::new(

@@ -93,7 +93,7 @@ fn outcomes_per_scenario() {
 fn a_drop_or_stall_at_any_frame_never_crashes_hangs_or_breaks_an_invariant() {
     use common::{with_faults, with_mode};
     use loopsim::harness::scenario::Fault;
-    use loopsim::model::faults::StreamFault;
+    use loopsim::model::port::inject::StreamFault;
     let base = load(&common::scenario_path("client_cut_stream_args.toml"));
     let mut runs = 0;
     for profile in ["reference", "letta-code"] {

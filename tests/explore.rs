@@ -29,7 +29,7 @@ fn options(seeds: std::ops::Range<u64>, jobs: usize, swarm: bool) -> ExploreOpti
 
 #[test]
 fn results_do_not_depend_on_jobs() {
-    let s = vec![load("scenarios/approval_turn.toml")];
+    let s = vec![load("scenarios/letta/approval_turn.toml")];
     let one = explore(&s, &options(0..60, 1, true), &|_, _| {}).unwrap();
     let three = explore(&s, &options(0..60, 3, true), &|_, _| {}).unwrap();
     assert_eq!(one, three);
@@ -178,8 +178,8 @@ fn check_determinism_names_the_first_divergent_event_and_its_time() {
 
 #[test]
 fn explicit_fault_kinds_parse_validate_and_run() {
-    let base = std::fs::read_to_string(root().join("scenarios/approval_turn.toml")).unwrap();
-    let path = root().join("scenarios/inline.toml");
+    let base = std::fs::read_to_string(root().join("scenarios/letta/approval_turn.toml")).unwrap();
+    let path = root().join("scenarios/letta/inline.toml");
     let ok = [
         r#"{ kind = "partition", between = ["client", "server"], at_ms = 60, duration_ms = 3000 }"#,
         r#"{ kind = "hold", between = ["server", "provider"], on_event = "chunk_recorded", nth = 3, duration_ms = 500 }"#,
@@ -257,7 +257,7 @@ fn a_written_scenario_keeps_every_planted_switch() {
 /// finding: without swarm the local-turns-interleave scenario shows it on every seed.
 #[test]
 fn a_sweep_counts_expected_failures_per_finding() {
-    let s = vec![load("scenarios/server_local_turns_interleave.toml")];
+    let s = vec![load("scenarios/letta/server_local_turns_interleave.toml")];
     let r = explore(&s, &options(0..6, 2, false), &|_, _| {}).unwrap();
     assert_eq!(r.passed, 6, "{}", r.render());
     assert_eq!(
@@ -274,7 +274,7 @@ fn a_sweep_counts_expected_failures_per_finding() {
         r.render()
     );
     let clean = explore(
-        &[load("scenarios/approval_turn.toml")],
+        &[load("scenarios/letta/approval_turn.toml")],
         &options(0..4, 1, false),
         &|_, _| {},
     )
@@ -288,11 +288,11 @@ fn a_sweep_counts_expected_failures_per_finding() {
 /// response bytes, and the bare world runs until the last recorded frame has been sent.
 #[test]
 fn the_bare_baseline_replays_every_exchange_of_the_run() {
-    use loopsim::harness::bare::{BareScript, run_bare};
-    use loopsim::harness::world::run_once_logging;
-    use loopsim::model::observe::Observation;
-    use loopsim::model::server::ExchangeLog;
-    let s = load("scenarios/standard_fault.toml");
+    use loopsim::harness::letta::bare::{BareScript, run_bare};
+    use loopsim::harness::letta::world::run_once_logging;
+    use loopsim::model::letta::server::ExchangeLog;
+    use loopsim::model::port::observe::Observation;
+    let s = load("scenarios/letta/standard_fault.toml");
     let mut clean = s.clone();
     clean.faults.clear();
     let log = ExchangeLog::default();

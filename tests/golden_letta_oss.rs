@@ -35,10 +35,10 @@ use hyper::Request;
 
 use loopsim::harness::env::SimEnv;
 use loopsim::harness::trace::Trace;
-use loopsim::model::provider::scripted::{self, ScriptConfig, ScriptState};
-use loopsim::model::server::{
+use loopsim::model::letta::server::{
     self, AgentConfig, ApprovalConflict, NoHooks, Profile, ServerBugs, ServerConfig, Store,
 };
+use loopsim::model::provider::scripted::{self, ScriptConfig, ScriptState};
 use loopsim::wire::provider::ProviderFormat;
 
 /// The agent every capture used (PROVENANCE.md "Agent, created once").
@@ -306,7 +306,9 @@ async fn send(env: &SimEnv, cap: &Capture, path: &str, answers: &Answers, key: &
         .body(Full::new(Bytes::from(cap.body.clone().unwrap_or_default())))
         .expect("request");
     let resp =
-        match loopsim::model::http::send(env, "server:8283", req, Duration::from_secs(60)).await {
+        match loopsim::model::port::http::send(env, "server:8283", req, Duration::from_secs(60))
+            .await
+        {
             Ok(r) => r,
             Err(e) => {
                 answers.lock().unwrap().insert(
@@ -343,7 +345,7 @@ async fn send(env: &SimEnv, cap: &Capture, path: &str, answers: &Answers, key: &
     loop {
         let frame = match tokio::time::timeout(Duration::from_secs(900), body.frame()).await {
             Err(_) => Some(Err("no bytes for 900 s".to_string())),
-            Ok(f) => f.map(|r| r.map_err(|e| loopsim::model::http::error_chain(&e))),
+            Ok(f) => f.map(|r| r.map_err(|e| loopsim::model::port::http::error_chain(&e))),
         };
         let mut all = answers.lock().unwrap();
         let a = all.get_mut(key).expect("inserted above");

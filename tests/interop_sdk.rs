@@ -18,7 +18,7 @@ fn python_sdk_streams_a_turn_and_sees_every_documented_chunk_type() {
     if setup().is_none() {
         return;
     }
-    let served = Served::start("scenarios/approval_turn.toml", "sdk", 1);
+    let served = Served::start("scenarios/letta/approval_turn.toml", "sdk", 1);
     let agent = served.ready["agent_id"].as_str().unwrap().to_string();
     let out = Command::new("python3")
         .arg(root().join("tests/interop/sdk_stream.py"))

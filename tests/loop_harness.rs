@@ -10,7 +10,7 @@ use loopsim::harness::invariants::{DETERMINISTIC, LOCK_SAFETY, LOOP_ENVELOPE, Vi
 use loopsim::harness::run::{RunReport, Verdict, exit, run_scenario};
 use loopsim::harness::scenario::{Fault, Scenario};
 use loopsim::harness::shrink::{shrink, with_plan};
-use loopsim::model::loop_agent::faults::{AbortReason, Garbage, ListenerFault};
+use loopsim::model::kimi::agent::inject::{AbortReason, Garbage, ListenerFault};
 use toml::Spanned;
 
 fn root() -> PathBuf {
@@ -22,13 +22,13 @@ fn load(rel: &str) -> Scenario {
 }
 
 fn loop_scenarios() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(root().join("scenarios"))
+    let mut v: Vec<PathBuf> = std::fs::read_dir(root().join("scenarios/kimi"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| {
             p.file_name()
                 .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("loop_") && n.ends_with(".toml"))
+                .is_some_and(|n| n.ends_with(".toml"))
         })
         .collect();
     v.sort();
@@ -84,10 +84,10 @@ fn every_agent_loop_scenario_passes_and_checks_both_oracles() {
 #[test]
 fn agent_loop_seeds_each_run_twice_give_identical_traces() {
     for (file, seeds) in [
-        ("scenarios/loop_overlapping_cassette.toml", 0..20),
-        ("scenarios/loop_provider_errors.toml", 0..6),
-        ("scenarios/loop_tool_hang.toml", 0..6),
-        ("scenarios/loop_user_abort.toml", 0..6),
+        ("scenarios/kimi/overlapping_cassette.toml", 0..20),
+        ("scenarios/kimi/provider_errors.toml", 0..6),
+        ("scenarios/kimi/tool_hang.toml", 0..6),
+        ("scenarios/kimi/user_abort.toml", 0..6),
     ] {
         let s = load(file);
         let mut hashes = std::collections::BTreeSet::new();
@@ -112,13 +112,13 @@ fn agent_loop_seeds_each_run_twice_give_identical_traces() {
 
 #[test]
 fn agent_loop_trace_snapshot_of_seed_1() {
-    let report = run_scenario(&load("scenarios/loop_parallel_conflicts.toml"), 1, 1).unwrap();
+    let report = run_scenario(&load("scenarios/kimi/parallel_conflicts.toml"), 1, 1).unwrap();
     insta::assert_snapshot!("loop_parallel_conflicts_seed_1", report.trace_text);
 }
 
 #[test]
 fn conflicting_calls_serialise_in_provider_order_and_the_rest_overlap() {
-    let report = run_scenario(&load("scenarios/loop_parallel_conflicts.toml"), 2, 1).unwrap();
+    let report = run_scenario(&load("scenarios/kimi/parallel_conflicts.toml"), 2, 1).unwrap();
     assert_eq!(report.verdict, Verdict::Pass, "{}", report.render());
     let lines = agent_lines(&report);
     let pos = |needle: &str| {
@@ -149,7 +149,7 @@ fn conflicting_calls_serialise_in_provider_order_and_the_rest_overlap() {
 
 #[test]
 fn provider_errors_are_retried_with_retry_after_and_a_stalled_stream_times_out() {
-    let report = run_scenario(&load("scenarios/loop_provider_errors.toml"), 1, 1).unwrap();
+    let report = run_scenario(&load("scenarios/kimi/provider_errors.toml"), 1, 1).unwrap();
     assert_eq!(report.verdict, Verdict::Pass, "{}", report.render());
     assert_eq!(report.turn_outcomes, ["completed: end_turn (2 steps)"]);
     let t = &report.trace_text;
@@ -181,7 +181,7 @@ fn provider_errors_are_retried_with_retry_after_and_a_stalled_stream_times_out()
 #[test]
 fn a_non_retryable_error_fails_the_turn_after_one_interrupt() {
     let s = with_faults(
-        load("scenarios/loop_recorded_tool_use.toml"),
+        load("scenarios/kimi/recorded_tool_use.toml"),
         vec![Fault::ProviderError {
             call: 0,
             status: 429,
@@ -211,7 +211,7 @@ fn a_non_retryable_error_fails_the_turn_after_one_interrupt() {
 
 #[test]
 fn a_user_abort_mid_batch_still_records_every_result_and_counts_the_usage() {
-    let report = run_scenario(&load("scenarios/loop_user_abort.toml"), 1, 1).unwrap();
+    let report = run_scenario(&load("scenarios/kimi/user_abort.toml"), 1, 1).unwrap();
     assert_eq!(report.verdict, Verdict::Pass, "{}", report.render());
     assert_eq!(
         report.turn_outcomes,
@@ -243,7 +243,7 @@ fn a_user_abort_mid_batch_still_records_every_result_and_counts_the_usage() {
 
 #[test]
 fn a_tool_that_hangs_past_the_abort_is_cut_by_the_grace_timeout() {
-    let report = run_scenario(&load("scenarios/loop_tool_hang.toml"), 1, 1).unwrap();
+    let report = run_scenario(&load("scenarios/kimi/tool_hang.toml"), 1, 1).unwrap();
     assert_eq!(report.verdict, Verdict::Pass, "{}", report.render());
     assert_eq!(report.turn_outcomes[0], "cancelled (1 step)");
     let time_of = |needle: &str| -> u64 {
@@ -280,7 +280,7 @@ fn a_tool_that_hangs_past_the_abort_is_cut_by_the_grace_timeout() {
 #[test]
 fn a_hang_without_an_abort_is_a_liveness_failure_naming_the_tool() {
     let mut s = with_faults(
-        load("scenarios/loop_tool_hang.toml"),
+        load("scenarios/kimi/tool_hang.toml"),
         vec![Fault::ToolHang {
             execution: 1,
             abort_after_ms: None,
@@ -301,7 +301,7 @@ fn a_hang_without_an_abort_is_a_liveness_failure_naming_the_tool() {
 
 #[test]
 fn garbage_tool_results_become_the_upstream_error_texts() {
-    let report = run_scenario(&load("scenarios/loop_tool_garbage.toml"), 1, 1).unwrap();
+    let report = run_scenario(&load("scenarios/kimi/tool_garbage.toml"), 1, 1).unwrap();
     assert_eq!(report.verdict, Verdict::Pass, "{}", report.render());
     let t = &report.trace_text;
     for (k, text) in [
@@ -330,7 +330,7 @@ fn garbage_tool_results_become_the_upstream_error_texts() {
 /// trace equals the fault-free one, event for event.
 #[test]
 fn a_throwing_listener_never_affects_the_turn() {
-    let faulty = load("scenarios/loop_listener_throws.toml");
+    let faulty = load("scenarios/kimi/listener_throws.toml");
     let clean = with_faults(faulty.clone(), vec![]);
     for seed in 0..4 {
         let a = run_scenario(&faulty, seed, 1).unwrap();
@@ -359,7 +359,7 @@ fn a_throwing_listener_never_affects_the_turn() {
 
 #[test]
 fn a_context_overflow_is_compacted_and_the_turn_rerun_from_step_1() {
-    let report = run_scenario(&load("scenarios/loop_context_overflow.toml"), 1, 1).unwrap();
+    let report = run_scenario(&load("scenarios/kimi/context_overflow.toml"), 1, 1).unwrap();
     assert_eq!(report.verdict, Verdict::Pass, "{}", report.render());
     assert_eq!(
         report.turn_outcomes[1],
@@ -384,7 +384,7 @@ fn a_context_overflow_is_compacted_and_the_turn_rerun_from_step_1() {
 
 #[test]
 fn max_steps_fails_the_turn_after_exactly_max_steps_model_calls() {
-    let report = run_scenario(&load("scenarios/loop_max_steps.toml"), 1, 1).unwrap();
+    let report = run_scenario(&load("scenarios/kimi/max_steps.toml"), 1, 1).unwrap();
     assert_eq!(report.verdict, Verdict::Pass, "{}", report.render());
     assert!(
         report.turn_outcomes[0]
@@ -500,14 +500,14 @@ system = "agent-loop"
 
 [provider]
 api = "anthropic"
-responses = ["../cassettes/provider/anthropic_text_end_turn.jsonl"]
+responses = ["../../cassettes/provider/anthropic_text_end_turn.jsonl"]
 
 [agent_loop]
 turns = ["hi"]
 "#;
 
 fn parse(text: &str) -> Result<Scenario, String> {
-    Scenario::parse(text, &root().join("scenarios/inline.toml")).map_err(|e| e.to_string())
+    Scenario::parse(text, &root().join("scenarios/kimi/inline.toml")).map_err(|e| e.to_string())
 }
 
 #[test]
@@ -572,7 +572,7 @@ fn agent_loop_schema_errors_name_file_line_and_what_was_expected() {
         ),
         (
             MINIMAL.replace(
-                "responses = [\"../cassettes/provider/anthropic_text_end_turn.jsonl\"]",
+                "responses = [\"../../cassettes/provider/anthropic_text_end_turn.jsonl\"]",
                 "",
             ),
             "no model answers: list cassettes in [provider] responses or steps in [[agent_loop.script]]",
@@ -596,7 +596,7 @@ fn agent_loop_schema_errors_name_file_line_and_what_was_expected() {
         assert!(e.contains(expected), "expected {expected:?} in\n{e}");
     }
     // Agent-loop faults are refused in a letta scenario.
-    let letta = std::fs::read_to_string(root().join("scenarios/approval_turn.toml")).unwrap();
+    let letta = std::fs::read_to_string(root().join("scenarios/letta/approval_turn.toml")).unwrap();
     let e = parse(&format!(
         "{letta}\n[[faults]]\nkind = \"user_abort\"\nat_ms = 5\n"
     ))
@@ -701,8 +701,8 @@ fn inline_to_table(inline: &str) -> String {
 #[test]
 fn swarm_plans_for_agent_loop_scenarios_run_clean() {
     for file in [
-        "scenarios/loop_parallel_conflicts.toml",
-        "scenarios/loop_overlapping_cassette.toml",
+        "scenarios/kimi/parallel_conflicts.toml",
+        "scenarios/kimi/overlapping_cassette.toml",
     ] {
         let s = load(file);
         let base = baseline(&s).unwrap();
@@ -737,7 +737,7 @@ fn swarm_plans_for_agent_loop_scenarios_run_clean() {
 #[test]
 fn an_agent_loop_sweep_reports_loop_coverage_goals() {
     use loopsim::harness::explore::{ExploreOptions, explore};
-    let s = vec![load("scenarios/loop_overlapping_cassette.toml")];
+    let s = vec![load("scenarios/kimi/overlapping_cassette.toml")];
     let report = explore(
         &s,
         &ExploreOptions {

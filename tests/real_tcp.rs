@@ -3,11 +3,11 @@
 
 use std::path::Path;
 
+use loopsim::harness::letta::world::run_once;
 use loopsim::harness::scenario::Scenario;
 use loopsim::harness::tcp::run_once_tcp;
 use loopsim::harness::trace::TraceEvent;
-use loopsim::harness::world::run_once;
-use loopsim::model::observe::Observation;
+use loopsim::model::port::observe::Observation;
 
 /// One host's events in order, without times (real time differs; behaviour must not).
 /// `provider_serve_end` is left out: whether the provider reaches its recorded end before the
@@ -26,7 +26,7 @@ fn host_events(trace: &[TraceEvent], host: &str) -> Vec<String> {
 
 #[test]
 fn approval_turn_on_real_tcp_matches_the_simulation_host_by_host() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/approval_turn.toml");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/letta/approval_turn.toml");
     let scenario = Scenario::load(&path).unwrap();
     let real = run_once_tcp(&scenario, 5).unwrap();
     let sim = run_once(&scenario, 5).unwrap();

@@ -10,7 +10,7 @@ use loopsim::harness::scenario::Scenario;
 
 fn path(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("scenarios")
+        .join("scenarios/letta")
         .join(name)
 }
 
@@ -359,7 +359,7 @@ fn stream_faults_fail_the_run_stream_lose_a_frame_and_stall() {
 #[test]
 fn a_lost_block_close_keeps_the_call_when_the_message_ends_tool_use() {
     use loopsim::harness::faults::Fault;
-    use loopsim::model::faults::StreamFault;
+    use loopsim::model::port::inject::StreamFault;
     let mut s = Scenario::load(&path("client_lock_safety.toml")).unwrap();
     s.faults.push(toml::Spanned::new(
         0..0,

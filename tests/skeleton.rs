@@ -11,7 +11,7 @@ use toml::Spanned;
 
 fn scenario_path(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("scenarios")
+        .join("scenarios/letta")
         .join(name)
 }
 
@@ -232,7 +232,7 @@ system = "letta"
 
 [provider]
 api = "anthropic"
-responses = ["../cassettes/provider/anthropic_text_end_turn.jsonl"]
+responses = ["../../cassettes/provider/anthropic_text_end_turn.jsonl"]
 
 [agent]
 id = "agent-1"
@@ -295,7 +295,7 @@ fn scenario_errors_name_file_line_and_what_was_expected() {
 #[test]
 fn every_bundled_scenario_passes_and_every_planted_one_fails() {
     let mut checked = 0;
-    for dir in ["scenarios", "scenarios/planted"] {
+    for dir in ["scenarios/letta", "scenarios/kimi", "scenarios/planted"] {
         let planted = dir.ends_with("planted");
         let mut files: Vec<_> = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(dir))
             .unwrap()

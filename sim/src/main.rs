@@ -30,7 +30,7 @@ docs/explore.md, docs/exit-codes.md";
 /// network, against a fake provider replaying recorded SSE cassettes, injects faults, and checks
 /// protocol invariants. The same scenario and seed always give the same trace, byte for byte.
 ///
-/// Start with: sim run scenarios/approval_turn.toml --seed 1
+/// Start with: sim run scenarios/letta/approval_turn.toml --seed 1
 #[derive(Parser)]
 #[command(name = "sim", version, after_help = EXIT_CODES)]
 struct Cli {
@@ -52,7 +52,7 @@ enum Command {
     /// report names the invariant, the event that broke it and the command that reproduces it.
     #[command(after_help = EXIT_CODES)]
     Run {
-        /// The scenario file (TOML; see docs/scenario.md), e.g. scenarios/approval_turn.toml.
+        /// The scenario file (TOML; see docs/scenario.md), e.g. scenarios/letta/approval_turn.toml.
         scenario: PathBuf,
         /// The run seed. Every random choice (latency, ids, faults) derives from it.
         #[arg(long, default_value_t = 0)]
@@ -227,7 +227,7 @@ enum Command {
         /// `letta-oss-0.16` (the open-source Letta 0.16.8 server byte for byte as captured,
         /// with its agents endpoints). docs/server.md "Profiles".
         #[arg(long, value_name = "NAME",
-              value_parser = clap::builder::PossibleValuesParser::new(loopsim::model::server::Profile::NAMES))]
+              value_parser = clap::builder::PossibleValuesParser::new(loopsim::model::letta::server::Profile::NAMES))]
         profile: Option<String>,
         /// Answer model calls with the scripted fake model the real-server captures were
         /// recorded against (FAIL500, CUTSTREAM, MIDERR, SLOW, PLAIN in the last message; else
@@ -673,7 +673,7 @@ struct Measured {
 fn measure(
     scenario: &Scenario,
     seeds: u64,
-    base: Option<&loopsim::harness::swarm::Baseline>,
+    base: Option<&loopsim::harness::letta::swarm::Baseline>,
     label: String,
 ) -> Result<Measured, InputError> {
     let started = Instant::now();
@@ -755,10 +755,10 @@ fn bench(path: &Path, seeds: u64, swarm: bool, compare_bare: bool, ticks: &[u64]
     if compare_bare {
         let mut clean = scenario.clone();
         clean.faults.clear();
-        let log = loopsim::model::server::ExchangeLog::default();
-        let out = loopsim::harness::world::run_once_logging(&clean, 0, Some(log.clone()))?;
+        let log = loopsim::model::letta::server::ExchangeLog::default();
+        let out = loopsim::harness::letta::world::run_once_logging(&clean, 0, Some(log.clone()))?;
         let exchanges = std::mem::take(&mut *log.lock().unwrap());
-        let script = loopsim::harness::bare::BareScript::from_run(&clean, &out, exchanges)?;
+        let script = loopsim::harness::letta::bare::BareScript::from_run(&clean, &out, exchanges)?;
         // loopsim without faults, one run each, against the bare world on the same seeds.
         let t = Instant::now();
         let mut sim_ms = 0;
@@ -769,14 +769,15 @@ fn bench(path: &Path, seeds: u64, swarm: bool, compare_bare: bool, ticks: &[u64]
         let t = Instant::now();
         let mut bare_ms = 0;
         for seed in 0..seeds {
-            bare_ms += loopsim::harness::bare::run_bare(&clean, seed, &script).map_err(|m| {
-                InputError {
-                    file: path.display().to_string(),
-                    line: None,
-                    column: None,
-                    message: format!("bare run failed: {m}"),
-                }
-            })?;
+            bare_ms +=
+                loopsim::harness::letta::bare::run_bare(&clean, seed, &script).map_err(|m| {
+                    InputError {
+                        file: path.display().to_string(),
+                        line: None,
+                        column: None,
+                        message: format!("bare run failed: {m}"),
+                    }
+                })?;
         }
         let bare_wall = t.elapsed().as_secs_f64();
         println!("compare-bare    same seeds, no faults, one run each");
@@ -810,7 +811,7 @@ fn serve(
 ) -> CmdResult {
     use std::io::Write as _;
     // clap has checked the name against Profile::NAMES.
-    let profile = profile.and_then(|p| loopsim::model::server::Profile::from_name(&p));
+    let profile = profile.and_then(|p| loopsim::model::letta::server::Profile::from_name(&p));
     let opts = loopsim::harness::serve::ServeOptions {
         scenario,
         seed,

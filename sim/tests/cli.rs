@@ -25,7 +25,7 @@ fn stderr(o: &Output) -> String {
 
 #[test]
 fn bundled_scenario_passes_with_the_same_hash_every_time() {
-    let a = sim(&["run", "scenarios/approval_turn.toml", "--seed", "1"]);
+    let a = sim(&["run", "scenarios/letta/approval_turn.toml", "--seed", "1"]);
     assert_eq!(a.status.code(), Some(0), "{}{}", stdout(&a), stderr(&a));
     let out = stdout(&a);
     assert!(out.contains("seed      1"), "{out}");
@@ -35,7 +35,7 @@ fn bundled_scenario_passes_with_the_same_hash_every_time() {
         "{out}"
     );
     assert!(out.contains("verdict   PASS"), "{out}");
-    let b = sim(&["run", "scenarios/approval_turn.toml", "--seed", "1"]);
+    let b = sim(&["run", "scenarios/letta/approval_turn.toml", "--seed", "1"]);
     let hash = |s: &str| {
         s.lines()
             .find(|l| l.starts_with("trace "))
@@ -55,7 +55,7 @@ fn trace_file_is_written_and_matches_print_trace() {
     let file = dir.join("trace.txt");
     let o = sim(&[
         "run",
-        "scenarios/approval_turn.toml",
+        "scenarios/letta/approval_turn.toml",
         "--seed",
         "4",
         "--trace",
@@ -133,7 +133,7 @@ fn input_errors_exit_2_naming_file_and_line() {
 
 #[test]
 fn unknown_flags_exit_2_and_help_lists_exit_codes() {
-    let o = sim(&["run", "scenarios/approval_turn.toml", "--sede", "1"]);
+    let o = sim(&["run", "scenarios/letta/approval_turn.toml", "--sede", "1"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--sede"), "{}", stderr(&o));
     let o = sim(&["--help"]);

@@ -25,7 +25,7 @@ fn serve_prints_a_ready_line_answers_http_and_logs_requests() {
         .args([
             "serve",
             "--scenario",
-            "scenarios/approval_turn.toml",
+            "scenarios/letta/approval_turn.toml",
             "--port",
             "0",
             "--log",
@@ -97,7 +97,7 @@ fn serve_refuses_a_bad_scenario_and_a_simulation_only_fault() {
         .args([
             "serve",
             "--scenario",
-            "scenarios/server_restart.toml",
+            "scenarios/letta/server_restart.toml",
             "--port",
             "0",
         ])
@@ -114,7 +114,7 @@ fn serve_profile_flag_serves_the_letta_oss_profile_with_the_scripted_model() {
         .args([
             "serve",
             "--scenario",
-            "scenarios/approval_turn.toml",
+            "scenarios/letta/approval_turn.toml",
             "--port",
             "0",
             "--profile",
@@ -172,7 +172,7 @@ fn serve_refuses_an_unknown_profile() {
         .args([
             "serve",
             "--scenario",
-            "scenarios/approval_turn.toml",
+            "scenarios/letta/approval_turn.toml",
             "--profile",
             "letta-oss-9",
         ])

@@ -4,7 +4,7 @@
 
 use super::invariants::pending_tool_calls;
 use super::trace::TraceEvent;
-use crate::model::observe::{HistoryEntry, Observation};
+use crate::model::port::observe::{HistoryEntry, Observation};
 
 /// A coverage goal: a stable id and what it means.
 pub struct Goal {
@@ -293,7 +293,7 @@ pub const LOOP_GOALS: &[Goal] = &[
 
 /// The goals that apply to runs of `system`.
 pub fn goals_for(system: &str) -> &'static [Goal] {
-    if system == super::loop_scenario::SYSTEM {
+    if system == super::kimi::scenario::SYSTEM {
         LOOP_GOALS
     } else {
         GOALS

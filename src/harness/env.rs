@@ -6,8 +6,8 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use crate::model::env::{Env, Listener};
-use crate::model::observe::Observation;
+use crate::model::port::env::{Env, Listener};
+use crate::model::port::observe::Observation;
 
 use super::trace::Trace;
 

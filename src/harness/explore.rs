@@ -14,10 +14,10 @@ use toml::Spanned;
 
 use super::coverage::{GOALS, LOOP_GOALS, goals_for};
 use super::faults::Fault;
+use super::letta::swarm::{self, Baseline};
+use super::letta::world::run_once;
 use super::run::{Verdict, run_scenario};
 use super::scenario::{InputError, Scenario};
-use super::swarm::{self, Baseline};
-use super::world::run_once;
 
 /// What to sweep.
 #[derive(Debug, Clone)]
@@ -203,7 +203,7 @@ pub fn baseline(scenario: &Scenario) -> Result<Baseline, InputError> {
     clean.faults.clear();
     if clean.is_agent_loop() {
         // Its own world; the baseline then carries the agent's part (`loop_swarm`).
-        let out = super::loop_world::run_once(&clean, 0)?;
+        let out = super::kimi::world::run_once(&clean, 0)?;
         return Ok(Baseline::from_trace(&out.trace, out.end_ms));
     }
     let out = run_once(&clean, 0)?;

@@ -16,10 +16,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::trace::Trace;
-use crate::model::faults::{ProviderHooks, ProviderOverride, StreamFault};
-use crate::model::loop_agent::faults::{AbortReason, Garbage, ListenerFault};
-use crate::model::observe::Observation;
-use crate::model::server::{SendFault, StoredToolCall, StreamHooks};
+use crate::model::kimi::agent::inject::{AbortReason, Garbage, ListenerFault};
+use crate::model::letta::server::{SendFault, StoredToolCall, StreamHooks};
+use crate::model::port::inject::{ProviderHooks, ProviderOverride, StreamFault};
+use crate::model::port::observe::Observation;
 
 /// Hosts a fault can name.
 pub const HOSTS: [&str; 3] = ["client", "server", "provider"];

@@ -58,6 +58,9 @@ pub fn commit_seed_start(commit: &str) -> u64 {
     1_000_000 + u64::from(u32::from_le_bytes([d[0], d[1], d[2], d[3]])) % 1_000_000_000
 }
 
+/// The folders of bundled scenarios, one per system; every file in them must pass.
+pub const BUNDLED_DIRS: [&str; 2] = ["scenarios/letta", "scenarios/kimi"];
+
 fn toml_files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|rd| {
@@ -90,7 +93,8 @@ pub fn run_gate(
     }
 
     // 1. Sweeps: every bundled scenario, swarm faults on, must pass.
-    for file in toml_files(&root.join("scenarios")) {
+    let bundled = BUNDLED_DIRS.iter().flat_map(|d| toml_files(&root.join(d)));
+    for file in bundled {
         let scenario = Scenario::load(&file)?;
         let name = file.display().to_string();
         for range in &ranges {
@@ -253,13 +257,13 @@ pub fn run_gate(
 pub const SNAPSHOTS: &[(&str, &str, u64)] = &[
     (
         "skeleton__approval_turn_seed_1.snap",
-        "scenarios/approval_turn.toml",
+        "scenarios/letta/approval_turn.toml",
         1,
     ),
     // ---- agent loop (issue 5) ----
     (
         "loop_harness__loop_parallel_conflicts_seed_1.snap",
-        "scenarios/loop_parallel_conflicts.toml",
+        "scenarios/kimi/parallel_conflicts.toml",
         1,
     ),
 ];

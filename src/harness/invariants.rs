@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::observe::{HistoryEntry, Observation};
+use crate::model::port::observe::{HistoryEntry, Observation};
 
 use super::trace::TraceEvent;
 
@@ -19,9 +19,9 @@ pub const TURN_TERMINATES: &str = "turn-terminates";
 pub const LOOP_ENVELOPE: &str = "loop-envelope";
 /// Agent loop: conflicting tool executions never overlap in simulated time.
 pub const LOCK_SAFETY: &str = "lock-safety";
-pub use super::loop_invariants::{lock_safety, loop_envelope};
+pub use super::kimi::invariants::{lock_safety, loop_envelope};
 // ---- client model (issue 4): oracles in `client_invariants` ----
-pub use super::client_invariants::{
+pub use super::letta::client_invariants::{
     APPROVAL_ATTRIBUTION, ARGS_INTACT, BUDGET_RESPECTED, Checker, NO_DOUBLE_EXECUTION,
     RESULTS_ORDERED, STOP_REASON_CONSISTENT, STREAM_GAPLESS, approval_attribution, args_intact,
     budget_respected, client_invariants, client_lock_safety, no_double_execution, results_ordered,

@@ -1,27 +1,21 @@
 //! The harness: builds worlds from scenarios, runs them on turmoil, records traces, checks
 //! invariants and reports. It drives the models; the models never see it.
+//!
+//! The files at this level are true of every system; [`letta`] and [`kimi`] hold what is
+//! particular to one. [`system`] is the one place that asks which system a scenario runs.
 
-pub mod bare;
 pub mod cassettes;
-pub mod client_invariants;
 pub mod coverage;
 pub mod env;
 pub mod explore;
 pub mod faults;
-pub mod findings;
 pub mod gate;
 pub mod invariants;
-pub mod loop_invariants;
-pub mod loop_run;
-pub mod loop_scenario;
-pub mod loop_script;
-pub mod loop_swarm;
-pub mod loop_world;
+pub mod kimi;
+pub mod letta;
 pub mod run;
 pub mod scenario;
 pub mod serve;
 pub mod shrink;
-pub mod swarm;
 pub mod tcp;
 pub mod trace;
-pub mod world;

@@ -6,10 +6,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Once;
 
 use super::invariants::{self, DETERMINISTIC, TOOL_CALL_RESOLVED, TURN_TERMINATES, Violation};
+use super::letta::world::{RunOutput, run_once};
 use super::scenario::{InputError, Scenario};
 use super::trace::{first_divergence, hash_text, render_events};
-use super::world::{RunOutput, run_once};
-use crate::model::observe::Observation;
+use crate::model::port::observe::Observation;
 
 /// Exit codes of `sim` (docs/exit-codes.md).
 pub mod exit {
@@ -66,7 +66,7 @@ pub struct RunReport {
     /// finding that explains it: (invariant, finding, whether it did fail).
     pub expected: Vec<(&'static str, String, bool)>,
     /// client-model: the client's requests (the conformance log).
-    pub requests: Vec<crate::model::client::backend::RequestRecord>,
+    pub requests: Vec<crate::model::letta::client::backend::RequestRecord>,
     /// Coverage goals this run reached (`harness::coverage`).
     pub goals: Vec<&'static str>,
     pub verdict: Verdict,
@@ -138,7 +138,7 @@ pub(crate) fn guarded<T>(
 pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunReport, InputError> {
     if scenario.is_agent_loop() {
         // The agent-loop world has its own hosts, oracles and diagnosis (`loop_run`).
-        return super::loop_run::run_scenario(scenario, seed, runs);
+        return super::kimi::run::run_scenario(scenario, seed, runs);
     }
     let runs = runs.max(1);
     let faults = scenario
@@ -271,7 +271,7 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
             let failed = !violations.is_empty();
             if e.sometimes {
                 // Seed-dependent: expected only where the trace shows this finding.
-                if failed && super::findings::shows(&e.finding, &first.trace) {
+                if failed && super::letta::findings::shows(&e.finding, &first.trace) {
                     report.expected.push((id, e.finding.clone(), true));
                 }
                 continue;

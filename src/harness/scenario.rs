@@ -70,7 +70,7 @@ pub struct Scenario {
     pub permissions: Permissions,
     /// The agent host of `system = "agent-loop"` (docs/scenario.md).
     #[serde(default)]
-    pub agent_loop: Option<super::loop_scenario::AgentLoopSection>,
+    pub agent_loop: Option<super::kimi::scenario::AgentLoopSection>,
     #[serde(default)]
     pub faults: Vec<Spanned<Fault>>,
     #[serde(default)]
@@ -238,7 +238,7 @@ pub struct ExpectedFailure {
     /// The anchor of the finding in docs/findings.md.
     pub finding: String,
     /// Only some seeds show it (a swarm sweep): the violation is expected only where the trace
-    /// shows the finding's signature (`harness::findings`), and a run where it holds passes.
+    /// shows the finding's signature (`harness::letta::findings`), and a run where it holds passes.
     #[serde(default)]
     pub sometimes: bool,
 }
@@ -592,7 +592,7 @@ impl Scenario {
 
     /// True for `system = "agent-loop"` (the Kimi Code turn loop against the fake provider).
     pub fn is_agent_loop(&self) -> bool {
-        self.scenario.system.get_ref() == super::loop_scenario::SYSTEM
+        self.scenario.system.get_ref() == super::kimi::scenario::SYSTEM
     }
 
     pub fn error_at(&self, span: std::ops::Range<usize>, msg: impl Into<String>) -> InputError {
@@ -606,8 +606,8 @@ impl Scenario {
 
     fn validate(&self) -> Result<(), InputError> {
         let system = &self.scenario.system;
-        if system.get_ref() == super::loop_scenario::SYSTEM {
-            return super::loop_scenario::validate(self);
+        if system.get_ref() == super::kimi::scenario::SYSTEM {
+            return super::kimi::scenario::validate(self);
         }
         if system.get_ref() != "letta" {
             return Err(self.error_at(
@@ -618,9 +618,9 @@ impl Scenario {
                 ),
             ));
         }
-        super::loop_scenario::check_letta_sections(self)?;
+        super::kimi::scenario::check_letta_sections(self)?;
         let profile = &self.scenario.client_profile;
-        if crate::model::client::Profile::from_name(profile.get_ref()).is_none() {
+        if crate::model::letta::client::Profile::from_name(profile.get_ref()).is_none() {
             return Err(self.error_at(
                 profile.span(),
                 format!(
@@ -630,7 +630,7 @@ impl Scenario {
             ));
         }
         let mode = &self.client.mode;
-        if crate::model::client::Mode::from_name(mode.get_ref()).is_none() {
+        if crate::model::letta::client::Mode::from_name(mode.get_ref()).is_none() {
             return Err(self.error_at(
                 mode.span(),
                 format!(
@@ -642,7 +642,7 @@ impl Scenario {
         for e in &self.expect {
             let x = e.get_ref();
             if let Some(p) = &x.profile
-                && crate::model::client::Profile::from_name(p).is_none()
+                && crate::model::letta::client::Profile::from_name(p).is_none()
             {
                 return Err(self.error_at(
                     e.span(),
@@ -650,13 +650,13 @@ impl Scenario {
                 ));
             }
             if let Some(p) = &x.server
-                && crate::model::server::Profile::from_name(p).is_none()
+                && crate::model::letta::server::Profile::from_name(p).is_none()
             {
                 return Err(self.error_at(
                     e.span(),
                     format!(
                         "unknown server profile {p:?} in [[expect]]: expected one of {}",
-                        crate::model::server::Profile::NAMES
+                        crate::model::letta::server::Profile::NAMES
                             .map(|n| format!("{n:?}"))
                             .join(", ")
                     ),
@@ -669,14 +669,14 @@ impl Scenario {
                 ));
             }
             if x.sometimes
-                && !crate::harness::findings::WITH_SIGNATURE.contains(&x.finding.as_str())
+                && !crate::harness::letta::findings::WITH_SIGNATURE.contains(&x.finding.as_str())
             {
                 return Err(self.error_at(
                     e.span(),
                     format!(
                         "`sometimes = true` needs a finding the harness recognises in a trace; {:?} has no signature (known: {})",
                         x.finding,
-                        crate::harness::findings::WITH_SIGNATURE.join(", ")
+                        crate::harness::letta::findings::WITH_SIGNATURE.join(", ")
                     ),
                 ));
             }
@@ -748,15 +748,15 @@ impl Scenario {
         Ok(())
     }
 
-    pub fn server_profile(&self) -> Result<crate::model::server::Profile, InputError> {
+    pub fn server_profile(&self) -> Result<crate::model::letta::server::Profile, InputError> {
         let p = &self.server.profile;
-        crate::model::server::Profile::from_name(p.get_ref()).ok_or_else(|| {
+        crate::model::letta::server::Profile::from_name(p.get_ref()).ok_or_else(|| {
             self.error_at(
                 p.span(),
                 format!(
                     "unknown server profile {:?}: expected one of {}",
                     p.get_ref(),
-                    crate::model::server::Profile::NAMES
+                    crate::model::letta::server::Profile::NAMES
                         .map(|n| format!("{n:?}"))
                         .join(", ")
                 ),
@@ -764,8 +764,10 @@ impl Scenario {
         })
     }
 
-    pub fn approval_conflict(&self) -> Result<crate::model::server::ApprovalConflict, InputError> {
-        use crate::model::server::ApprovalConflict;
+    pub fn approval_conflict(
+        &self,
+    ) -> Result<crate::model::letta::server::ApprovalConflict, InputError> {
+        use crate::model::letta::server::ApprovalConflict;
         let a = &self.server.approval_conflict;
         match a.get_ref().as_str() {
             "in_band" => Ok(ApprovalConflict::InBand),
@@ -799,7 +801,7 @@ impl Scenario {
 
     pub fn permission_default(
         &self,
-    ) -> Result<crate::model::client::approvals::Permission, InputError> {
+    ) -> Result<crate::model::letta::client::approvals::Permission, InputError> {
         parse_permission(self.permissions.default.get_ref()).ok_or_else(|| {
             self.error_at(
                 self.permissions.default.span(),
@@ -813,8 +815,8 @@ impl Scenario {
 
     pub fn human_answers(
         &self,
-    ) -> Result<Vec<crate::model::client::approvals::HumanAnswer>, InputError> {
-        use crate::model::client::approvals::HumanAnswer;
+    ) -> Result<Vec<crate::model::letta::client::approvals::HumanAnswer>, InputError> {
+        use crate::model::letta::client::approvals::HumanAnswer;
         self.permissions
             .human
             .iter()
@@ -843,8 +845,8 @@ impl Scenario {
     }
 }
 
-fn parse_permission(s: &str) -> Option<crate::model::client::approvals::Permission> {
-    use crate::model::client::approvals::Permission;
+fn parse_permission(s: &str) -> Option<crate::model::letta::client::approvals::Permission> {
+    use crate::model::letta::client::approvals::Permission;
     match s {
         "allow" => Some(Permission::Allow),
         "ask" => Some(Permission::Ask),
@@ -860,7 +862,7 @@ impl Scenario {
     pub fn to_toml(&self, cassette_paths: &[String], header: &str) -> String {
         use std::fmt::Write as _;
         if self.is_agent_loop() {
-            return super::loop_scenario::to_toml(self, cassette_paths, header);
+            return super::kimi::scenario::to_toml(self, cassette_paths, header);
         }
         let q = |s: &str| toml::Value::String(s.to_string()).to_string();
         let list = |v: &[String]| v.iter().map(|x| q(x)).collect::<Vec<_>>().join(", ");

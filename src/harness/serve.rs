@@ -17,13 +17,13 @@ use serde_json::{Value, json};
 
 use super::env::AddressBook;
 use super::faults::NowFn;
+use super::letta::world::{EPOCH_UNIX_MS, PROVIDER_PORT, SERVER_PORT, server_parts};
 use super::scenario::{InputError, Scenario};
 use super::trace::{Trace, TraceEvent};
-use super::world::{EPOCH_UNIX_MS, PROVIDER_PORT, SERVER_PORT, server_parts};
-use crate::model::env::{Env, Listener};
-use crate::model::observe::Observation;
+use crate::model::letta::server::{self, RequestLog, RequestRecord};
+use crate::model::port::env::{Env, Listener};
+use crate::model::port::observe::Observation;
 use crate::model::provider::{self, ProviderConfig, ProviderState};
-use crate::model::server::{self, RequestLog, RequestRecord};
 
 /// What `sim serve` is asked to do.
 #[derive(Debug, Clone)]
@@ -201,7 +201,7 @@ pub fn serve(opts: ServeOptions, ready: impl FnOnce(Value)) -> Result<(), InputE
             bound: bound.clone(),
             sink: sink.clone(),
         };
-        let parts = super::world::world_parts(&scenario, opts.seed, &trace, now.clone())?;
+        let parts = super::letta::world::world_parts(&scenario, opts.seed, &trace, now.clone())?;
         // The harness's fault hooks push `fault` events into `trace`; forward them to the sink.
         let (mut config, store) = server_parts(
             &scenario,

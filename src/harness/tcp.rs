@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use super::env::{AddressBook, TcpEnv};
 use super::faults::NowFn;
+use super::letta::world::{EPOCH_UNIX_MS, RunOutput, world_parts};
 use super::scenario::{InputError, Scenario};
 use super::trace::Trace;
-use super::world::{EPOCH_UNIX_MS, RunOutput, world_parts};
-use crate::model::{client, provider, server};
+use crate::model::letta::{client, server};
+use crate::model::provider;
 
 /// Runs `scenario` once on real loopback TCP, in real time, on a fresh tokio runtime.
 /// The client is bounded by the scenario's time budget (as real time).

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::model::observe::Observation;
+use crate::model::port::observe::Observation;
 
 /// One event on the timeline.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,13 +1,13 @@
 //! The systems under test (DESIGN.md §2). A model never imports `harness`: it receives its
-//! network, clock, PRNG and abort signals through [`env::Env`], its config, or its caller.
+//! network, clock, PRNG and abort signals through [`port::env::Env`], its config, or its caller.
+//!
+//! - [`port`]: the seams a model is given (env, http, observe, injection points).
+//! - [`letta`]: Letta's stateful approval loop: the server and the Letta Code client.
+//! - [`kimi`]: Kimi Code's stateless turn loop and the agent process around it.
+//! - [`provider`]: the fake LLM provider; [`tools`]: the simulated workspace.
 
-pub mod agent_loop;
-pub mod client;
-pub mod env;
-pub mod faults;
-pub mod http;
-pub mod loop_agent;
-pub mod observe;
+pub mod kimi;
+pub mod letta;
+pub mod port;
 pub mod provider;
-pub mod server;
 pub mod tools;

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use loopsim::model::agent_loop::errors::AbortError;
-use loopsim::model::agent_loop::events::{InterruptCause, InterruptReason};
-use loopsim::model::agent_loop::hooks::AfterStepDecision;
-use loopsim::model::agent_loop::*;
+use loopsim::model::kimi::turn_loop::errors::AbortError;
+use loopsim::model::kimi::turn_loop::events::{InterruptCause, InterruptReason};
+use loopsim::model::kimi::turn_loop::hooks::AfterStepDecision;
+use loopsim::model::kimi::turn_loop::*;
 use serde_json::json;
 
 use crate::util::*;

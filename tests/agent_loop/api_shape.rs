@@ -14,8 +14,8 @@
 //! | `ExecutableTool` has no `inputSchema` | the trait has `parameters()`; `compile_fail` doctest on `tool::ExecutableTool` |
 //! | `LoopEvent` is a closed union of exactly the 11 variants | the test below (wire names round-trip) plus exhaustive `match`es in `events.rs` |
 
-use loopsim::model::agent_loop::events::*;
-use loopsim::model::agent_loop::*;
+use loopsim::model::kimi::turn_loop::events::*;
+use loopsim::model::kimi::turn_loop::*;
 use serde_json::json;
 
 fn samples() -> Vec<serde_json::Value> {

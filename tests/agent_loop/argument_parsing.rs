@@ -1,7 +1,7 @@
 //! `tool-args-parse.test.ts` (kimi-loop.md §7.12), plus the schema wording (§4.6).
 
-use loopsim::model::agent_loop::args::parse_tool_call_arguments;
-use loopsim::model::agent_loop::schema::validation_text;
+use loopsim::model::kimi::turn_loop::args::parse_tool_call_arguments;
+use loopsim::model::kimi::turn_loop::schema::validation_text;
 use serde_json::json;
 
 /// §7.12 #1

@@ -1,9 +1,9 @@
 //! `error-paths.e2e.test.ts` (kimi-loop.md §7.7): error propagation, one interruption each.
 
-use loopsim::model::agent_loop::errors::AbortError;
-use loopsim::model::agent_loop::events::InterruptReason;
-use loopsim::model::agent_loop::log::LogLevel;
-use loopsim::model::agent_loop::*;
+use loopsim::model::kimi::turn_loop::errors::AbortError;
+use loopsim::model::kimi::turn_loop::events::InterruptReason;
+use loopsim::model::kimi::turn_loop::log::LogLevel;
+use loopsim::model::kimi::turn_loop::*;
 use serde_json::json;
 
 use crate::util::*;

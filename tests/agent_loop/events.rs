@@ -3,8 +3,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use loopsim::model::agent_loop::events::{ToolUpdate, ToolUpdateKind};
-use loopsim::model::agent_loop::*;
+use loopsim::model::kimi::turn_loop::events::{ToolUpdate, ToolUpdateKind};
+use loopsim::model::kimi::turn_loop::*;
 use serde_json::json;
 
 use crate::util::*;

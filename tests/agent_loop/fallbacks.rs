@@ -1,9 +1,9 @@
 //! `tool-exchange-fallback.e2e.test.ts` (kimi-loop.md §7.13): the one-shot strict and media
 //! projection resends of §4.7.
 
-use loopsim::model::agent_loop::errors::StatusClass;
-use loopsim::model::agent_loop::llm::Projection;
-use loopsim::model::agent_loop::*;
+use loopsim::model::kimi::turn_loop::errors::StatusClass;
+use loopsim::model::kimi::turn_loop::llm::Projection;
+use loopsim::model::kimi::turn_loop::*;
 use serde_json::json;
 
 use crate::util::*;

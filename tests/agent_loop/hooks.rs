@@ -2,10 +2,10 @@
 
 use std::sync::{Arc, Mutex};
 
-use loopsim::model::agent_loop::hooks::{
+use loopsim::model::kimi::turn_loop::hooks::{
     AfterStepDecision, AuthorizeDecision, BeforeStepDecision, ContinueDecision, PrepareDecision,
 };
-use loopsim::model::agent_loop::*;
+use loopsim::model::kimi::turn_loop::*;
 use serde_json::json;
 
 use crate::util::*;
@@ -707,7 +707,7 @@ async fn should_continue_sees_the_step_usage() {
     .hooks(hooks);
     let result = rig.run().await.unwrap();
     assert_eq!(result.stop_reason, TurnStopReason::MaxTokens);
-    use loopsim::model::agent_loop::types::TerminalStopReason;
+    use loopsim::model::kimi::turn_loop::types::TerminalStopReason;
     assert_eq!(
         *seen.lock().unwrap(),
         vec![

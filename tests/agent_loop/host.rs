@@ -3,16 +3,16 @@
 
 use std::sync::Arc;
 
-use loopsim::model::agent_loop::errors::StatusClass;
-use loopsim::model::agent_loop::events::{
+use loopsim::model::kimi::turn_loop::errors::StatusClass;
+use loopsim::model::kimi::turn_loop::events::{
     InterruptReason, LoopRecordedEvent, StepBeginEvent, ToolCallEvent, ToolResultEvent,
 };
-use loopsim::model::agent_loop::host::context::INTERRUPTED_TOOL_OUTPUT;
-use loopsim::model::agent_loop::host::projector::RESULT_NOT_AVAILABLE;
-use loopsim::model::agent_loop::host::session::{abandoned_tool_output, is_safe_cut};
-use loopsim::model::agent_loop::host::*;
-use loopsim::model::agent_loop::types::Role;
-use loopsim::model::agent_loop::*;
+use loopsim::model::kimi::turn_loop::host::context::INTERRUPTED_TOOL_OUTPUT;
+use loopsim::model::kimi::turn_loop::host::projector::RESULT_NOT_AVAILABLE;
+use loopsim::model::kimi::turn_loop::host::session::{abandoned_tool_output, is_safe_cut};
+use loopsim::model::kimi::turn_loop::host::*;
+use loopsim::model::kimi::turn_loop::types::Role;
+use loopsim::model::kimi::turn_loop::*;
 use serde_json::json;
 
 use crate::util::*;
@@ -433,10 +433,10 @@ fn compaction_cuts_are_safe() {
 
 async fn conversation_log(seed: u64) -> String {
     let sink = Arc::new(CollectingSink::default());
-    let llm = Arc::new(
-        FakeLlm::new(tool_turn())
-            .with_classifier(loopsim::model::agent_loop::provider::is_retryable_generate_error),
-    );
+    let llm =
+        Arc::new(FakeLlm::new(tool_turn()).with_classifier(
+            loopsim::model::kimi::turn_loop::provider::is_retryable_generate_error,
+        ));
     let executions = Executions::default();
     let mut parts = HostParts::new(
         llm,

@@ -1,4 +1,4 @@
-//! Tests for `model::agent_loop`: the upstream `test/loop` suite of Kimi Code ported case by
+//! Tests for `model::kimi::turn_loop`: the upstream `test/loop` suite of Kimi Code ported case by
 //! case (kimi-loop.md §7), plus the host (§8) and the stream adapter.
 //!
 //! Method: every test builds one turn with the fixtures in `util` (a scripted fake LLM, a

@@ -4,19 +4,19 @@
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
-use loopsim::model::agent_loop::errors::{KimiError, StatusClass};
-use loopsim::model::agent_loop::events::{
+use loopsim::model::kimi::turn_loop::errors::{KimiError, StatusClass};
+use loopsim::model::kimi::turn_loop::events::{
     LoopLiveOnlyEvent, StepRetryingEvent, ToolCallDeltaEvent,
 };
-use loopsim::model::agent_loop::llm::{
+use loopsim::model::kimi::turn_loop::llm::{
     Projection, RequestLogFields, RequestTrace, RetryClassifier,
 };
-use loopsim::model::agent_loop::log::MemoryLog;
-use loopsim::model::agent_loop::provider::is_retryable_generate_error;
-use loopsim::model::agent_loop::retry::{
+use loopsim::model::kimi::turn_loop::log::MemoryLog;
+use loopsim::model::kimi::turn_loop::provider::is_retryable_generate_error;
+use loopsim::model::kimi::turn_loop::retry::{
     ChatWithRetryInput, chat_with_retry, retry_backoff_delays,
 };
-use loopsim::model::agent_loop::*;
+use loopsim::model::kimi::turn_loop::*;
 use serde_json::json;
 
 use crate::util::*;

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::task::{Context, Waker};
 
-use loopsim::model::agent_loop::access::{accesses_conflict, normalize_access_path};
-use loopsim::model::agent_loop::scheduler::{TaskId, ToolScheduler};
-use loopsim::model::agent_loop::*;
+use loopsim::model::kimi::turn_loop::access::{accesses_conflict, normalize_access_path};
+use loopsim::model::kimi::turn_loop::scheduler::{TaskId, ToolScheduler};
+use loopsim::model::kimi::turn_loop::*;
 
 use crate::util::Gate;
 

@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use futures::stream::{self, StreamExt};
-use loopsim::model::agent_loop::events::LoopLiveOnlyEvent;
-use loopsim::model::agent_loop::provider::ProviderEventStream;
-use loopsim::model::agent_loop::*;
+use loopsim::model::kimi::turn_loop::events::LoopLiveOnlyEvent;
+use loopsim::model::kimi::turn_loop::provider::ProviderEventStream;
+use loopsim::model::kimi::turn_loop::*;
 use loopsim::wire::provider::{ProviderEvent, ProviderStop, ProviderUsage};
 use serde_json::json;
 

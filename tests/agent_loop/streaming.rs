@@ -1,7 +1,7 @@
 //! `streaming.e2e.test.ts` (kimi-loop.md §7.9): wiring of the streaming callbacks.
 
-use loopsim::model::agent_loop::events::{LoopLiveOnlyEvent, ToolCallDeltaEvent};
-use loopsim::model::agent_loop::*;
+use loopsim::model::kimi::turn_loop::events::{LoopLiveOnlyEvent, ToolCallDeltaEvent};
+use loopsim::model::kimi::turn_loop::*;
 
 use crate::util::*;
 

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use loopsim::model::agent_loop::events::{LoopLiveOnlyEvent, ToolUpdate, ToolUpdateKind};
-use loopsim::model::agent_loop::hooks::PrepareDecision;
-use loopsim::model::agent_loop::log::LogLevel;
-use loopsim::model::agent_loop::*;
+use loopsim::model::kimi::turn_loop::events::{LoopLiveOnlyEvent, ToolUpdate, ToolUpdateKind};
+use loopsim::model::kimi::turn_loop::hooks::PrepareDecision;
+use loopsim::model::kimi::turn_loop::log::LogLevel;
+use loopsim::model::kimi::turn_loop::*;
 use serde_json::{Value, json};
 
 use crate::util::*;

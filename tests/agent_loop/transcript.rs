@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use loopsim::model::agent_loop::*;
+use loopsim::model::kimi::turn_loop::*;
 use serde_json::json;
 
 use crate::util::*;

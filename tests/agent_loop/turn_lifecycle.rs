@@ -1,6 +1,6 @@
 //! `turn-lifecycle.e2e.test.ts` (kimi-loop.md §7.2): turn convergence and usage totals.
 
-use loopsim::model::agent_loop::*;
+use loopsim::model::kimi::turn_loop::*;
 use serde_json::json;
 
 use crate::util::*;

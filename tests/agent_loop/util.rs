@@ -10,13 +10,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
-use loopsim::model::agent_loop::events::{
+use loopsim::model::kimi::turn_loop::events::{
     LoopLiveOnlyEvent, ToolCallDeltaEvent, ToolCallEvent, ToolResultEvent, ToolUpdate,
     TurnInterruptedEvent,
 };
-use loopsim::model::agent_loop::llm::{RequestLogFields, RetryClassifier};
-use loopsim::model::agent_loop::log::MemoryLog;
-use loopsim::model::agent_loop::*;
+use loopsim::model::kimi::turn_loop::llm::{RequestLogFields, RetryClassifier};
+use loopsim::model::kimi::turn_loop::log::MemoryLog;
+use loopsim::model::kimi::turn_loop::*;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
@@ -285,7 +285,7 @@ impl RecordingTranscript {
             .unwrap_or_else(|| panic!("no tool.result for {id}"))
     }
 
-    pub fn step_ends(&self) -> Vec<loopsim::model::agent_loop::events::StepEndEvent> {
+    pub fn step_ends(&self) -> Vec<loopsim::model::kimi::turn_loop::events::StepEndEvent> {
         self.records()
             .into_iter()
             .filter_map(|event| match event {
@@ -295,7 +295,7 @@ impl RecordingTranscript {
             .collect()
     }
 
-    pub fn step_begins(&self) -> Vec<loopsim::model::agent_loop::events::StepBeginEvent> {
+    pub fn step_begins(&self) -> Vec<loopsim::model::kimi::turn_loop::events::StepBeginEvent> {
         self.records()
             .into_iter()
             .filter_map(|event| match event {
@@ -895,7 +895,7 @@ pub fn text_of(result: &ToolResultEvent) -> String {
     }
 }
 
-use loopsim::model::agent_loop::hooks::{
+use loopsim::model::kimi::turn_loop::hooks::{
     AfterStepContext, AfterStepDecision, AuthorizeContext, AuthorizeDecision, BeforeStepDecision,
     ContinueDecision, FinalizeContext, HookFuture, PrepareDecision, StepHookContext,
     StoppedStepContext, ToolHookContext,

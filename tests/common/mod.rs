@@ -12,7 +12,7 @@ pub fn repo() -> &'static Path {
 }
 
 pub fn scenario_path(name: &str) -> PathBuf {
-    repo().join("scenarios").join(name)
+    repo().join("scenarios/letta").join(name)
 }
 
 pub fn load(path: &Path) -> Scenario {
@@ -21,7 +21,7 @@ pub fn load(path: &Path) -> Scenario {
 
 /// Every `scenarios/client_*.toml`, sorted.
 pub fn client_scenarios() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("scenarios"))
+    let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("scenarios/letta"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| {

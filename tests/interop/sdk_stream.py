@@ -2,7 +2,7 @@
 
 Usage: python3 sdk_stream.py BASE_URL AGENT_ID
 Prints one JSON object: what the SDK yielded and raised. The Rust test asserts on it.
-Scenario: scenarios/approval_turn.toml (get_weather approval, then a text answer).
+Scenario: scenarios/letta/approval_turn.toml (get_weather approval, then a text answer).
 """
 import json
 import sys

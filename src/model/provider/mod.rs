@@ -14,11 +14,11 @@ use hyper::body::{Frame, Incoming};
 use hyper::{Request, Response, StatusCode};
 use serde_json::json;
 
-use super::env::Env;
-use super::faults::{ProviderHooks, StreamFault};
-use super::http::{self, Body};
-use super::observe::Observation;
 use crate::cassette::{Cassette, EndKind};
+use crate::model::port::env::Env;
+use crate::model::port::http::{self, Body};
+use crate::model::port::inject::{ProviderHooks, StreamFault};
+use crate::model::port::observe::Observation;
 use crate::wire::provider::ProviderFormat;
 use crate::wire::sse::encode_frame;
 

@@ -34,9 +34,9 @@ use hyper::body::{Frame, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::super::env::Env;
-use super::super::http::{self, Body};
-use super::super::observe::Observation;
+use crate::model::port::env::Env;
+use crate::model::port::http::{self, Body};
+use crate::model::port::observe::Observation;
 
 /// How the scripted model behaves (fake_openai.py's environment variables).
 #[derive(Debug, Clone)]

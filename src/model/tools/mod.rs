@@ -144,7 +144,7 @@ impl Workspace {
     }
 
     // ---- agent-loop tools (issue 5) -------------------------------------------------------
-    // `model::loop_agent::tools` runs its Read/Write/Edit/Grep tools on this same workspace.
+    // `model::kimi::agent::tools` runs its Read/Write/Edit/Grep tools on this same workspace.
 
     /// Writes a file, creating it if needed.
     pub fn put_file(&mut self, path: &str, content: String) {

@@ -1,0 +1,607 @@
+//! The agent-loop oracles (DESIGN.md §5, docs/invariants.md): `loop-envelope` and
+//! `lock-safety`, over the trace of an agent-loop run. Pure: they read a finished trace.
+//!
+//! A user turn is `turn_start … turn_end`. Inside it, each `runTurn` call is a *run*; a run
+//! ends with `loop_interrupted` (its `turn.interrupted`) or with the turn. The host may start
+//! another run in the same turn after compacting (a context overflow).
+
+use crate::harness::invariants::{LOCK_SAFETY, LOOP_ENVELOPE, Violation};
+use crate::harness::trace::TraceEvent;
+use crate::model::kimi::turn_loop::access::ToolAccesses;
+use crate::model::kimi::turn_loop::types::TokenUsage;
+use crate::model::port::observe::Observation;
+
+fn usage_text(u: &TokenUsage) -> String {
+    format!(
+        "in={} out={} cache_read={} cache_creation={}",
+        u.input_other, u.output, u.input_cache_read, u.input_cache_creation
+    )
+}
+
+struct OpenStep {
+    step: u32,
+    uuid: String,
+    /// Tool calls of the step still waiting for their result, in provider order.
+    pending: Vec<String>,
+    /// Usage of each model response returned inside the step.
+    returns: Vec<TokenUsage>,
+}
+
+#[derive(Default)]
+struct Run {
+    next_step: u32,
+    open: Option<OpenStep>,
+    returned: TokenUsage,
+    interrupted: bool,
+    /// Any loop event (including its `turn.interrupted`) belongs to this run.
+    active: bool,
+}
+
+struct Turn {
+    turn: u32,
+    run: Run,
+    /// The previous run of the turn, once a new one started.
+    previous: Option<Run>,
+}
+
+impl Turn {
+    fn new(turn: u32) -> Self {
+        Turn {
+            turn,
+            run: Run {
+                next_step: 1,
+                ..Run::default()
+            },
+            previous: None,
+        }
+    }
+
+    /// The run a `runTurn` result belongs to: the current one if it did anything, else the
+    /// one that just ended (an aborted run returns after its `turn.interrupted`).
+    fn result_run(&self) -> &Run {
+        match &self.previous {
+            Some(prev) if !self.run.active => prev,
+            _ => &self.run,
+        }
+    }
+}
+
+/// `loop-envelope`: every run's `step.begin`/`step.end` are well formed (numbered 1, 2, … in
+/// order, one open at a time, each `step.end` closing its own `step.begin`); a step left open
+/// only by a run that was interrupted; every `tool.call` followed by its `tool.result`, the
+/// results in provider order, all before the step's `step.end`; each `step.end` carries the
+/// usage of the response its step returned; a turn's reported usage equals the sum of the
+/// responses its run returned, aborted steps included.
+pub fn loop_envelope(events: &[TraceEvent]) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut v = |i: usize, message: String| {
+        out.push(Violation {
+            invariant: LOOP_ENVELOPE,
+            event: Some(i),
+            message,
+        })
+    };
+    let mut turn: Option<Turn> = None;
+    for (i, e) in events.iter().enumerate() {
+        if e.host != "client" {
+            continue;
+        }
+        if let Observation::TurnStart { turn: n, .. } = &e.obs {
+            turn = Some(Turn::new(*n));
+            continue;
+        }
+        let Some(t) = turn.as_mut() else {
+            continue;
+        };
+        let tn = t.turn;
+        match &e.obs {
+            Observation::LoopStepBegin { step, uuid, .. } => {
+                if t.run.interrupted {
+                    // A new run of the same turn (the host retried after compacting).
+                    let ended = std::mem::replace(
+                        &mut t.run,
+                        Run {
+                            next_step: 1,
+                            ..Run::default()
+                        },
+                    );
+                    t.previous = Some(ended);
+                }
+                let run = &mut t.run;
+                run.active = true;
+                if let Some(open) = &run.open {
+                    v(
+                        i,
+                        format!(
+                            "turn {tn}: step.begin of step {step} while step {} ({}) has not ended",
+                            open.step, open.uuid
+                        ),
+                    );
+                }
+                if *step != run.next_step {
+                    v(
+                        i,
+                        format!(
+                            "turn {tn}: step.begin numbered {step}, expected step {}",
+                            run.next_step
+                        ),
+                    );
+                }
+                run.next_step = step + 1;
+                run.open = Some(OpenStep {
+                    step: *step,
+                    uuid: uuid.clone(),
+                    pending: Vec::new(),
+                    returns: Vec::new(),
+                });
+            }
+            Observation::LoopContentPart { step, .. } | Observation::LoopToolCall { step, .. } => {
+                let what = if matches!(e.obs, Observation::LoopToolCall { .. }) {
+                    "tool.call"
+                } else {
+                    "content.part"
+                };
+                match t.run.open.as_mut() {
+                    Some(open) if open.step == *step => {
+                        if let Observation::LoopToolCall { tool_call_id, .. } = &e.obs {
+                            open.pending.push(tool_call_id.clone());
+                        }
+                    }
+                    Some(open) => v(
+                        i,
+                        format!("turn {tn}: {what} of step {step} inside step {}", open.step),
+                    ),
+                    None => v(
+                        i,
+                        format!("turn {tn}: {what} of step {step} outside any step"),
+                    ),
+                }
+            }
+            Observation::LoopToolResult { tool_call_id, .. } => match t.run.open.as_mut() {
+                None => v(
+                    i,
+                    format!("turn {tn}: tool.result for {tool_call_id} outside any step"),
+                ),
+                Some(open) => match open.pending.iter().position(|id| id == tool_call_id) {
+                    Some(0) => {
+                        open.pending.remove(0);
+                    }
+                    Some(k) => {
+                        v(
+                            i,
+                            format!(
+                                "turn {tn} step {}: tool.result for {tool_call_id} out of provider order: the result of {} comes first (calls waiting, in provider order: {})",
+                                open.step,
+                                open.pending[0],
+                                open.pending.join(", ")
+                            ),
+                        );
+                        open.pending.remove(k);
+                    }
+                    None => v(
+                        i,
+                        format!(
+                            "turn {tn} step {}: tool.result for {tool_call_id}, which has no tool.call waiting for it",
+                            open.step
+                        ),
+                    ),
+                },
+            },
+            Observation::LoopModelReturn { usage, .. } => {
+                t.run.active = true;
+                t.run.returned = t.run.returned.add(usage);
+                match t.run.open.as_mut() {
+                    Some(open) => open.returns.push(*usage),
+                    None => v(
+                        i,
+                        format!("turn {tn}: a model response returned outside any step"),
+                    ),
+                }
+            }
+            Observation::LoopStepEnd {
+                step, uuid, usage, ..
+            } => {
+                let run = &mut t.run;
+                match run.open.take() {
+                    None => v(
+                        i,
+                        format!("turn {tn}: step.end of step {step} without an open step"),
+                    ),
+                    Some(open) => {
+                        if open.step != *step || open.uuid != *uuid {
+                            v(
+                                i,
+                                format!(
+                                    "turn {tn}: step.end of step {step} ({uuid}) closes step {} ({})",
+                                    open.step, open.uuid
+                                ),
+                            );
+                        }
+                        if !open.pending.is_empty() {
+                            v(
+                                i,
+                                format!(
+                                    "turn {tn}: step {step} ended with tool calls still without a result: {}",
+                                    open.pending.join(", ")
+                                ),
+                            );
+                        }
+                        match open.returns.last() {
+                            None => v(
+                                i,
+                                format!(
+                                    "turn {tn}: step.end of step {step} but no model response returned in the step"
+                                ),
+                            ),
+                            Some(r) if r != usage => v(
+                                i,
+                                format!(
+                                    "turn {tn}: step.end of step {step} reports usage {} but its response returned {}",
+                                    usage_text(usage),
+                                    usage_text(r)
+                                ),
+                            ),
+                            Some(_) => {}
+                        }
+                    }
+                }
+            }
+            Observation::LoopInterrupted { .. } => {
+                t.run.active = true;
+                t.run.interrupted = true;
+            }
+            Observation::LoopCompaction { .. } => {}
+            Observation::LoopBackstopResult { tool_call_id } if !t.run.interrupted => v(
+                i,
+                format!(
+                    "turn {tn}: the host had to close tool call {tool_call_id}, left without a result by a run that was not interrupted"
+                ),
+            ),
+            Observation::LoopTurnResult { usage, .. } => {
+                let run = t.result_run();
+                if run.returned != *usage {
+                    v(
+                        i,
+                        format!(
+                            "turn {tn}: runTurn reported usage {} but the responses its run returned sum to {}",
+                            usage_text(usage),
+                            usage_text(&run.returned)
+                        ),
+                    );
+                }
+            }
+            Observation::TurnEnd { outcome, .. } => {
+                let run = &t.run;
+                if !run.interrupted {
+                    if let Some(open) = &run.open {
+                        v(
+                            i,
+                            format!(
+                                "turn {tn} ended ({outcome}) with step {} open and no turn.interrupted",
+                                open.step
+                            ),
+                        );
+                    }
+                    if !outcome.starts_with("completed") {
+                        v(
+                            i,
+                            format!("turn {tn} ended ({outcome}) without a turn.interrupted"),
+                        );
+                    }
+                }
+                turn = None;
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `lock-safety`: two tool executions whose accesses conflict (kimi-loop.md §5.1, judged on
+/// the accesses each execution really touched) never overlap in simulated time, and within a
+/// batch the one earlier in provider order starts first.
+pub fn lock_safety(events: &[TraceEvent]) -> Vec<Violation> {
+    struct Running {
+        id: String,
+        tool: String,
+        accesses: ToolAccesses,
+        shown: String,
+        start: usize,
+    }
+    let mut out = Vec::new();
+    let mut running: Vec<Running> = Vec::new();
+    // The current batch: its calls in provider order, and the executions that started.
+    let mut calls: Vec<String> = Vec::new();
+    let mut started: Vec<(String, ToolAccesses, String, usize)> = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        if e.host != "client" {
+            continue;
+        }
+        match &e.obs {
+            Observation::LoopStepBegin { .. } | Observation::TurnStart { .. } => {
+                calls.clear();
+                started.clear();
+            }
+            Observation::LoopToolCall { tool_call_id, .. } => calls.push(tool_call_id.clone()),
+            Observation::LoopToolStart {
+                tool_call_id,
+                tool,
+                accesses,
+                ..
+            } => {
+                for r in &running {
+                    if r.accesses.conflicts_with(&accesses.0) {
+                        out.push(Violation {
+                            invariant: LOCK_SAFETY,
+                            event: Some(i),
+                            message: format!(
+                                "{tool} {tool_call_id} ({accesses}) started while {} {} ({}), which conflicts with it, was still running (since event {})",
+                                r.tool,
+                                r.id,
+                                r.shown,
+                                r.start + 1
+                            ),
+                        });
+                    }
+                }
+                let me = calls.iter().position(|c| c == tool_call_id);
+                for (other, other_accesses, shown, _) in &started {
+                    let its = calls.iter().position(|c| c == other);
+                    if let (Some(me), Some(its)) = (me, its)
+                        && its > me
+                        && other_accesses.conflicts_with(&accesses.0)
+                    {
+                        out.push(Violation {
+                            invariant: LOCK_SAFETY,
+                            event: Some(i),
+                            message: format!(
+                                "{tool} {tool_call_id} ({accesses}) started after {other} ({shown}), a later call in provider order that conflicts with it"
+                            ),
+                        });
+                    }
+                }
+                started.push((
+                    tool_call_id.clone(),
+                    accesses.0.clone(),
+                    accesses.to_string(),
+                    i,
+                ));
+                running.push(Running {
+                    id: tool_call_id.clone(),
+                    tool: tool.clone(),
+                    accesses: accesses.0.clone(),
+                    shown: accesses.to_string(),
+                    start: i,
+                });
+            }
+            Observation::LoopToolEnd { tool_call_id, .. } => {
+                if let Some(k) = running.iter().position(|r| r.id == *tool_call_id) {
+                    running.remove(k);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::kimi::turn_loop::access::ToolAccesses;
+    use crate::model::port::observe::AccessList;
+
+    fn ev(obs: Observation) -> TraceEvent {
+        TraceEvent {
+            t_ms: 0,
+            host: "client".into(),
+            obs,
+        }
+    }
+
+    fn usage(input: u64, output: u64) -> TokenUsage {
+        TokenUsage {
+            input_other: input,
+            output,
+            ..TokenUsage::default()
+        }
+    }
+
+    fn begin(step: u32) -> TraceEvent {
+        ev(Observation::LoopStepBegin {
+            turn_id: "1".into(),
+            step,
+            uuid: format!("u{step}"),
+        })
+    }
+
+    fn end(step: u32, u: TokenUsage) -> TraceEvent {
+        ev(Observation::LoopStepEnd {
+            turn_id: "1".into(),
+            step,
+            uuid: format!("u{step}"),
+            finish_reason: "tool_use".into(),
+            usage: u,
+        })
+    }
+
+    fn ret(u: TokenUsage) -> TraceEvent {
+        ev(Observation::LoopModelReturn {
+            turn_step: None,
+            usage: u,
+            tool_calls: 0,
+            finish: None,
+        })
+    }
+
+    fn call(id: &str) -> TraceEvent {
+        call_in(1, id)
+    }
+
+    fn call_in(step: u32, id: &str) -> TraceEvent {
+        ev(Observation::LoopToolCall {
+            step,
+            tool_call_id: id.into(),
+            name: "Read".into(),
+            args: "{}".into(),
+        })
+    }
+
+    fn result(id: &str) -> TraceEvent {
+        ev(Observation::LoopToolResult {
+            tool_call_id: id.into(),
+            is_error: false,
+            output: String::new(),
+        })
+    }
+
+    fn turn_start() -> TraceEvent {
+        ev(Observation::TurnStart {
+            turn: 1,
+            text: String::new(),
+        })
+    }
+
+    fn turn_end(outcome: &str) -> TraceEvent {
+        ev(Observation::TurnEnd {
+            turn: 1,
+            outcome: outcome.into(),
+        })
+    }
+
+    fn turn_result(u: TokenUsage) -> TraceEvent {
+        ev(Observation::LoopTurnResult {
+            turn: 1,
+            stop_reason: "end_turn".into(),
+            steps: 1,
+            usage: u,
+        })
+    }
+
+    fn messages(v: Vec<Violation>) -> Vec<String> {
+        v.into_iter().map(|v| v.message).collect()
+    }
+
+    #[test]
+    fn a_well_formed_turn_passes() {
+        let u = usage(10, 2);
+        let trace = vec![
+            turn_start(),
+            begin(1),
+            ret(u),
+            call("a"),
+            call("b"),
+            result("a"),
+            result("b"),
+            end(1, u),
+            turn_result(u),
+            turn_end("completed: end_turn"),
+        ];
+        assert_eq!(messages(loop_envelope(&trace)), Vec::<String>::new());
+    }
+
+    #[test]
+    fn each_envelope_rule_has_its_message() {
+        let u = usage(10, 2);
+        let trace = vec![
+            turn_start(),
+            begin(2),
+            ret(u),
+            call_in(2, "a"),
+            call("b"),
+            end(2, usage(99, 2)),
+            ev(Observation::LoopBackstopResult {
+                tool_call_id: "a".into(),
+            }),
+            turn_result(usage(11, 2)),
+            turn_end("completed: end_turn"),
+        ];
+        assert_eq!(
+            messages(loop_envelope(&trace)),
+            [
+                "turn 1: step.begin numbered 2, expected step 1",
+                "turn 1: tool.call of step 1 inside step 2",
+                "turn 1: step 2 ended with tool calls still without a result: a",
+                "turn 1: step.end of step 2 reports usage in=99 out=2 cache_read=0 cache_creation=0 but its response returned in=10 out=2 cache_read=0 cache_creation=0",
+                "turn 1: the host had to close tool call a, left without a result by a run that was not interrupted",
+                "turn 1: runTurn reported usage in=11 out=2 cache_read=0 cache_creation=0 but the responses its run returned sum to in=10 out=2 cache_read=0 cache_creation=0",
+            ]
+        );
+    }
+
+    #[test]
+    fn an_open_step_is_allowed_only_when_the_run_was_interrupted() {
+        let u = usage(1, 1);
+        let interrupted = ev(Observation::LoopInterrupted {
+            reason: "aborted".into(),
+            cause: "user_cancelled".into(),
+            attempted_steps: 1,
+            active_step: Some(1),
+            message: None,
+        });
+        let ok = vec![
+            turn_start(),
+            begin(1),
+            ret(u),
+            call("a"),
+            interrupted,
+            turn_result(u),
+            turn_end("cancelled"),
+        ];
+        assert_eq!(messages(loop_envelope(&ok)), Vec::<String>::new());
+        let bad = vec![turn_start(), begin(1), ret(u), turn_end("cancelled")];
+        assert_eq!(
+            messages(loop_envelope(&bad)),
+            [
+                "turn 1 ended (cancelled) with step 1 open and no turn.interrupted",
+                "turn 1 ended (cancelled) without a turn.interrupted",
+            ]
+        );
+    }
+
+    #[test]
+    fn lock_safety_flags_overlap_and_provider_order() {
+        let start = |id: &str, a: ToolAccesses| {
+            ev(Observation::LoopToolStart {
+                tool_call_id: id.into(),
+                tool: "T".into(),
+                execution: 1,
+                accesses: AccessList(a),
+            })
+        };
+        let stop = |id: &str| {
+            ev(Observation::LoopToolEnd {
+                tool_call_id: id.into(),
+                how: "ok".into(),
+            })
+        };
+        // Disjoint or read-only overlap is fine.
+        let fine = vec![
+            begin(1),
+            call("a"),
+            call("b"),
+            start("a", ToolAccesses::read_file("/x")),
+            start("b", ToolAccesses::read_tree("/")),
+            stop("a"),
+            stop("b"),
+        ];
+        assert!(lock_safety(&fine).is_empty());
+        // b starts before the earlier conflicting a, and they overlap.
+        let bad = vec![
+            begin(1),
+            call("a"),
+            call("b"),
+            start("b", ToolAccesses::write_file("/X")),
+            start("a", ToolAccesses::search_tree("/")),
+            stop("a"),
+            stop("b"),
+        ];
+        assert_eq!(
+            messages(lock_safety(&bad)),
+            [
+                "T a (search-tree:/) started while T b (write:/X), which conflicts with it, was still running (since event 4)",
+                "T a (search-tree:/) started after b (write:/X), a later call in provider order that conflicts with it",
+            ]
+        );
+    }
+}

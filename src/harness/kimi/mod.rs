@@ -1,0 +1,9 @@
+//! The Kimi agent-loop system in the harness: its scenario section and provider script, its
+//! world (provider and agent hosts), its invariants, liveness diagnosis and swarm families.
+
+pub mod invariants;
+pub mod run;
+pub mod scenario;
+pub mod script;
+pub mod swarm;
+pub mod world;

@@ -1,0 +1,254 @@
+//! Swarm plans for `system = "agent-loop"`: per seed, which fault families are on and where
+//! their faults land, placed inside what a fault-free run of the same scenario did.
+//! Families: `network` (latency, partition or hold between the agent and the provider),
+//! `process` (provider crash and restart), `provider` (error status or a stream fault on a
+//! model call), `user` (an abort at a random agent event or time), `tool` (a tool that hangs
+//! past the abort, or returns garbage), `listener` (the live listener throws).
+
+use rand::{RngExt as _, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::harness::faults::{Fault, LOOP_EVENT_TYPES};
+use crate::harness::letta::swarm::{FAMILY_ON, Ratio};
+use crate::harness::letta::world::derive_seed;
+use crate::harness::trace::TraceEvent;
+use crate::model::kimi::agent::inject::{AbortReason, Garbage, ListenerFault};
+use crate::model::port::inject::StreamFault;
+use crate::model::port::observe::Observation;
+
+/// The agent-loop fault families.
+pub const LOOP_FAMILIES: [&str; 6] = ["network", "process", "provider", "user", "tool", "listener"];
+
+/// What a fault-free agent-loop run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoopBaseline {
+    pub end_ms: u64,
+    /// Frames of each provider answer, in call order.
+    pub provider_frames: Vec<u64>,
+    /// Tool executions that ran.
+    pub tool_executions: u32,
+    /// Agent events by name, in first-seen order, with how often each happened.
+    pub agent_events: Vec<(String, u32)>,
+}
+
+impl LoopBaseline {
+    pub fn from_trace(trace: &[TraceEvent], end_ms: u64) -> LoopBaseline {
+        let mut b = LoopBaseline {
+            end_ms,
+            ..LoopBaseline::default()
+        };
+        for e in trace {
+            match &e.obs {
+                Observation::ProviderServe { frames, .. } => b.provider_frames.push(*frames as u64),
+                Observation::LoopToolStart { .. } => b.tool_executions += 1,
+                _ => {}
+            }
+            if e.host == "client" {
+                let name = e.obs.name();
+                match b.agent_events.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, c)) => *c += 1,
+                    None => b.agent_events.push((name, 1)),
+                }
+            }
+        }
+        b
+    }
+}
+
+const STREAM_ACTIONS: [StreamFault; 5] = [
+    StreamFault::Reset,
+    StreamFault::CutInside,
+    StreamFault::Stall,
+    StreamFault::Close,
+    StreamFault::Duplicate,
+];
+
+/// A user abort lands after one of these agent events (the loop then acts at a safe point).
+const ABORT_EVENTS: [&str; 6] = [
+    "loop_step_begin",
+    "loop_provider_response",
+    "loop_model_return",
+    "loop_tool_call",
+    "loop_tool_start",
+    "loop_tool_result",
+];
+
+/// Draws the plan for `seed`: which families are on, and one fault from each.
+pub fn plan(seed: u64, baseline: &LoopBaseline) -> Vec<Fault> {
+    let mut rng = ChaCha8Rng::seed_from_u64(derive_seed(seed, "swarm-loop"));
+    let horizon = baseline.end_ms.max(1);
+    let on: Vec<bool> = LOOP_FAMILIES
+        .iter()
+        .map(|_| FAMILY_ON.draw(&mut rng))
+        .collect();
+    let mut faults = Vec::new();
+    for (family, on) in LOOP_FAMILIES.iter().zip(on) {
+        if !on {
+            continue;
+        }
+        let pair = || ["client".to_string(), "provider".to_string()];
+        let fault = match *family {
+            "network" => match rng.random_range(0..3u32) {
+                0 => Fault::Latency {
+                    at_ms: Some(rng.random_range(0..horizon)),
+                    on_event: None,
+                    nth: None,
+                    max_ms: rng.random_range(20..=500),
+                },
+                1 => Fault::Partition {
+                    between: pair(),
+                    at_ms: Some(rng.random_range(0..horizon)),
+                    on_event: None,
+                    nth: None,
+                    duration_ms: rng.random_range(100..=10_000),
+                },
+                _ => Fault::Hold {
+                    between: pair(),
+                    at_ms: Some(rng.random_range(0..horizon)),
+                    on_event: None,
+                    nth: None,
+                    duration_ms: rng.random_range(100..=10_000),
+                },
+            },
+            "process" => Fault::Crash {
+                host: "provider".into(),
+                at_ms: Some(rng.random_range(0..horizon)),
+                on_event: None,
+                nth: None,
+                restart_after_ms: Some(rng.random_range(50..=5_000)),
+            },
+            "provider" => {
+                let calls = baseline.provider_frames.len().max(1) as u32;
+                let call = rng.random_range(0..calls);
+                if rng.random_range(0..2u32) == 0 {
+                    let statuses = [429u16, 500, 503, 529];
+                    let status = statuses[rng.random_range(0..statuses.len())];
+                    Fault::ProviderError {
+                        call,
+                        status,
+                        retry_after_s: (status == 429).then(|| rng.random_range(1..=30)),
+                        message: None,
+                    }
+                } else {
+                    let frames = baseline
+                        .provider_frames
+                        .get(call as usize)
+                        .copied()
+                        .unwrap_or(1)
+                        .max(1);
+                    Fault::ProviderStream {
+                        call,
+                        frame: rng.random_range(1..=frames),
+                        action: STREAM_ACTIONS[rng.random_range(0..STREAM_ACTIONS.len())],
+                    }
+                }
+            }
+            "user" => {
+                let reason = Some(if Ratio::new(3, 4).draw(&mut rng) {
+                    AbortReason::User
+                } else {
+                    AbortReason::Signal
+                });
+                let candidates: Vec<&(String, u32)> = baseline
+                    .agent_events
+                    .iter()
+                    .filter(|(n, _)| ABORT_EVENTS.contains(&n.as_str()))
+                    .collect();
+                if candidates.is_empty() || rng.random_range(0..4u32) == 0 {
+                    Fault::UserAbort {
+                        at_ms: Some(rng.random_range(0..horizon)),
+                        on_event: None,
+                        nth: None,
+                        reason,
+                    }
+                } else {
+                    let (name, count) = candidates[rng.random_range(0..candidates.len())];
+                    Fault::UserAbort {
+                        at_ms: None,
+                        on_event: Some(name.clone()),
+                        nth: Some(rng.random_range(1..=*count)),
+                        reason,
+                    }
+                }
+            }
+            "tool" => {
+                let executions = baseline.tool_executions.max(1);
+                let execution = rng.random_range(1..=executions);
+                if rng.random_range(0..2u32) == 0 {
+                    // Paired with the user's abort: without one a hang is a hang forever.
+                    Fault::ToolHang {
+                        execution,
+                        abort_after_ms: Some(rng.random_range(1..=5_000)),
+                    }
+                } else {
+                    Fault::ToolGarbage {
+                        execution,
+                        value: Garbage::ALL[rng.random_range(0..Garbage::ALL.len())],
+                    }
+                }
+            }
+            _ => {
+                let event = LOOP_EVENT_TYPES[rng.random_range(0..7usize)];
+                Fault::ListenerThrows {
+                    event: Some(event.to_string()),
+                    nth: Some(rng.random_range(1..=3)),
+                    how: if rng.random_range(0..2u32) == 0 {
+                        ListenerFault::Error
+                    } else {
+                        ListenerFault::Panic
+                    },
+                }
+            }
+        };
+        faults.push(fault);
+    }
+    faults
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn baseline() -> LoopBaseline {
+        LoopBaseline {
+            end_ms: 900,
+            provider_frames: vec![20, 9],
+            tool_executions: 4,
+            agent_events: vec![
+                ("loop_step_begin".into(), 2),
+                ("loop_tool_start".into(), 4),
+                ("loop_model_return".into(), 2),
+            ],
+        }
+    }
+
+    #[test]
+    fn loop_plans_are_a_function_of_the_seed_valid_and_serverless() {
+        let b = baseline();
+        let mut kinds = std::collections::BTreeSet::new();
+        for seed in 0..300 {
+            let p = plan(seed, &b);
+            assert_eq!(p, plan(seed, &b));
+            for f in &p {
+                assert_eq!(f.problem(), None, "{f}");
+                assert!(!f.needs_server(), "{f}");
+                let text = f.to_toml();
+                kinds.insert(text.split('"').nth(1).unwrap_or("").to_string());
+            }
+        }
+        for kind in [
+            "latency",
+            "partition",
+            "hold",
+            "crash",
+            "provider_error",
+            "provider_stream",
+            "user_abort",
+            "tool_hang",
+            "tool_garbage",
+            "listener_throws",
+        ] {
+            assert!(kinds.contains(kind), "{kind} never drawn: {kinds:?}");
+        }
+    }
+}

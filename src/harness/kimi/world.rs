@@ -1,0 +1,325 @@
+//! The agent-loop world: (scenario, seed) → one turmoil simulation with two hosts, the fake
+//! provider (`provider`, cassette-fed and scripted) and the agent (`client`: the Kimi Code
+//! turn loop inside its host, `model::kimi::agent`), talking HTTP/SSE over the simulated
+//! network. Network and process faults run through the shared [`FaultRuntime`] (with its heal
+//! phase); provider faults through [`PlanHooks`]; user and tool faults through
+//! [`LoopPlanHooks`], the agent's [`AgentFaults`].
+//!
+//! Seeds: `derive_seed(seed, "turmoil" | "loop" | "loop-tools")`.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, UNIX_EPOCH};
+
+use crate::harness::env::SimEnv;
+use crate::harness::faults::{Fault, FaultRuntime, NowFn, PlanHooks, Trigger};
+use crate::harness::kimi::script::loop_responses;
+use crate::harness::letta::world::{EPOCH_UNIX_MS, PROVIDER_PORT, derive_seed};
+use crate::harness::scenario::{InputError, Scenario};
+use crate::harness::trace::{Trace, TraceEvent};
+use crate::model::kimi::agent::inject::{AbortReason, AgentFaults, ListenerFault, ToolAct};
+use crate::model::kimi::agent::tools::resolve_path;
+use crate::model::kimi::agent::{LoopAgentConfig, LoopTurnOutcome};
+use crate::model::kimi::turn_loop::LoopBugs;
+use crate::model::port::observe::Observation;
+use crate::model::provider::{self, ProviderConfig, ProviderState};
+use crate::model::tools::Workspace;
+
+/// Everything one agent-loop simulation produced.
+#[derive(Debug)]
+pub struct LoopRunOutput {
+    pub trace: Vec<TraceEvent>,
+    /// Outcomes per turn; `None` if the agent never finished.
+    pub outcomes: Option<Vec<LoopTurnOutcome>>,
+    /// Why the simulation stopped early (time budget, host error).
+    pub stopped: Option<String>,
+    /// Simulated time at the end.
+    pub end_ms: u64,
+    /// The workspace at the end.
+    pub workspace: Workspace,
+}
+
+/// The agent host's configuration for a scenario and seed.
+pub fn agent_config(
+    scenario: &Scenario,
+    seed: u64,
+    faults: Arc<dyn AgentFaults>,
+    latencies: std::collections::BTreeMap<String, u64>,
+) -> Result<LoopAgentConfig, InputError> {
+    let section = scenario.agent_loop.as_ref().ok_or_else(|| InputError {
+        file: scenario.path.display().to_string(),
+        line: None,
+        column: None,
+        message: "missing section [agent_loop]".into(),
+    })?;
+    Ok(LoopAgentConfig {
+        provider_addr: format!("provider:{PROVIDER_PORT}"),
+        api: scenario.provider_api()?,
+        model: section.model.clone(),
+        system_prompt: section.system_prompt.clone(),
+        turns: section.turns.clone(),
+        tools: section.tools.iter().map(|t| t.get_ref().clone()).collect(),
+        max_steps: section.max_steps,
+        max_retry_attempts: section.max_retry_attempts,
+        stream_idle_timeout: Duration::from_millis(section.stream_idle_timeout_ms),
+        tool_latency_ms: section.tool_latency_ms,
+        tool_latency_overrides: latencies,
+        seed: derive_seed(seed, "loop"),
+        tools_seed: derive_seed(seed, "loop-tools"),
+        bugs: LoopBugs {
+            results_in_completion_order: scenario.planted.loop_results_in_completion_order,
+            scheduler_drain_ignores_active: scenario.planted.loop_scheduler_drain_ignores_active,
+        },
+        faults,
+    })
+}
+
+/// The workspace a scenario starts with (paths under `/`).
+pub fn initial_workspace(scenario: &Scenario) -> Workspace {
+    let files = scenario
+        .agent_loop
+        .as_ref()
+        .map(|s| s.files.clone())
+        .unwrap_or_default();
+    Workspace::with_files(files.into_iter().map(|(k, v)| (resolve_path(&k), v)))
+}
+
+/// Runs an agent-loop `scenario` once with `seed` on turmoil.
+pub fn run_once(scenario: &Scenario, seed: u64) -> Result<LoopRunOutput, InputError> {
+    let trace = Trace::new();
+    let now: NowFn = Arc::new(|| turmoil::sim_elapsed().map_or(0, |d| d.as_millis() as u64));
+    let plan: Vec<Fault> = scenario
+        .faults
+        .iter()
+        .map(|f| f.get_ref().clone())
+        .collect();
+    let (responses, latencies) = loop_responses(scenario)?;
+    let provider_config = Arc::new(ProviderConfig {
+        port: PROVIDER_PORT,
+        responses,
+        hooks: PlanHooks::new(&plan, &trace, now.clone()),
+    });
+    let provider_state = Arc::new(Mutex::new(ProviderState::default()));
+    let hooks = LoopPlanHooks::new(&plan, &trace, now, scenario.limits.heal_at_ms);
+    let config = agent_config(scenario, seed, hooks, latencies)?;
+    let workspace = Arc::new(Mutex::new(initial_workspace(scenario)));
+
+    let mut builder = turmoil::Builder::new();
+    builder
+        .rng_seed(derive_seed(seed, "turmoil"))
+        .epoch(UNIX_EPOCH + Duration::from_millis(EPOCH_UNIX_MS))
+        .tick_duration(Duration::from_millis(scenario.network.tick_ms))
+        .min_message_latency(Duration::from_millis(scenario.network.latency_ms[0]))
+        .max_message_latency(Duration::from_millis(scenario.network.latency_ms[1]))
+        .simulation_duration(Duration::from_millis(scenario.limits.sim_time_ms));
+    let mut sim = builder.build();
+    {
+        let trace = trace.clone();
+        sim.host("provider", move || {
+            let env = SimEnv::new("provider", trace.clone(), EPOCH_UNIX_MS);
+            let config = provider_config.clone();
+            let state = provider_state.clone();
+            async move {
+                provider::run(env, config, state)
+                    .await
+                    .map_err(|e| e.to_string().into())
+            }
+        });
+    }
+    let outcomes: Arc<Mutex<Option<Vec<LoopTurnOutcome>>>> = Arc::new(Mutex::new(None));
+    {
+        let env = SimEnv::new("client", trace.clone(), EPOCH_UNIX_MS);
+        let workspace = workspace.clone();
+        let outcomes = outcomes.clone();
+        sim.client("client", async move {
+            let result = crate::model::kimi::agent::run(env, config, workspace).await;
+            *outcomes.lock().unwrap() = Some(result);
+            Ok(())
+        });
+    }
+
+    let mut faults = FaultRuntime::new(&plan, scenario.network.latency_ms);
+    let heal_at = scenario.limits.heal_at_ms;
+    let deadline = heal_at.saturating_add(scenario.limits.liveness_ms);
+    let mut stopped = None;
+    loop {
+        match sim.step() {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(e) => {
+                stopped = Some(e.to_string());
+                break;
+            }
+        }
+        let now = sim.elapsed().as_millis() as u64;
+        if now >= heal_at {
+            faults.heal(&mut sim, now, &trace);
+        } else {
+            faults.on_step(&mut sim, now, &trace);
+        }
+        if now >= deadline {
+            stopped = Some(format!(
+                "not finished {} ms after the world healed at {heal_at} ms",
+                scenario.limits.liveness_ms
+            ));
+            break;
+        }
+    }
+    let end_ms = sim.elapsed().as_millis() as u64;
+    // Read the trace before the hosts are torn down: a hung tool's future is dropped then,
+    // outside simulated time.
+    let events = trace.events();
+    drop(sim);
+    let outcomes = outcomes.lock().unwrap().take();
+    let workspace = workspace.lock().unwrap().clone();
+    Ok(LoopRunOutput {
+        trace: events,
+        outcomes,
+        stopped,
+        end_ms,
+        workspace,
+    })
+}
+
+/// The plan's user and tool faults, as the agent host's [`AgentFaults`]. Counting is
+/// deterministic: the agent calls in its own deterministic order. After `heal_at_ms` nothing
+/// more is injected.
+pub struct LoopPlanHooks {
+    faults: Vec<Fault>,
+    trace: Trace,
+    now: NowFn,
+    heal_at_ms: u64,
+    /// Per fault: matching events seen so far, and whether it fired.
+    state: Mutex<Vec<(u32, bool)>>,
+}
+
+impl LoopPlanHooks {
+    pub fn new(faults: &[Fault], trace: &Trace, now: NowFn, heal_at_ms: u64) -> Arc<Self> {
+        Arc::new(LoopPlanHooks {
+            faults: faults.to_vec(),
+            trace: trace.clone(),
+            now,
+            heal_at_ms,
+            state: Mutex::new(vec![(0, false); faults.len()]),
+        })
+    }
+
+    fn healed(&self) -> bool {
+        (self.now)() >= self.heal_at_ms
+    }
+
+    fn report(&self, f: &Fault) {
+        self.trace.push(
+            (self.now)(),
+            "harness",
+            Observation::Fault {
+                fault: f.to_string(),
+            },
+        );
+    }
+}
+
+impl AgentFaults for LoopPlanHooks {
+    fn abort_on_event(&self, event: &str) -> Option<AbortReason> {
+        if self.healed() {
+            return None;
+        }
+        let mut fired = None;
+        let mut state = self.state.lock().unwrap();
+        for (i, f) in self.faults.iter().enumerate() {
+            let Fault::UserAbort { reason, .. } = f else {
+                continue;
+            };
+            let Some(Trigger::OnEvent { event: e, nth }) = f.user_trigger() else {
+                continue;
+            };
+            let (count, done) = &mut state[i];
+            if *done || e != event {
+                continue;
+            }
+            *count += 1;
+            if *count == nth {
+                *done = true;
+                self.report(f);
+                fired = fired.or(Some(reason.unwrap_or(AbortReason::User)));
+            }
+        }
+        fired
+    }
+
+    fn abort_times(&self) -> Vec<u64> {
+        let mut times: Vec<u64> = self
+            .faults
+            .iter()
+            .filter_map(|f| match f.user_trigger() {
+                Some(Trigger::AtMs(t)) if t < self.heal_at_ms => Some(t),
+                _ => None,
+            })
+            .collect();
+        times.sort_unstable();
+        times.dedup();
+        times
+    }
+
+    fn abort_at(&self, now_ms: u64) -> Option<AbortReason> {
+        let mut fired = None;
+        let mut state = self.state.lock().unwrap();
+        for (i, f) in self.faults.iter().enumerate() {
+            let Fault::UserAbort { reason, .. } = f else {
+                continue;
+            };
+            if f.user_trigger() == Some(Trigger::AtMs(now_ms)) && !state[i].1 {
+                state[i].1 = true;
+                self.report(f);
+                fired = fired.or(Some(reason.unwrap_or(AbortReason::User)));
+            }
+        }
+        fired
+    }
+
+    fn listener(&self, event_type: &str) -> Option<ListenerFault> {
+        if self.healed() {
+            return None;
+        }
+        let mut fired = None;
+        let mut state = self.state.lock().unwrap();
+        for (i, f) in self.faults.iter().enumerate() {
+            let Fault::ListenerThrows { event, nth, how } = f else {
+                continue;
+            };
+            if event.as_deref().is_some_and(|e| e != event_type) {
+                continue;
+            }
+            let (count, _) = &mut state[i];
+            *count += 1;
+            if nth.is_none_or(|n| n == *count) {
+                self.report(f);
+                fired = fired.or(Some(*how));
+            }
+        }
+        fired
+    }
+
+    fn tool(&self, execution: u32, _tool: &str, _tool_call_id: &str) -> ToolAct {
+        if self.healed() {
+            return ToolAct::Run;
+        }
+        for f in &self.faults {
+            let act = match f {
+                Fault::ToolHang {
+                    execution: e,
+                    abort_after_ms,
+                } if *e == execution => ToolAct::Hang {
+                    abort_after_ms: *abort_after_ms,
+                },
+                Fault::ToolGarbage {
+                    execution: e,
+                    value,
+                } if *e == execution => ToolAct::Garbage(*value),
+                _ => continue,
+            };
+            self.report(f);
+            return act;
+        }
+        ToolAct::Run
+    }
+}

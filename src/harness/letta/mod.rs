@@ -1,0 +1,10 @@
+//! The Letta system in the harness: its world (provider, server, client, probe hosts), its
+//! invariants, liveness diagnosis, swarm families, coverage goals and conformance logs.
+
+pub mod bare;
+pub mod client_invariants;
+pub mod conformance;
+pub mod findings;
+pub mod probe;
+pub mod swarm;
+pub mod world;

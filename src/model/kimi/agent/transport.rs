@@ -1,0 +1,398 @@
+//! The loop's [`ChatProvider`] over HTTP: one streaming request per model call to the
+//! provider host, its SSE body decoded with `wire::provider` into [`ProviderEvent`]s.
+//!
+//! Error mapping (the host adapter's, kimi-loop.md §2.7 and §6; choices where the facts are
+//! silent are marked):
+//! - no connection, or no response head within the idle timeout → `APIConnectionError` /
+//!   `APITimeoutError` (retryable);
+//! - an error status → `ProviderError::from_http(status, error.message, Retry-After)`, so 429
+//!   about quota is `APIProviderQuotaExhaustedError`, a 413 is `APIRequestTooLargeError`, ...;
+//! - the body breaks mid-stream → `APIConnectionError` ("terminated", kosong #201);
+//! - choice: the body is silent for longer than the idle timeout → `APITimeoutError` (the SDKs'
+//!   read timeout; the loop itself has none, so without it a stalled stream hangs the turn);
+//! - choice: an undecodable stream → an unclassified provider error (retryable).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper::body::Incoming;
+use serde_json::{Map, Value, json};
+
+use super::Probe;
+use crate::model::kimi::turn_loop::errors::{ProviderError, ProviderErrorKind};
+use crate::model::kimi::turn_loop::provider::{ChatProvider, ChatRequest, ProviderEventStream};
+use crate::model::kimi::turn_loop::types::{ContentPart, Message, Role, ToolSpec};
+use crate::model::port::env::Env;
+use crate::model::port::http::{self, ClientError};
+use crate::model::port::observe::Observation;
+use crate::model::provider::api_path;
+use crate::wire::provider::{ProviderDecoder, ProviderEvent, ProviderFormat};
+use crate::wire::sse::SseDecoder;
+
+/// `max_tokens` of every Anthropic request.
+pub const MAX_TOKENS: u32 = 4096;
+
+/// A [`ChatProvider`] that calls the provider host over the network.
+pub struct HttpChatProvider<E: Env> {
+    env: E,
+    addr: String,
+    api: ProviderFormat,
+    idle_timeout: Duration,
+    probe: Arc<Probe>,
+    calls: Mutex<u32>,
+}
+
+impl<E: Env> HttpChatProvider<E> {
+    pub fn new(
+        env: E,
+        addr: impl Into<String>,
+        api: ProviderFormat,
+        idle_timeout: Duration,
+        probe: Arc<Probe>,
+    ) -> Self {
+        HttpChatProvider {
+            env,
+            addr: addr.into(),
+            api,
+            idle_timeout,
+            probe,
+            calls: Mutex::new(0),
+        }
+    }
+
+    async fn open_call(&self, request: ChatRequest) -> Result<ProviderEventStream, ProviderError> {
+        let call = {
+            let mut calls = self.calls.lock().expect("calls poisoned");
+            *calls += 1;
+            *calls - 1
+        };
+        let path = api_path(self.api);
+        self.probe.observe(Observation::LoopProviderRequest {
+            call,
+            path: path.to_string(),
+            messages: request.messages.len(),
+            tools: request.tools.len(),
+        });
+        let body = request_body(self.api, &request).to_string();
+        let req = Request::post(path)
+            .header("host", self.addr.as_str())
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .expect("valid request");
+        let resp = match http::send(&self.env, &self.addr, req, self.idle_timeout).await {
+            Ok(resp) => resp,
+            Err(e) => {
+                self.probe.observe(Observation::LoopProviderResponse {
+                    call,
+                    status: None,
+                    error: Some(e.to_string()),
+                });
+                return Err(match e {
+                    ClientError::Timeout => ProviderError::new(
+                        ProviderErrorKind::Timeout,
+                        format!("Request timed out: {e}"),
+                    ),
+                    other => ProviderError::connection(format!("Connection error: {other}")),
+                });
+            }
+        };
+        let status = resp.status().as_u16();
+        self.probe.observe(Observation::LoopProviderResponse {
+            call,
+            status: Some(status),
+            error: None,
+        });
+        if !resp.status().is_success() {
+            let retry_after_ms = resp
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(|s| s.saturating_mul(1000));
+            // Bounded like the stream: an error body that never completes is read as empty.
+            let body = tokio::time::timeout(
+                self.idle_timeout,
+                http::read_body(resp.into_body(), 1 << 20),
+            );
+            let text = match body.await {
+                Ok(Ok(b)) => String::from_utf8_lossy(&b).into_owned(),
+                _ => String::new(),
+            };
+            let message = serde_json::from_str::<Value>(&text)
+                .ok()
+                .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+                .unwrap_or(text);
+            return Err(ProviderError::from_http(status, message, retry_after_ms));
+        }
+        let state = BodyReader {
+            body: resp.into_body(),
+            sse: SseDecoder::new(),
+            decoder: ProviderDecoder::new(self.api),
+            idle_timeout: self.idle_timeout,
+            probe: Arc::clone(&self.probe),
+            call,
+            ended: false,
+        };
+        let stream = futures::stream::unfold(state, |mut reader| async move {
+            let batch = reader.next_batch().await?;
+            Some((futures::stream::iter(batch), reader))
+        })
+        .flatten();
+        Ok(stream.boxed())
+    }
+}
+
+impl<E: Env> ChatProvider for HttpChatProvider<E> {
+    fn open(
+        &self,
+        request: ChatRequest,
+    ) -> BoxFuture<'_, Result<ProviderEventStream, ProviderError>> {
+        Box::pin(self.open_call(request))
+    }
+}
+
+type Batch = Vec<Result<ProviderEvent, ProviderError>>;
+
+/// Reads a streaming body and decodes it, a batch of events per body frame.
+struct BodyReader {
+    body: Incoming,
+    sse: SseDecoder,
+    decoder: ProviderDecoder,
+    idle_timeout: Duration,
+    probe: Arc<Probe>,
+    call: u32,
+    ended: bool,
+}
+
+impl BodyReader {
+    fn end(&mut self, how: String) {
+        self.ended = true;
+        self.probe.observe(Observation::LoopProviderStreamEnd {
+            call: self.call,
+            how,
+        });
+    }
+
+    fn decode(&mut self, frames: Vec<crate::wire::sse::SseFrame>) -> Batch {
+        let mut out = Vec::new();
+        for frame in frames {
+            let Some(event) = frame.as_event() else {
+                continue;
+            };
+            match self.decoder.on_event(event) {
+                Ok(events) => {
+                    let done = events.iter().any(|e| matches!(e, ProviderEvent::Done));
+                    out.extend(events.into_iter().map(Ok));
+                    if done {
+                        self.end("done".into());
+                        return out;
+                    }
+                }
+                Err(e) => {
+                    self.end(format!("undecodable: {e}"));
+                    out.push(Err(ProviderError::new(
+                        ProviderErrorKind::Other,
+                        format!("Invalid provider stream: {e}"),
+                    )));
+                    return out;
+                }
+            }
+        }
+        out
+    }
+
+    async fn next_batch(&mut self) -> Option<Batch> {
+        while !self.ended {
+            let frame = match tokio::time::timeout(self.idle_timeout, self.body.frame()).await {
+                Err(_) => {
+                    let ms = self.idle_timeout.as_millis();
+                    self.end(format!("idle {ms} ms"));
+                    return Some(vec![Err(ProviderError::new(
+                        ProviderErrorKind::Timeout,
+                        format!("Request timed out: no data for {ms} ms"),
+                    ))]);
+                }
+                Ok(None) => {
+                    let rest = std::mem::take(&mut self.sse).finish();
+                    let mut batch = self.decode(rest);
+                    if !self.ended {
+                        batch.extend(self.decoder.finish().into_iter().map(Ok));
+                        self.end("eof".into());
+                    }
+                    return Some(batch);
+                }
+                Ok(Some(Err(e))) => {
+                    let chain = http::error_chain(&e);
+                    self.end(format!("broken: {chain}"));
+                    return Some(vec![Err(ProviderError::connection(format!(
+                        "terminated: {chain}"
+                    )))]);
+                }
+                Ok(Some(Ok(frame))) => frame,
+            };
+            let Ok(bytes) = frame.into_data() else {
+                continue;
+            };
+            let frames = self.sse.push(&bytes);
+            let batch = self.decode(frames);
+            if !batch.is_empty() {
+                return Some(batch);
+            }
+        }
+        None
+    }
+}
+
+impl Drop for BodyReader {
+    fn drop(&mut self) {
+        if !self.ended {
+            // The loop let go of the stream before it ended (an abort mid-stream).
+            self.end("dropped".into());
+        }
+    }
+}
+
+/// The request body for `api`: the loop's messages (system prompt apart), tools and model.
+pub fn request_body(api: ProviderFormat, request: &ChatRequest) -> Value {
+    match api {
+        ProviderFormat::Anthropic => anthropic_body(request),
+        ProviderFormat::OpenAiChat => openai_body(request),
+    }
+}
+
+fn text_of(parts: &[ContentPart]) -> String {
+    parts
+        .iter()
+        .filter_map(|p| match p {
+            ContentPart::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn media_url(part: &ContentPart) -> Option<&str> {
+    match part {
+        ContentPart::ImageUrl { image_url: m }
+        | ContentPart::AudioUrl { audio_url: m }
+        | ContentPart::VideoUrl { video_url: m } => Some(m.url.as_str()),
+        _ => None,
+    }
+}
+
+fn anthropic_blocks(parts: &[ContentPart], with_thinking: bool) -> Vec<Value> {
+    let mut blocks = Vec::new();
+    for part in parts {
+        match part {
+            ContentPart::Text { text } if !text.is_empty() => {
+                blocks.push(json!({"type": "text", "text": text}))
+            }
+            ContentPart::Text { .. } => {}
+            ContentPart::Think { think, encrypted } if with_thinking => blocks.push(json!({
+                "type": "thinking", "thinking": think, "signature": encrypted.clone().unwrap_or_default()
+            })),
+            ContentPart::Think { .. } => {}
+            media => {
+                if let Some(url) = media_url(media) {
+                    blocks.push(json!({"type": "image", "source": {"type": "url", "url": url}}));
+                }
+            }
+        }
+    }
+    blocks
+}
+
+fn tool_input(arguments: &Option<String>) -> Value {
+    arguments
+        .as_deref()
+        .and_then(|a| serde_json::from_str::<Value>(a).ok())
+        .filter(Value::is_object)
+        .unwrap_or_else(|| Value::Object(Map::new()))
+}
+
+fn anthropic_body(request: &ChatRequest) -> Value {
+    // Anthropic wants alternating roles: consecutive messages of one role are merged.
+    let mut messages: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for m in &request.messages {
+        let (role, blocks) = match m.role {
+            Role::Assistant => {
+                let mut blocks = anthropic_blocks(&m.content, true);
+                for c in &m.tool_calls {
+                    blocks.push(json!({"type": "tool_use", "id": c.id, "name": c.name,
+                        "input": tool_input(&c.arguments)}));
+                }
+                ("assistant", blocks)
+            }
+            Role::Tool => (
+                "user",
+                vec![json!({
+                    "type": "tool_result",
+                    "tool_use_id": m.tool_call_id.clone().unwrap_or_default(),
+                    "content": anthropic_blocks(&m.content, false),
+                })],
+            ),
+            Role::User | Role::System => ("user", anthropic_blocks(&m.content, false)),
+        };
+        match messages.last_mut() {
+            Some((last, content)) if *last == role => content.extend(blocks),
+            _ => messages.push((role, blocks)),
+        }
+    }
+    let messages: Vec<Value> = messages
+        .into_iter()
+        .map(|(role, content)| json!({"role": role, "content": content}))
+        .collect();
+    json!({
+        "model": request.model,
+        "max_tokens": MAX_TOKENS,
+        "stream": true,
+        "system": request.system_prompt,
+        "messages": messages,
+        "tools": request.tools.iter().map(|t: &ToolSpec| json!({
+            "name": t.name, "description": t.description, "input_schema": t.parameters
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn openai_message(m: &Message) -> Value {
+    match m.role {
+        Role::Assistant => {
+            let text = text_of(&m.content);
+            let mut v = json!({"role": "assistant",
+                "content": if text.is_empty() { Value::Null } else { Value::String(text) }});
+            if !m.tool_calls.is_empty() {
+                v["tool_calls"] = m
+                    .tool_calls
+                    .iter()
+                    .map(|c| {
+                        json!({"id": c.id, "type": "function", "function": {
+                        "name": c.name, "arguments": c.arguments.clone().unwrap_or_default()}})
+                    })
+                    .collect();
+            }
+            v
+        }
+        Role::Tool => json!({"role": "tool",
+            "tool_call_id": m.tool_call_id.clone().unwrap_or_default(),
+            "content": text_of(&m.content)}),
+        Role::User | Role::System => json!({"role": "user", "content": text_of(&m.content)}),
+    }
+}
+
+fn openai_body(request: &ChatRequest) -> Value {
+    let mut messages = vec![json!({"role": "system", "content": request.system_prompt})];
+    messages.extend(request.messages.iter().map(openai_message));
+    json!({
+        "model": request.model,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+        "messages": messages,
+        "tools": request.tools.iter().map(|t| json!({"type": "function", "function": {
+            "name": t.name, "description": t.description, "parameters": t.parameters
+        }})).collect::<Vec<_>>(),
+    })
+}

@@ -1,0 +1,847 @@
+//! Draining one stream (letta-protocol.md §4.2-4.3): the SDK's view of an SSE body as a
+//! [`ChunkSource`], the UI buffer the drain maintains ([`Transcript`]), the interrupt signal
+//! with its abort generation ([`Interrupt`]), and [`drain`] itself with the end_turn →
+//! requires_approval coercion, the terminal-EOF guard and the stall reconciler.
+//!
+//! Every wait is bounded: the EOF guard after a stop reason, the stall reconciler before one,
+//! and an absolute silence bound (the SDK request timeout, `LETTA_REQUEST_TIMEOUT_MS` = 10 min,
+//! letta-protocol.md §2.8) that ends a read no keepalive or reconciler would end.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use indexmap::IndexMap;
+use serde_json::Value;
+use tokio::sync::watch;
+// tokio's clock: simulated time under turmoil (and paused in tests), never the wall clock.
+use tokio::time::Instant;
+
+use super::policy::{
+    INTERRUPTED_BY_USER, STALL_RECONCILER_STATUS, STREAM_ERROR, TERMINAL_EOF_STATUS,
+};
+use super::stream_processor::{Approval, ErrorInfo, Processed, StreamProcessor};
+use crate::model::port::observe::Observation;
+use crate::wire::letta::{LettaChunk, StopReason};
+use crate::wire::sse::{SseDecoder, SseFrame};
+
+/// `LETTA_STREAM_TERMINAL_EOF_GRACE_MS` default (letta-protocol.md §4.3).
+pub const TERMINAL_EOF_GRACE_MS: u64 = 2000;
+/// `LETTA_STREAM_STALL_RECONCILE_MS` default: "3x the ~20 s server keepalive"
+/// (letta-protocol.md §4.3).
+pub const STALL_RECONCILE_MS: u64 = 60_000;
+/// Why the reference ended a read that stayed silent for the stall window before any run id
+/// arrived (ours; the published client re-arms, letta-protocol.md §4.3).
+pub const STALL_NO_RUN_ID: &str = "Stream stalled before its first chunk";
+
+/// `LETTA_REQUEST_TIMEOUT_MS` default: 10 minutes (letta-protocol.md §2.8). The drain's
+/// absolute bound on silence.
+pub const REQUEST_TIMEOUT_MS: u64 = 600_000;
+/// Run statuses the stall reconciler treats as active (letta-protocol.md §4.3).
+pub const ACTIVE_RUN_STATUSES: [&str; 4] = ["created", "not_started", "pending", "running"];
+
+// ---------------------------------------------------------------------------------------------
+// The SDK's view of a stream
+// ---------------------------------------------------------------------------------------------
+
+/// What the SDK's async iterator yields or throws (letta-protocol.md §1.1).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SdkEvent {
+    Chunk(Box<LettaChunk>),
+    /// The iterator threw: an `event: error` (with `error` = its parsed JSON), a malformed
+    /// `data:` payload (SyntaxError), or a transport failure.
+    Thrown(Thrown),
+    /// The iterator ended: EOF (after `[DONE]` or not), or the consumer aborted it.
+    End,
+}
+
+/// A thrown error: the JSON the SDK attaches (`e.error`) and its message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Thrown {
+    pub kind: ThrownKind,
+    pub message: String,
+    pub error: Option<Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThrownKind {
+    ErrorEvent,
+    Parse,
+    Transport,
+}
+
+impl ThrownKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThrownKind::ErrorEvent => "error-event",
+            ThrownKind::Parse => "parse-error",
+            ThrownKind::Transport => "transport-error",
+        }
+    }
+}
+
+/// A stream of SDK events. `next` must be cancel-safe: the drain races it against timers.
+pub trait ChunkSource {
+    fn next(&mut self) -> impl Future<Output = SdkEvent>;
+    /// Aborts the HTTP read: later `next` calls end the iteration without throwing.
+    fn abort(&mut self);
+}
+
+/// SDK semantics over SSE frames (letta-protocol.md §1.1): data-only events are chunks;
+/// `event: error` throws with the JSON's `message`; other named events are dropped; comments
+/// are ignored; after `[DONE]` everything is ignored until EOF; malformed JSON throws.
+#[derive(Debug, Default)]
+pub struct SdkFrames {
+    done_seen: bool,
+    finished: bool,
+}
+
+impl SdkFrames {
+    pub fn on_frame(&mut self, f: &SseFrame, out: &mut VecDeque<SdkEvent>) {
+        if self.finished {
+            return;
+        }
+        let Some(ev) = f.as_event() else { return };
+        if self.done_seen {
+            return;
+        }
+        if ev.is_done() {
+            self.done_seen = true;
+            return;
+        }
+        match ev.event.as_deref() {
+            Some("error") => {
+                let parsed: Value = serde_json::from_str(&ev.data)
+                    .unwrap_or_else(|_| Value::String(ev.data.clone()));
+                let message = parsed
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| ev.data.clone());
+                self.finished = true;
+                out.push_back(SdkEvent::Thrown(Thrown {
+                    kind: ThrownKind::ErrorEvent,
+                    message,
+                    error: Some(parsed),
+                }));
+            }
+            Some(_) => {}
+            None => match sdk_chunk(&ev.data) {
+                Ok(c) => out.push_back(SdkEvent::Chunk(Box::new(c))),
+                Err(e) => {
+                    self.finished = true;
+                    out.push_back(SdkEvent::Thrown(Thrown {
+                        kind: ThrownKind::Parse,
+                        message: format!("Could not parse message into JSON: {e}"),
+                        error: None,
+                    }));
+                }
+            },
+        }
+    }
+
+    pub fn finished(&self) -> bool {
+        self.finished
+    }
+}
+
+/// The SDK's `JSON.parse` of a data-only event (letta-protocol.md §1.1): only text that is not
+/// JSON throws. The SDK validates nothing, so a JSON value our typed decoder rejects is still a
+/// chunk: top-level `null` fields read as absent (a real keepalive ping carries `"date":null,
+/// "seq_id":null`, captures/letta_server f3), and anything else undecodable is kept as
+/// [`LettaChunk::Unknown`] for the processor's unknown-type rule.
+fn sdk_chunk(data: &str) -> Result<LettaChunk, serde_json::Error> {
+    let value: Value = serde_json::from_str(data)?;
+    if let Ok(c) = serde_json::from_value::<LettaChunk>(value.clone()) {
+        return Ok(c);
+    }
+    if let Value::Object(map) = &value {
+        let stripped: serde_json::Map<String, Value> = map
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if let Ok(c) = serde_json::from_value::<LettaChunk>(Value::Object(stripped)) {
+            return Ok(c);
+        }
+    }
+    Ok(LettaChunk::Unknown(value))
+}
+
+/// An SSE response body read the way the SDK reads it.
+pub struct SseSource {
+    body: Option<hyper::body::Incoming>,
+    sse: SseDecoder,
+    sdk: SdkFrames,
+    queue: VecDeque<SdkEvent>,
+}
+
+impl SseSource {
+    pub fn new(body: hyper::body::Incoming) -> Self {
+        SseSource {
+            body: Some(body),
+            sse: SseDecoder::new(),
+            sdk: SdkFrames::default(),
+            queue: VecDeque::new(),
+        }
+    }
+}
+
+impl ChunkSource for SseSource {
+    async fn next(&mut self) -> SdkEvent {
+        use http_body_util::BodyExt;
+        loop {
+            if let Some(e) = self.queue.pop_front() {
+                return e;
+            }
+            if self.sdk.finished() {
+                self.body = None;
+                return SdkEvent::End;
+            }
+            let Some(body) = self.body.as_mut() else {
+                return SdkEvent::End;
+            };
+            match body.frame().await {
+                None => {
+                    self.body = None;
+                    for f in std::mem::take(&mut self.sse).finish() {
+                        self.sdk.on_frame(&f, &mut self.queue);
+                    }
+                    self.queue.push_back(SdkEvent::End);
+                }
+                Some(Err(e)) => {
+                    self.body = None;
+                    self.queue.push_back(SdkEvent::Thrown(Thrown {
+                        kind: ThrownKind::Transport,
+                        message: crate::model::port::http::error_chain(&e),
+                        error: None,
+                    }));
+                }
+                Some(Ok(frame)) => {
+                    if let Ok(bytes) = frame.into_data() {
+                        for f in self.sse.push(&bytes) {
+                            self.sdk.on_frame(&f, &mut self.queue);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn abort(&mut self) {
+        // Dropping the body closes the connection.
+        self.body = None;
+        self.queue.clear();
+        self.sdk.finished = true;
+    }
+}
+
+/// How a scripted stream ends after its last event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScriptEnd {
+    /// The iterator ends (EOF).
+    Eof,
+    /// The body never ends (a wedged read) until aborted.
+    Hang,
+}
+
+/// A stream of events at time offsets, for tests and mock backends (letta-tests-and-real-
+/// client.md A.1: "fake streams are async iterables of chunk objects").
+pub struct ScriptedSource {
+    events: VecDeque<(u64, SdkEvent)>,
+    end: ScriptEnd,
+    next_at: Option<Instant>,
+    aborted: bool,
+    /// Shared counter of `abort()` calls (tests count aborts).
+    pub aborts: std::sync::Arc<std::sync::atomic::AtomicU32>,
+}
+
+impl ScriptedSource {
+    /// `events`: (delay in ms after the previous event, event).
+    pub fn new(events: Vec<(u64, SdkEvent)>, end: ScriptEnd) -> Self {
+        ScriptedSource {
+            events: events.into(),
+            end,
+            next_at: None,
+            aborted: false,
+            aborts: Default::default(),
+        }
+    }
+
+    /// Chunks from JSON texts, all at once.
+    pub fn chunks(json: &[&str], end: ScriptEnd) -> Self {
+        Self::new(
+            json.iter()
+                .map(|j| {
+                    (
+                        0,
+                        SdkEvent::Chunk(Box::new(
+                            LettaChunk::from_json(j).expect("test chunk parses"),
+                        )),
+                    )
+                })
+                .collect(),
+            end,
+        )
+    }
+}
+
+impl ChunkSource for ScriptedSource {
+    async fn next(&mut self) -> SdkEvent {
+        if self.aborted {
+            return SdkEvent::End;
+        }
+        let Some((delay, _)) = self.events.front() else {
+            return match self.end {
+                ScriptEnd::Eof => SdkEvent::End,
+                ScriptEnd::Hang => std::future::pending().await,
+            };
+        };
+        let at = *self
+            .next_at
+            .get_or_insert_with(|| Instant::now() + Duration::from_millis(*delay));
+        tokio::time::sleep_until(at).await;
+        self.next_at = None;
+        self.events.pop_front().map_or(SdkEvent::End, |(_, e)| e)
+    }
+
+    fn abort(&mut self) {
+        self.aborted = true;
+        self.aborts
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The interrupt signal (letta-protocol.md §9.1, §4.2)
+// ---------------------------------------------------------------------------------------------
+
+/// The turn's abort controller plus the buffer's `abortGeneration`. Cloning shares it.
+#[derive(Clone, Debug)]
+pub struct Interrupt {
+    tx: std::sync::Arc<watch::Sender<(bool, u64)>>,
+}
+
+impl Default for Interrupt {
+    fn default() -> Self {
+        Interrupt {
+            tx: std::sync::Arc::new(watch::channel((false, 0)).0),
+        }
+    }
+}
+
+impl Interrupt {
+    pub fn aborted(&self) -> bool {
+        self.tx.borrow().0
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.tx.borrow().1
+    }
+
+    /// Aborts the controller.
+    pub fn abort(&self) {
+        self.tx.send_modify(|s| s.0 = true);
+    }
+
+    /// Bumps `abortGeneration` (stales a running drain without aborting the controller).
+    pub fn bump_generation(&self) {
+        self.tx.send_modify(|s| s.1 += 1);
+    }
+
+    /// A fresh controller for the next turn (the generation keeps counting).
+    pub fn reset(&self) {
+        self.tx.send_modify(|s| s.0 = false);
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<(bool, u64)> {
+        self.tx.subscribe()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The UI buffer (letta-protocol.md §4.2 cleanup, §4.6 tool lines)
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolPhase {
+    Streaming,
+    Ready,
+    Running,
+    Finished,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolLine {
+    pub name: String,
+    pub phase: ToolPhase,
+    pub result_ok: Option<bool>,
+    pub result_text: Option<String>,
+}
+
+/// What the user sees: tool lines keyed by `tool_call_id`, status lines, usage, and the
+/// `interrupted` flag that suspends accumulation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Transcript {
+    pub tools: IndexMap<String, ToolLine>,
+    pub interrupted: bool,
+    pub status_lines: Vec<String>,
+    pub total_tokens: u64,
+    /// Text of assistant lines, in order (one per message id).
+    pub assistant: IndexMap<String, String>,
+}
+
+impl Transcript {
+    /// Accumulates one output chunk (skipped while `interrupted`, letta-protocol.md §4.2).
+    pub fn accumulate(&mut self, chunk: &LettaChunk) {
+        if self.interrupted {
+            return;
+        }
+        match chunk {
+            LettaChunk::ToolCallMessage(m) | LettaChunk::ApprovalRequestMessage(m) => {
+                let approval = matches!(chunk, LettaChunk::ApprovalRequestMessage(_));
+                // One tool call per chunk for rendering: the legacy tool_call, else the first
+                // entry of tool_calls (§4.6).
+                let call = m
+                    .tool_call
+                    .as_ref()
+                    .or_else(|| m.tool_calls.as_ref().and_then(|c| c.as_slice().first()));
+                if let Some(call) = call
+                    && let Some(id) = &call.tool_call_id
+                {
+                    let line = self.tools.entry(id.clone()).or_insert(ToolLine {
+                        name: String::new(),
+                        phase: ToolPhase::Streaming,
+                        result_ok: None,
+                        result_text: None,
+                    });
+                    if let Some(n) = &call.name {
+                        line.name = n.clone();
+                    }
+                    if approval && line.phase == ToolPhase::Streaming {
+                        line.phase = ToolPhase::Ready;
+                    }
+                }
+            }
+            LettaChunk::ToolReturnMessage(m) => {
+                let mut finish = |id: &str, ok: bool, text: String| {
+                    if let Some(line) = self.tools.get_mut(id) {
+                        line.phase = ToolPhase::Finished;
+                        line.result_ok = Some(ok);
+                        line.result_text = Some(text);
+                    }
+                };
+                if let Some(returns) = &m.tool_returns {
+                    for r in returns {
+                        if let Some(id) = r.get("tool_call_id").and_then(Value::as_str) {
+                            let text = r
+                                .get("tool_return")
+                                .or_else(|| r.get("func_response"))
+                                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+                                .unwrap_or_default();
+                            finish(
+                                id,
+                                r.get("status").and_then(Value::as_str) == Some("success"),
+                                text,
+                            );
+                        }
+                    }
+                }
+                if !m.tool_call_id.is_empty() {
+                    finish(
+                        &m.tool_call_id,
+                        m.status == "success",
+                        m.tool_return.clone(),
+                    );
+                }
+            }
+            LettaChunk::AssistantMessage(m) => {
+                self.assistant
+                    .entry(m.env.id.clone())
+                    .or_default()
+                    .push_str(&m.content.text());
+            }
+            LettaChunk::UsageStatistics(u) => self.total_tokens += u.total_tokens,
+            _ => {}
+        }
+    }
+
+    fn incomplete(&self) -> Vec<String> {
+        self.tools
+            .iter()
+            .filter(|(_, l)| l.phase != ToolPhase::Finished)
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// Marks every incomplete tool line finished with an error text ("Interrupted by user",
+    /// "Stream error").
+    pub fn mark_incomplete(&mut self, text: &str) {
+        for id in self.incomplete() {
+            let l = self.tools.get_mut(&id).expect("listed above");
+            l.phase = ToolPhase::Finished;
+            l.result_ok = Some(false);
+            l.result_text = Some(text.into());
+        }
+    }
+
+    /// Removes incomplete tool lines entirely.
+    pub fn remove_incomplete(&mut self) {
+        for id in self.incomplete() {
+            self.tools.shift_remove(&id);
+        }
+    }
+
+    pub fn status(&mut self, line: &str) {
+        self.status_lines.push(line.into());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// drainStream
+// ---------------------------------------------------------------------------------------------
+
+/// Options of one drain.
+#[derive(Debug, Clone)]
+pub struct DrainOptions {
+    /// `seenSeqIdThreshold` (letta-protocol.md §4.5).
+    pub threshold: Option<u64>,
+    pub eof_grace_ms: u64,
+    pub stall_ms: u64,
+    pub max_silence_ms: u64,
+    /// `skipCancelToolsOnError` (the resume path sets it).
+    pub skip_cancel_tools_on_error: bool,
+    pub is_resume: bool,
+    /// StreamProcessor rule 6 reads `tool_returns[]` (reference profile).
+    pub consult_tool_returns: bool,
+    /// Drop frames repeating a seq id already processed in this drain (reference profile;
+    /// see `StreamProcessor::dropping_repeats`).
+    pub drop_repeated_seq: bool,
+    /// The `starting_after` of a replay (resume drains): its first chunk is the next seq id.
+    pub starting_after: Option<u64>,
+    /// (reference) A stall window with no run id yet ends the read instead of re-arming.
+    pub stall_without_run_id_aborts: bool,
+    /// (reference) A stop reason that finds a tool call's arguments torn (not whole JSON) ends
+    /// the read as a gap when this read delivered a numbered frame: the frame that finished
+    /// them was lost where no later numbered frame shows the gap (the stop_reason and usage
+    /// frames carry no seq_id), and the resume replays it.
+    pub torn_args_end_the_read: bool,
+    /// The approvals collected before this read (a resume's originals): arguments continue
+    /// across the cut.
+    pub prior_approvals: Vec<Approval>,
+}
+
+impl Default for DrainOptions {
+    fn default() -> Self {
+        DrainOptions {
+            threshold: None,
+            eof_grace_ms: TERMINAL_EOF_GRACE_MS,
+            stall_ms: STALL_RECONCILE_MS,
+            max_silence_ms: REQUEST_TIMEOUT_MS,
+            skip_cancel_tools_on_error: false,
+            is_resume: false,
+            consult_tool_returns: false,
+            drop_repeated_seq: false,
+            starting_after: None,
+            stall_without_run_id_aborts: false,
+            torn_args_end_the_read: false,
+            prior_approvals: Vec::new(),
+        }
+    }
+}
+
+/// The result of one drain (letta-protocol.md §4.2).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DrainResult {
+    pub stop_reason: StopReason,
+    /// The processor saw a stop_reason chunk.
+    pub saw_stop_chunk: bool,
+    pub approvals: Vec<Approval>,
+    pub last_run_id: Option<String>,
+    pub last_seq_id: Option<u64>,
+    pub fallback_error: Option<String>,
+    /// The thrown error's attached JSON, when the stream threw.
+    pub thrown: Option<Thrown>,
+    /// The last error chunk seen (`error_message` or a bare `{error}` object).
+    pub error_info: Option<ErrorInfo>,
+    pub terminal_eof_guard_fired: bool,
+    pub stall_reconciler_fired: bool,
+    /// How the read ended (for the trace).
+    pub how: String,
+}
+
+impl DrainResult {
+    /// The first approval.
+    pub fn approval(&self) -> Option<&Approval> {
+        self.approvals.first()
+    }
+}
+
+/// Looks up a run's status for the stall reconciler: `Ok(Some(status))`, `Ok(None)` when the
+/// run object has no status, `Err(())` when the lookup failed.
+pub trait RunStatusLookup {
+    fn run_status(&self, run_id: &str) -> impl Future<Output = Result<Option<String>, ()>>;
+}
+
+/// The per-chunk hook: called with each processed chunk; returning `true` aborts the stream
+/// (the client uses it for scripted interrupts).
+pub type ChunkHook<'a> = &'a mut dyn FnMut(&LettaChunk, &Processed);
+
+/// `drainStream` (letta-protocol.md §4.2-4.3).
+pub async fn drain<S: ChunkSource, L: RunStatusLookup>(
+    source: &mut S,
+    opts: &DrainOptions,
+    interrupt: &Interrupt,
+    lookup: &L,
+    transcript: &mut Transcript,
+    observe: &dyn Fn(Observation),
+    hook: ChunkHook<'_>,
+) -> DrainResult {
+    let mut proc = StreamProcessor::new(opts.threshold)
+        .consulting_tool_returns(opts.consult_tool_returns)
+        .dropping_repeats(opts.drop_repeated_seq)
+        .starting_after(opts.starting_after);
+    let gen0 = interrupt.generation();
+    let mut signal = interrupt.subscribe();
+    let mut fallback_error: Option<String> = None;
+    let mut thrown: Option<Thrown> = None;
+    let mut error_info: Option<ErrorInfo> = None;
+    let mut cancelled = false;
+    let mut guard_fired = false;
+    let mut stall_fired = false;
+    let now = Instant::now();
+    let stall = Duration::from_millis(opts.stall_ms);
+    let mut stall_at = now + stall;
+    let mut eof_at: Option<Instant> = None;
+    let silence = Duration::from_millis(opts.max_silence_ms);
+    let mut silence_at = now + silence;
+    type Lookup<'a> = Pin<Box<dyn Future<Output = Result<Option<String>, ()>> + 'a>>;
+    let mut lookup_in_flight: Option<Lookup<'_>> = None;
+
+    let how: String = loop {
+        if interrupt.aborted() {
+            cancelled = true;
+            transcript.mark_incomplete(INTERRUPTED_BY_USER);
+            source.abort();
+            break "aborted".into();
+        }
+        if interrupt.generation() != gen0 {
+            cancelled = true;
+            source.abort();
+            break "abort-generation".into();
+        }
+        let stall_armed = !stall_fired && lookup_in_flight.is_none() && proc.stop_reason.is_none();
+        tokio::select! {
+            biased;
+            _ = signal.changed() => continue,
+            ev = source.next() => {
+                match ev {
+                    SdkEvent::Chunk(chunk) => {
+                        // Re-arm the stall timer on every chunk, pings included.
+                        stall_at = Instant::now() + stall;
+                        silence_at = Instant::now() + silence;
+                        let processed = proc.process(&chunk);
+                        if let Some((expected, got)) = processed.gap {
+                            // (reference) A lost frame: the stream is broken; resume replays
+                            // from the last contiguous seq id.
+                            fallback_error = Some(format!(
+                                "Stream gap: expected seq_id {expected}, got {got}"
+                            ));
+                            source.abort();
+                            break "gap".into();
+                        }
+                        if !processed.skipped {
+                            observe(Observation::ClientChunk {
+                                run_id: chunk.run_id().map(str::to_string),
+                                seq_id: chunk.seq_id(),
+                                message_type: chunk.message_type().to_string(),
+                            });
+                        }
+                        if let Some(e) = &processed.error {
+                            error_info = Some(e.clone());
+                            if processed.output {
+                                fallback_error = Some(e.message.clone());
+                            }
+                        }
+                        if !processed.skipped {
+                            hook(&chunk, &processed);
+                        }
+                        if opts.torn_args_end_the_read
+                            && let Some(id) = torn_call(&proc, opts)
+                        {
+                            proc.stop_reason = None;
+                            fallback_error = Some(format!(
+                                "Stream gap: the arguments of tool call {id} are not whole JSON at the stop reason"
+                            ));
+                            source.abort();
+                            break "gap".into();
+                        }
+                        if proc.stop_reason.is_some() {
+                            // (Re-)arm the terminal-EOF guard after every chunk once a stop
+                            // reason has been seen.
+                            eof_at = Some(Instant::now() + Duration::from_millis(opts.eof_grace_ms));
+                        }
+                        // The abort check runs again before accumulation.
+                        if interrupt.aborted() || interrupt.generation() != gen0 {
+                            continue;
+                        }
+                        if processed.output {
+                            transcript.accumulate(&chunk);
+                        }
+                    }
+                    SdkEvent::Thrown(t) => {
+                        if proc.last_run_id.is_none()
+                            && let Some(r) = t.error.as_ref().and_then(|e| e.get("run_id")).and_then(Value::as_str)
+                        {
+                            proc.last_run_id = Some(r.to_string());
+                        }
+                        fallback_error = Some(t.message.clone());
+                        let how = t.kind.as_str().to_string();
+                        thrown = Some(t);
+                        break how;
+                    }
+                    SdkEvent::End => {
+                        break "eof".into();
+                    }
+                }
+            }
+            _ = async { tokio::time::sleep_until(eof_at.expect("guarded")).await }, if eof_at.is_some() => {
+                guard_fired = true;
+                transcript.status(TERMINAL_EOF_STATUS);
+                source.abort();
+                break "terminal-eof-guard".into();
+            }
+            status = async { lookup_in_flight.as_mut().expect("guarded").await }, if lookup_in_flight.is_some() => {
+                lookup_in_flight = None;
+                // A stop reason that arrived while the lookup was in flight: the EOF guard owns it.
+                if proc.stop_reason.is_some() {
+                    continue;
+                }
+                match status {
+                    Ok(Some(s)) if !ACTIVE_RUN_STATUSES.contains(&s.as_str()) => {
+                        stall_fired = true;
+                        transcript.status(STALL_RECONCILER_STATUS);
+                        source.abort();
+                        break "stall-reconciler".into();
+                    }
+                    _ => stall_at = Instant::now() + stall,
+                }
+            }
+            _ = tokio::time::sleep_until(stall_at), if stall_armed => {
+                match proc.last_run_id.clone() {
+                    // (reference) Silent for the whole window without even a run id: the read
+                    // is dead; end it so the resume finds the run by the request's otid.
+                    None if opts.stall_without_run_id_aborts => {
+                        stall_fired = true;
+                        fallback_error = Some(STALL_NO_RUN_ID.into());
+                        source.abort();
+                        break "stall-no-run-id".into();
+                    }
+                    None => stall_at = Instant::now() + stall,
+                    Some(run_id) => {
+                        lookup_in_flight = Some(Box::pin(async move { lookup.run_status(&run_id).await }));
+                    }
+                }
+            }
+            _ = tokio::time::sleep_until(silence_at) => {
+                fallback_error = Some(format!("Request timed out after {} ms without data", opts.max_silence_ms));
+                source.abort();
+                break "timeout".into();
+            }
+        }
+    };
+
+    // Exception handling (§4.2): the streamed stop reason wins over the generic error.
+    let saw_stop_chunk = proc.stop_reason.is_some();
+    let mut stop_reason = match (&proc.stop_reason, cancelled) {
+        (Some(s), _) => s.clone(),
+        (None, true) => StopReason::Cancelled,
+        (None, false) => StopReason::Error,
+    };
+    if cancelled {
+        stop_reason = StopReason::Cancelled;
+    }
+    let errored = thrown.is_some() || how == "timeout" || how == "gap" || how == "stall-no-run-id";
+    if errored && !cancelled {
+        if opts.skip_cancel_tools_on_error {
+            match stop_reason {
+                StopReason::Error => transcript.interrupted = true,
+                StopReason::LlmApiError => {
+                    transcript.interrupted = false;
+                    transcript.remove_incomplete();
+                }
+                _ => {}
+            }
+        } else {
+            transcript.mark_incomplete(super::policy::STREAM_ERROR);
+        }
+    }
+    let approvals = proc.take_approvals();
+    // end_turn with collected approvals is coerced to requires_approval (§4.2).
+    if stop_reason == StopReason::EndTurn && !approvals.is_empty() {
+        stop_reason = StopReason::RequiresApproval;
+    }
+    match stop_reason {
+        StopReason::EndTurn => transcript.remove_incomplete(),
+        StopReason::LlmApiError if !errored => transcript.remove_incomplete(),
+        StopReason::Cancelled if !transcript.tools.is_empty() && !cancelled => {
+            transcript.mark_incomplete(INTERRUPTED_BY_USER)
+        }
+        _ => {}
+    }
+    observe(Observation::ClientStreamEnd { how: how.clone() });
+    let result = DrainResult {
+        stop_reason,
+        saw_stop_chunk,
+        approvals,
+        last_run_id: proc.last_run_id.clone(),
+        last_seq_id: proc.last_seq_id,
+        fallback_error,
+        thrown,
+        error_info,
+        terminal_eof_guard_fired: guard_fired,
+        stall_reconciler_fired: stall_fired,
+        how,
+    };
+    observe(Observation::ClientDrained {
+        stop_reason: result.stop_reason.as_str().into(),
+        approvals: result
+            .approvals
+            .iter()
+            .map(|a| a.tool_call_id.clone())
+            .collect(),
+        last_seq_id: result.last_seq_id,
+    });
+    result
+}
+
+/// The first tool call whose arguments, continued across the cut, are torn when the stop
+/// reason arrives (see `DrainOptions::torn_args_end_the_read`); `None` unless this read
+/// delivered a numbered frame past its `starting_after`, so a replay that brings nothing new
+/// accepts what it has (a model that really wrote broken JSON costs one replay).
+fn torn_call(proc: &StreamProcessor, opts: &DrainOptions) -> Option<String> {
+    if !matches!(
+        proc.stop_reason,
+        Some(StopReason::RequiresApproval | StopReason::EndTurn)
+    ) || proc.last_seq_id <= opts.starting_after
+        || proc.last_run_id.is_none()
+    {
+        return None;
+    }
+    let current: Vec<Approval> = proc.approvals().cloned().collect();
+    super::resume::merge_approvals(&opts.prior_approvals, &current, false)
+        .into_iter()
+        .find(|a| {
+            !a.tool_args.trim().is_empty() && serde_json::from_str::<Value>(&a.tool_args).is_err()
+        })
+        .map(|a| a.tool_call_id)
+}
+
+/// Marks a stream failure in the transcript (letta-protocol.md §4.4 steps 9-10).
+pub fn mark_stream_error(transcript: &mut Transcript) {
+    transcript.mark_incomplete(STREAM_ERROR);
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

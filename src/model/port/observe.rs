@@ -1,0 +1,429 @@
+//! Observable protocol events. Models report them through [`Env::observe`](super::env::Env);
+//! the harness stamps them with simulated time and host, renders them into the trace and runs
+//! the invariants over them. Every variant is something a person debugging the protocol would
+//! want on the timeline, and nothing volatile (no wall clock, no addresses).
+
+use serde::Serialize;
+
+/// What kind of entry the server appended to a conversation's history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum HistoryEntry {
+    User {
+        otid: Option<String>,
+    },
+    Assistant {
+        chars: usize,
+    },
+    ToolCall {
+        tool_call_id: String,
+        name: String,
+        arguments: String,
+    },
+    ToolReturn {
+        tool_call_id: String,
+        status: String,
+    },
+    Denial {
+        tool_call_id: String,
+        reason: String,
+    },
+    // ---- server model (issue 3) --------------------------------------------------------
+    /// The server closed a tool call that had no result with an error result: a new local
+    /// turn ("Turn did not complete") or a cancel ("Interrupted by user"), letta-protocol.md §7.2.
+    Settled {
+        tool_call_id: String,
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "ev", rename_all = "snake_case")]
+pub enum Observation {
+    // ---- client ------------------------------------------------------------------------
+    /// A user turn begins.
+    TurnStart {
+        turn: u32,
+        text: String,
+    },
+    /// The client sends a request. `items` summarises the messages array.
+    ClientSend {
+        turn: u32,
+        method: String,
+        path: String,
+        items: String,
+        otids: Vec<String>,
+    },
+    /// The HTTP status the client got (or the connection error).
+    ClientResponse {
+        status: u16,
+    },
+    ClientConnectError {
+        error: String,
+    },
+    /// A chunk the client's stream processor handled.
+    ClientChunk {
+        run_id: Option<String>,
+        seq_id: Option<u64>,
+        message_type: String,
+    },
+    /// How the response body ended, as the client saw it.
+    ClientStreamEnd {
+        how: String,
+    },
+    /// The result of one drain (letta-protocol.md §4.2).
+    ClientDrained {
+        stop_reason: String,
+        approvals: Vec<String>,
+        last_seq_id: Option<u64>,
+    },
+    /// The client's decision about one approval request (letta-protocol.md §5.4), and who made
+    /// it (`policy`, `human`, `headless-ask`, `incomplete`, `stale-recovery`, `interrupt`).
+    ClientDecision {
+        tool_call_id: String,
+        tool: String,
+        decision: String,
+        origin: String,
+    },
+    /// A tool ran on the client. `executions` counts runs of this tool call id so far.
+    ToolExecuted {
+        tool_call_id: String,
+        tool: String,
+        arguments: String,
+        executions: u32,
+        status: String,
+    },
+    /// The turn is over.
+    TurnEnd {
+        turn: u32,
+        outcome: String,
+    },
+
+    // ---- client (issue 4: the faithful client model) ----------------------------------
+    /// The client process started (`restart` counts restarts after a crash).
+    ClientStarted {
+        restart: u32,
+        profile: String,
+        mode: String,
+    },
+    /// A request other than a message send (resume, run lookup, cancel, listing); `retry`
+    /// counts the SDK's own retries of the same call.
+    ClientRequest {
+        method: String,
+        path: String,
+        retry: u32,
+    },
+    /// A mid-stream resume attempt (letta-protocol.md §4.4): by `run` id or by `otid`.
+    ClientResume {
+        attempt: u32,
+        source: String,
+        id: String,
+        starting_after: u64,
+    },
+    /// The client waits before retrying (letta-protocol.md §3.3-3.10): `kind` is
+    /// `transient`, `approval_pending`, `busy`, `shutdown_503`, `empty_response`,
+    /// `post_stream`, `quota_swap` or `resume`; `attempt` is 1-based within its budget.
+    ClientRetry {
+        kind: String,
+        attempt: u32,
+        delay_ms: u64,
+        detail: String,
+        /// The parsed `Retry-After` the delay came from, if any.
+        retry_after_ms: Option<u64>,
+    },
+    /// What the turn loop acted on after a drain (after coercion and resume merges).
+    ClientActedOn {
+        run_id: Option<String>,
+        stop_reason: String,
+        approvals: Vec<String>,
+    },
+    /// A recovery step: `stale_approvals`, `approval_pending`, `busy_attach`, `interrupt`, …
+    ClientRecovery {
+        kind: String,
+        detail: String,
+    },
+    /// The user interrupted (letta-protocol.md §9).
+    ClientInterrupt {
+        turn: u32,
+        during: String,
+    },
+    /// A tool started running; `resource_key` as the batch scheduler computed it (§5.2).
+    ToolStarted {
+        tool_call_id: String,
+        tool: String,
+        arguments: String,
+        resource_key: Option<String>,
+    },
+    /// A running tool was aborted before it took effect.
+    ToolAborted {
+        tool_call_id: String,
+    },
+
+    // ---- server ------------------------------------------------------------------------
+    /// The server answered a request (status of the response head).
+    ServerRequest {
+        method: String,
+        path: String,
+        status: u16,
+    },
+    RunStarted {
+        run_id: String,
+        conversation_id: String,
+        request_token: String,
+    },
+    /// A chunk recorded in a run's log (and so streamed to followers).
+    ChunkRecorded {
+        run_id: String,
+        seq_id: u64,
+        message_type: String,
+    },
+    /// The server appended to a conversation's history.
+    History {
+        conversation_id: String,
+        entry: HistoryEntry,
+    },
+    RunEnded {
+        run_id: String,
+        stop_reason: String,
+    },
+    /// The server called the provider.
+    ProviderCall {
+        run_id: String,
+        attempt: u32,
+    },
+    ProviderResult {
+        run_id: String,
+        outcome: String,
+    },
+
+    // ---- provider ----------------------------------------------------------------------
+    /// The fake provider answers call number `call` from a cassette.
+    ProviderServe {
+        call: u32,
+        cassette: String,
+        status: u16,
+        frames: usize,
+    },
+    ProviderServeEnd {
+        call: u32,
+        how: String,
+    },
+
+    // ---- server model (issue 3) --------------------------------------------------------
+    /// A request re-attached to an existing run instead of starting one: a duplicate request
+    /// token (`request_token`) or `POST /v1/conversations/{id}/stream` (`conversation_stream`).
+    RunAttached {
+        run_id: String,
+        how: String,
+    },
+    /// A cancel ended a running run.
+    RunCancelled {
+        run_id: String,
+    },
+    /// The server started again on a store it had used before: what the store holds
+    /// (`conversation=history units`, `run=chunks`) and which runs the crash interrupted.
+    ServerRecovered {
+        histories: Vec<String>,
+        runs: Vec<String>,
+        interrupted: Vec<String>,
+    },
+    /// The fake provider refused a request as the real API would (e.g. a tool use without
+    /// its result): the status and the API's error message.
+    ProviderRejected {
+        call: u32,
+        status: u16,
+        message: String,
+    },
+    /// A scripted probe request (scenario `[[requests]]`) and its answer.
+    ProbeRequest {
+        n: u32,
+        method: String,
+        path: String,
+    },
+    ProbeResponse {
+        n: u32,
+        status: u16,
+        /// For a JSON body its `detail` (or the body); for a stream the message types in order.
+        summary: String,
+    },
+
+    // ---- harness -----------------------------------------------------------------------
+    /// A fault the harness injected.
+    Fault {
+        fault: String,
+    },
+
+    // ---- agent loop (issue 5) ------------------------------------------------------------
+    // The agent host of `system = "agent-loop"` (`model::kimi::agent`). Recorded loop events are
+    // reported as its live listener hears them (after they were persisted); `turn_start` and
+    // `turn_end` above delimit the user turns.
+    /// `step.begin`.
+    LoopStepBegin {
+        turn_id: String,
+        step: u32,
+        uuid: String,
+    },
+    /// `step.end`: the effective stop reason and the usage of the response the step used.
+    LoopStepEnd {
+        turn_id: String,
+        step: u32,
+        uuid: String,
+        finish_reason: String,
+        usage: TokenUsage,
+    },
+    /// `content.part`: a completed text or think block (kind and length).
+    LoopContentPart {
+        step: u32,
+        kind: String,
+        chars: usize,
+    },
+    /// `tool.call`, with the effective arguments.
+    LoopToolCall {
+        step: u32,
+        tool_call_id: String,
+        name: String,
+        args: String,
+    },
+    /// `tool.result`: whether it is an error, and the start of its output.
+    LoopToolResult {
+        tool_call_id: String,
+        is_error: bool,
+        output: String,
+    },
+    /// `step.retrying`.
+    LoopRetrying {
+        step: u32,
+        failed_attempt: u32,
+        next_attempt: u32,
+        delay_ms: u64,
+        error: String,
+    },
+    /// `turn.interrupted`.
+    LoopInterrupted {
+        reason: String,
+        cause: String,
+        attempted_steps: u32,
+        active_step: Option<u32>,
+        message: Option<String>,
+    },
+    /// A model call (`LLM.chat`) returned a response.
+    LoopModelReturn {
+        turn_step: Option<String>,
+        usage: TokenUsage,
+        tool_calls: usize,
+        finish: Option<String>,
+    },
+    /// A model call failed (what the retry logic then classifies).
+    LoopModelError {
+        turn_step: Option<String>,
+        error: String,
+    },
+    /// The agent sent request number `call` (0-based) to the provider.
+    LoopProviderRequest {
+        call: u32,
+        path: String,
+        messages: usize,
+        tools: usize,
+    },
+    /// The provider's response head (`status`), or why none came (`error`).
+    LoopProviderResponse {
+        call: u32,
+        status: Option<u16>,
+        error: Option<String>,
+    },
+    /// How the provider's stream ended, as the agent saw it.
+    LoopProviderStreamEnd {
+        call: u32,
+        how: String,
+    },
+    /// A tool execution began (`execution` counts executions across the run, 1-based), with
+    /// the resource accesses it really touches.
+    LoopToolStart {
+        tool_call_id: String,
+        tool: String,
+        execution: u32,
+        accesses: AccessList,
+    },
+    /// A tool execution ended: `ok`, `error`, `aborted`, `garbage`, or `dropped` (its future
+    /// was abandoned, e.g. by the grace timeout, while it still ran).
+    LoopToolEnd {
+        tool_call_id: String,
+        how: String,
+    },
+    /// The simulated user aborted the running turn.
+    LoopUserAbort {
+        turn: u32,
+        reason: String,
+    },
+    /// The host compacted the context before retrying the turn (read off the host's record
+    /// log, so reported when the turn ends).
+    LoopCompaction {
+        removed_count: u32,
+    },
+    /// The host closed a tool call the loop left without a result (turn-end backstop).
+    LoopBackstopResult {
+        tool_call_id: String,
+    },
+    /// What `runTurn` returned for the turn (absent when it threw).
+    LoopTurnResult {
+        turn: u32,
+        stop_reason: String,
+        steps: u32,
+        usage: TokenUsage,
+    },
+}
+
+pub use crate::model::kimi::turn_loop::types::TokenUsage;
+
+/// Resource accesses as one compact word list in the trace (`write:/a.txt,search-tree:/src`;
+/// `none` for an empty list), and as data for the `lock-safety` oracle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessList(pub crate::model::kimi::turn_loop::access::ToolAccesses);
+
+impl std::fmt::Display for AccessList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::model::kimi::turn_loop::access::{FileOperation, ToolResourceAccess};
+        if self.0.0.is_empty() {
+            return f.write_str("none");
+        }
+        for (i, access) in self.0.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            match access {
+                ToolResourceAccess::All => f.write_str("all")?,
+                ToolResourceAccess::File {
+                    operation,
+                    path,
+                    recursive,
+                } => {
+                    let op = match operation {
+                        FileOperation::Read => "read",
+                        FileOperation::Write => "write",
+                        FileOperation::Readwrite => "readwrite",
+                        FileOperation::Search => "search",
+                    };
+                    let tree = if *recursive { "-tree" } else { "" };
+                    write!(f, "{op}{tree}:{path}")?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for AccessList {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl Observation {
+    /// The event's name as it appears in the trace (`client_chunk`, `fault`, …).
+    pub fn name(&self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.get("ev").and_then(|e| e.as_str()).map(str::to_string))
+            .unwrap_or_default()
+    }
+}
