@@ -19,7 +19,7 @@ use common::{Served, run_cli, setup};
 use loopsim::harness::letta::conformance::{
     RawRequest, Step, compare, normalise, parse_log_line, render,
 };
-use loopsim::harness::run::Verdict;
+use loopsim::harness::report::Verdict;
 use loopsim::harness::scenario::{Scenario, Tool};
 
 const PROMPT: &str = "Please run the marker command.";

@@ -19,7 +19,7 @@ use common::{load, repo, run, scenario_path, with_mode, with_profile};
 use loopsim::harness::letta::conformance::{
     RawRequest, Step, compare, normalise, parse_log_line, render,
 };
-use loopsim::harness::run::Verdict;
+use loopsim::harness::report::Verdict;
 use loopsim::harness::scenario::Scenario;
 
 fn capture(flow: &str) -> PathBuf {

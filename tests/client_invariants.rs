@@ -10,7 +10,7 @@ use loopsim::harness::invariants::{
     APPROVAL_ATTRIBUTION, ARGS_INTACT, BUDGET_RESPECTED, LOCK_SAFETY, NO_DOUBLE_EXECUTION,
     RESULTS_ORDERED, STOP_REASON_CONSISTENT, STREAM_GAPLESS,
 };
-use loopsim::harness::run::{RunReport, Verdict, exit};
+use loopsim::harness::report::{RunReport, Verdict, exit};
 
 fn planted(name: &str) -> RunReport {
     let s = load(&repo().join("scenarios/planted").join(name));

@@ -7,7 +7,7 @@ mod common;
 
 use common::{load, outcomes, run, scenario_path, with_mode, with_profile};
 use loopsim::harness::letta::conformance::{RawRequest, normalise};
-use loopsim::harness::run::{RunReport, Verdict};
+use loopsim::harness::report::{RunReport, Verdict};
 use loopsim::harness::scenario::Scenario;
 use loopsim::model::letta::client::policy::{
     INTERRUPT_REMINDER, KEEP_GOING, STALE_APPROVAL_RECOVERY_DENIAL_REASON,

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{client_scenarios, load, outcomes, run, with_profile};
-use loopsim::harness::run::Verdict;
+use loopsim::harness::report::Verdict;
 
 #[test]
 fn every_client_scenario_passes_in_the_reference_profile() {

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use loopsim::harness::explore::{ExploreOptions, ExploreReport, explore, plan_of};
 use loopsim::harness::gate::{GateOptions, run_gate};
-use loopsim::harness::run::{Verdict, run_scenario};
+use loopsim::harness::report::Verdict;
+use loopsim::harness::run::run_scenario;
 use loopsim::harness::scenario::{Fault, Scenario};
 use loopsim::harness::shrink::{shrink, with_plan};
 

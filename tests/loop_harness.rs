@@ -7,7 +7,8 @@ use std::path::PathBuf;
 
 use loopsim::harness::explore::{baseline, plan_of, with_swarm};
 use loopsim::harness::invariants::{DETERMINISTIC, LOCK_SAFETY, LOOP_ENVELOPE, Violation};
-use loopsim::harness::run::{RunReport, Verdict, exit, run_scenario};
+use loopsim::harness::report::{RunReport, Verdict, exit};
+use loopsim::harness::run::run_scenario;
 use loopsim::harness::scenario::{Fault, Scenario};
 use loopsim::harness::shrink::{shrink, with_plan};
 use loopsim::model::kimi::agent::inject::{AbortReason, Garbage, ListenerFault};

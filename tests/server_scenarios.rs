@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use loopsim::harness::invariants::{DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, Violation};
-use loopsim::harness::run::{RunReport, Verdict, run_scenario};
+use loopsim::harness::report::{RunReport, Verdict};
+use loopsim::harness::run::run_scenario;
 use loopsim::harness::scenario::Scenario;
 
 fn path(name: &str) -> PathBuf {

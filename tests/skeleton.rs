@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use loopsim::harness::invariants::{DETERMINISTIC, TOOL_CALL_RESOLVED};
-use loopsim::harness::run::{RunReport, Verdict, exit, run_scenario};
+use loopsim::harness::report::{RunReport, Verdict, exit};
+use loopsim::harness::run::run_scenario;
 use loopsim::harness::scenario::{Fault, Scenario};
 use toml::Spanned;
 

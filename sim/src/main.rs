@@ -9,7 +9,8 @@ use std::time::Instant;
 use clap::{Parser, Subcommand, ValueEnum};
 use loopsim::harness::explore::{ExploreOptions, ExploreReport, explore, plan_of, with_swarm};
 use loopsim::harness::gate::{GateOptions, run_gate};
-use loopsim::harness::run::{exit, run_scenario};
+use loopsim::harness::report::exit;
+use loopsim::harness::run::run_scenario;
 use loopsim::harness::scenario::{InputError, Scenario};
 use loopsim::harness::shrink::{shrink, with_plan};
 
@@ -454,18 +455,6 @@ fn run(
     Ok(report.verdict.exit_code())
 }
 
-fn report_exit(report: &ExploreReport) -> i32 {
-    if report.failures.is_empty() {
-        exit::PASS
-    } else if report.failures.iter().any(|f| f.kind == "crash") {
-        exit::CRASH
-    } else if report.failures.iter().all(|f| f.kind == "liveness") {
-        exit::LIVENESS
-    } else {
-        exit::CORRECTNESS
-    }
-}
-
 fn cmd_explore(
     paths: &[PathBuf],
     tick_ms: Option<u64>,
@@ -518,14 +507,14 @@ fn cmd_explore(
             let target = dir.join(format!("{stem}-seed{seed}-{invariant}"));
             let file = shrunk.write(&target)?;
             eprintln!(
-                "shrunk    {invariant} (seed {seed}) in {} runs → {}\n          reproduce: cargo run --release -p sim -- run {} --seed {seed}",
+                "shrunk    {invariant} (seed {seed}) in {} runs → {}\n          reproduce: {}",
                 shrunk.attempts,
                 file.display(),
-                file.display()
+                loopsim::harness::report::reproduce_command(&file.display().to_string(), *seed, "")
             );
         }
     }
-    Ok(report_exit(&report))
+    Ok(report.exit_code())
 }
 
 fn cmd_shrink(
@@ -544,7 +533,7 @@ fn cmd_shrink(
             let r = run_scenario(&start, seed, 2)?;
             match r.invariants.iter().find(|(_, v)| !v.is_empty()) {
                 Some((id, _)) => id.to_string(),
-                None if matches!(r.verdict, loopsim::harness::run::Verdict::Crash(_)) => {
+                None if matches!(r.verdict, loopsim::harness::report::Verdict::Crash(_)) => {
                     "crash".into()
                 }
                 None => {
@@ -649,7 +638,7 @@ fn cmd_merge(paths: &[PathBuf], format: Format, out: Option<PathBuf>) -> CmdResu
             &serde_json::to_string_pretty(&merged).expect("report serialises"),
         )?;
     }
-    Ok(report_exit(&merged))
+    Ok(merged.exit_code())
 }
 
 /// Resident memory in KiB (Linux; `None` elsewhere).

@@ -3,6 +3,7 @@
 //! plainly which goals it never reached.
 
 use super::invariants::pending_tool_calls;
+use super::system::System;
 use super::trace::TraceEvent;
 use crate::model::port::observe::{HistoryEntry, Observation};
 
@@ -177,15 +178,6 @@ pub const GOALS: &[Goal] = &[
     },
 ];
 
-/// The ids of the goals one trace reached.
-pub fn reached(trace: &[TraceEvent]) -> Vec<&'static str> {
-    GOALS
-        .iter()
-        .filter(|g| g.reached(trace))
-        .map(|g| g.id)
-        .collect()
-}
-
 // ---- agent loop (issue 5) -----------------------------------------------------------------
 
 fn tool_result_says(t: &[TraceEvent], text: &str) -> bool {
@@ -291,18 +283,10 @@ pub const LOOP_GOALS: &[Goal] = &[
     },
 ];
 
-/// The goals that apply to runs of `system`.
-pub fn goals_for(system: &str) -> &'static [Goal] {
-    if system == super::kimi::scenario::SYSTEM {
-        LOOP_GOALS
-    } else {
-        GOALS
-    }
-}
-
 /// The ids of the goals one trace of `system` reached.
-pub fn reached_for(system: &str, trace: &[TraceEvent]) -> Vec<&'static str> {
-    goals_for(system)
+pub fn reached_for(system: System, trace: &[TraceEvent]) -> Vec<&'static str> {
+    system
+        .goals()
         .iter()
         .filter(|g| g.reached(trace))
         .map(|g| g.id)

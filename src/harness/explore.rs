@@ -12,12 +12,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use super::coverage::{GOALS, LOOP_GOALS, goals_for};
 use super::faults::Fault;
 use super::letta::swarm::{self, Baseline};
-use super::letta::world::run_once;
-use super::run::{Verdict, run_scenario};
+use super::report::{self, FailureKind, Verdict};
+use super::run::run_scenario;
 use super::scenario::{InputError, Scenario};
+use super::system::System;
 
 /// What to sweep.
 #[derive(Debug, Clone)]
@@ -39,8 +39,7 @@ pub struct ExploreOptions {
 pub struct Failure {
     pub scenario: String,
     pub seed: u64,
-    /// `correctness`, `liveness` or `crash`.
-    pub kind: String,
+    pub kind: FailureKind,
     /// Invariant ids that failed (`crash` for a caught panic).
     pub invariants: Vec<String>,
     /// The first violation's message.
@@ -73,6 +72,11 @@ pub struct ExploreReport {
 }
 
 impl ExploreReport {
+    /// The exit code of `sim explore` for this report (docs/exit-codes.md).
+    pub fn exit_code(&self) -> i32 {
+        report::exit_code_of(self.failures.iter().map(|f| f.kind))
+    }
+
     /// Failures grouped by invariant id: id → (scenario, seed) list, in order.
     pub fn by_invariant(&self) -> BTreeMap<String, Vec<(String, u64)>> {
         let mut m: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();
@@ -170,10 +174,10 @@ impl ExploreReport {
             }
         }
         let _ = writeln!(s, "coverage  (seeds that reached each goal)");
-        // The goals of the systems swept (an agent-loop sweep has its own, `LOOP_GOALS`).
-        for g in GOALS
+        // The goals of the systems swept, each system's in its own order.
+        for g in System::ALL
             .iter()
-            .chain(LOOP_GOALS)
+            .flat_map(|s| s.goals())
             .filter(|g| self.coverage.contains_key(g.id))
         {
             let n = self.coverage.get(g.id).copied().unwrap_or(0);
@@ -201,13 +205,7 @@ fn first_line(s: &str) -> &str {
 pub fn baseline(scenario: &Scenario) -> Result<Baseline, InputError> {
     let mut clean = scenario.clone();
     clean.faults.clear();
-    if clean.is_agent_loop() {
-        // Its own world; the baseline then carries the agent's part (`loop_swarm`).
-        let out = super::kimi::world::run_once(&clean, 0)?;
-        return Ok(Baseline::from_trace(&out.trace, out.end_ms));
-    }
-    let out = run_once(&clean, 0)?;
-    Ok(Baseline::from_trace(&out.trace, out.end_ms))
+    clean.system().baseline(&clean)
 }
 
 /// The scenario a swarm seed runs: its explicit faults plus the seed's swarm plan.
@@ -223,12 +221,12 @@ pub fn with_swarm(scenario: &Scenario, seed: u64, baseline: &Baseline) -> Scenar
 
 /// The command that reproduces one seed of a sweep.
 pub fn reproduce_command(scenario: &Scenario, seed: u64, swarm: bool) -> String {
-    format!(
-        "cargo run --release -p sim -- run {} --seed {seed}{}{}",
-        scenario.path.display(),
+    let flags = format!(
+        "{}{}",
         if swarm { " --swarm" } else { "" },
         scenario.repro_flags
-    )
+    );
+    report::reproduce_command(&scenario.path.display().to_string(), seed, &flags)
 }
 
 /// Runs the sweep. `progress(done, total)` is called after every seed (from worker threads).
@@ -281,14 +279,10 @@ pub fn explore(
                         .iter()
                         .filter(|(_, v)| !v.is_empty())
                         .collect();
-                    let (kind, invariants, message) = match &report.verdict {
-                        Verdict::Crash(p) => ("crash", vec!["crash".to_string()], p.clone()),
-                        v => (
-                            if matches!(v, Verdict::Liveness(_)) {
-                                "liveness"
-                            } else {
-                                "correctness"
-                            },
+                    let kind = report.verdict.failure_kind().expect("not a pass");
+                    let (invariants, message) = match &report.verdict {
+                        Verdict::Crash(p) => (vec!["crash".to_string()], p.clone()),
+                        _ => (
                             failed.iter().map(|(id, _)| id.to_string()).collect(),
                             failed
                                 .first()
@@ -300,7 +294,7 @@ pub fn explore(
                     Failure {
                         scenario: base.path.display().to_string(),
                         seed,
-                        kind: kind.to_string(),
+                        kind,
                         invariants,
                         message,
                         plan: scenario
@@ -350,7 +344,7 @@ pub fn explore(
         failures: Vec::new(),
         coverage: scenarios
             .iter()
-            .flat_map(|s| goals_for(s.scenario.system.get_ref()))
+            .flat_map(|s| s.system().goals())
             .map(|g| (g.id.to_string(), 0))
             .collect(),
         expected: BTreeMap::new(),

@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::explore::{ExploreOptions, ExploreReport, explore};
-use super::run::{exit, run_scenario};
+use super::report::{self, FailureKind};
+use super::run::run_scenario;
 use super::scenario::{InputError, Scenario};
 
 /// What the gate runs.
@@ -85,6 +86,8 @@ pub fn run_gate(
         &options.root
     };
     let mut cases = Vec::new();
+    // The failure kinds behind each case, for the exit code.
+    let mut case_kinds: Vec<Vec<FailureKind>> = Vec::new();
     let mut sweeps = Vec::new();
     let mut ranges = vec![[0, options.fixed_seeds]];
     if let Some(c) = &options.commit {
@@ -137,6 +140,7 @@ pub fn run_gate(
                 ok,
                 message,
             });
+            case_kinds.push(report.failures.iter().map(|f| f.kind).collect());
             sweeps.push(report);
         }
     }
@@ -188,6 +192,7 @@ pub fn run_gate(
             ok,
             message,
         });
+        case_kinds.push(vec![FailureKind::Correctness]);
     }
 
     // 3. Snapshots: traces of bundled scenarios that insta snapshots pin.
@@ -226,23 +231,18 @@ pub fn run_gate(
             ok,
             message,
         });
+        case_kinds.push(vec![FailureKind::Correctness]);
     }
 
-    let failed_liveness_only = cases.iter().filter(|c| !c.ok).all(|c| {
-        c.suite == "sweep"
-            && sweeps.iter().all(|s| {
-                s.failures
-                    .iter()
-                    .all(|f| f.invariants.iter().all(|i| i == "turn-terminates"))
-            })
-    });
-    let exit_code = if cases.iter().all(|c| c.ok) {
-        exit::PASS
-    } else if failed_liveness_only {
-        exit::LIVENESS
-    } else {
-        exit::CORRECTNESS
-    };
+    // A failed sweep counts with its seeds' failure kinds; a canary not caught or a snapshot
+    // that differs is a correctness failure of the gate.
+    let kinds: Vec<FailureKind> = cases
+        .iter()
+        .zip(&case_kinds)
+        .filter(|(c, _)| !c.ok)
+        .flat_map(|(_, k)| k.iter().copied())
+        .collect();
+    let exit_code = report::exit_code_of(kinds);
     Ok(GateReport {
         format: 1,
         commit: options.commit.clone(),

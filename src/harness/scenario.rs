@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
+use super::system::System;
+
 /// An input error: a file, a position in it, and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InputError {
@@ -590,9 +592,14 @@ impl Scenario {
         Ok(s)
     }
 
+    /// The system this scenario runs (its `[scenario] system`, checked when it was loaded).
+    pub fn system(&self) -> System {
+        System::from_name(self.scenario.system.get_ref()).unwrap_or(System::Letta)
+    }
+
     /// True for `system = "agent-loop"` (the Kimi Code turn loop against the fake provider).
     pub fn is_agent_loop(&self) -> bool {
-        self.scenario.system.get_ref() == super::kimi::scenario::SYSTEM
+        self.system() == System::Kimi
     }
 
     pub fn error_at(&self, span: std::ops::Range<usize>, msg: impl Into<String>) -> InputError {
@@ -606,17 +613,18 @@ impl Scenario {
 
     fn validate(&self) -> Result<(), InputError> {
         let system = &self.scenario.system;
-        if system.get_ref() == super::kimi::scenario::SYSTEM {
-            return super::kimi::scenario::validate(self);
-        }
-        if system.get_ref() != "letta" {
-            return Err(self.error_at(
-                system.span(),
-                format!(
-                    "unknown system {:?}: expected \"letta\" or \"agent-loop\"",
-                    system.get_ref()
-                ),
-            ));
+        match System::from_name(system.get_ref()) {
+            Some(System::Kimi) => return super::kimi::scenario::validate(self),
+            Some(System::Letta) => {}
+            None => {
+                return Err(self.error_at(
+                    system.span(),
+                    format!(
+                        "unknown system {:?}: expected \"letta\" or \"agent-loop\"",
+                        system.get_ref()
+                    ),
+                ));
+            }
         }
         super::kimi::scenario::check_letta_sections(self)?;
         let profile = &self.scenario.client_profile;

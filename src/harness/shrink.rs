@@ -59,7 +59,7 @@ impl Shrinker<'_> {
             .iter()
             .any(|(id, v)| *id == self.invariant && !v.is_empty())
             || (self.invariant == "crash"
-                && matches!(report.verdict, super::run::Verdict::Crash(_))))
+                && matches!(report.verdict, super::report::Verdict::Crash(_))))
     }
 
     fn try_accept(
@@ -252,12 +252,15 @@ impl Shrunk {
             paths.push(name);
         }
         let header = format!(
-            "Shrunk from {} seed {}: fails `{}`.\nReproduce: cargo run --release -p sim -- run {} --seed {}\nSteps ({} runs):\n{}",
+            "Shrunk from {} seed {}: fails `{}`.\nReproduce: {}\nSteps ({} runs):\n{}",
             self.scenario.path.display(),
             self.seed,
             self.invariant,
-            dir.join("scenario.toml").display(),
-            self.seed,
+            super::report::reproduce_command(
+                &dir.join("scenario.toml").display().to_string(),
+                self.seed,
+                ""
+            ),
             self.attempts,
             self.steps
                 .iter()

@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use loopsim::harness::run::{RunReport, run_scenario};
+use loopsim::harness::report::RunReport;
+use loopsim::harness::run::run_scenario;
 use loopsim::harness::scenario::{Fault, Scenario};
 use toml::Spanned;
 

@@ -2,12 +2,14 @@
 //! `harness::run`, with the agent-loop world, its oracles (`loop-envelope`, `lock-safety`)
 //! and its own liveness diagnosis.
 
+use crate::harness::guard::guarded;
 use crate::harness::invariants::{
     DETERMINISTIC, LOCK_SAFETY, LOOP_ENVELOPE, TURN_TERMINATES, Violation,
 };
 use crate::harness::kimi::invariants::{lock_safety, loop_envelope};
 use crate::harness::kimi::world::{LoopRunOutput, run_once};
-use crate::harness::run::{RunReport, Verdict, divergence, guarded};
+use crate::harness::report::{RunReport, Verdict};
+use crate::harness::run::divergence;
 use crate::harness::scenario::{InputError, Scenario};
 use crate::harness::trace::{hash_text, render_events};
 use crate::model::port::observe::Observation;
@@ -58,7 +60,7 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
         events: first.trace.len(),
         end_ms: first.end_ms,
         goals: crate::harness::coverage::reached_for(
-            crate::harness::kimi::scenario::SYSTEM,
+            crate::harness::system::System::Kimi,
             &first.trace,
         ),
         trace_text: text,
