@@ -1,39 +1,50 @@
-//! Helpers shared by the client tests (tests/client_*.rs).
+//! Helpers shared by every test binary: each `tests/<area>/main.rs` includes this file as
+//! `mod common` (`#[path = "../common/mod.rs"]`). Not every binary uses every helper.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 
+use loopsim::harness::invariants::Violation;
 use loopsim::harness::report::RunReport;
 use loopsim::harness::run::run_scenario;
 use loopsim::harness::scenario::{Fault, Scenario};
+use loopsim::wire::provider::ProviderFormat;
 use toml::Spanned;
 
+/// The crate root (scenarios/, tests/ and the sibling ../shared are found from here).
 pub fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// A Letta scenario by file name: `scenarios/letta/<name>`.
 pub fn scenario_path(name: &str) -> PathBuf {
     repo().join("scenarios/letta").join(name)
 }
 
-pub fn load(path: &Path) -> Scenario {
-    Scenario::load(path).unwrap_or_else(|e| panic!("{e}"))
+/// Loads a scenario; a relative path is taken from the crate root. Panics with the load error.
+pub fn load(path: impl AsRef<Path>) -> Scenario {
+    Scenario::load(&repo().join(path)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// Every `scenarios/client_*.toml`, sorted.
-pub fn client_scenarios() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("scenarios/letta"))
+/// Every `.toml` file of a folder under the crate root whose name starts with `prefix`, sorted.
+pub fn scenarios_in(dir: &str, prefix: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join(dir))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| {
             p.extension().is_some_and(|e| e == "toml")
                 && p.file_name()
                     .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("client_"))
+                    .is_some_and(|n| n.starts_with(prefix))
         })
         .collect();
     files.sort();
     files
+}
+
+/// Every `scenarios/letta/client_*.toml`, sorted.
+pub fn client_scenarios() -> Vec<PathBuf> {
+    scenarios_in("scenarios/letta", "client_")
 }
 
 pub fn with_profile(mut s: Scenario, profile: &str) -> Scenario {
@@ -59,17 +70,15 @@ pub fn outcomes(r: &RunReport) -> Vec<&str> {
     r.turn_outcomes.iter().map(String::as_str).collect()
 }
 
-/// The violations of one invariant in a report.
-pub fn violations<'a>(
-    report: &'a RunReport,
-    id: &str,
-) -> &'a [loopsim::harness::invariants::Violation] {
+/// The violations of one invariant in a report; panics, showing the report, if it was not
+/// checked.
+pub fn violations<'a>(report: &'a RunReport, id: &str) -> &'a [Violation] {
     report
         .invariants
         .iter()
         .find(|(i, _)| *i == id)
         .map(|(_, v)| v.as_slice())
-        .unwrap_or_else(|| panic!("invariant {id} was not checked"))
+        .unwrap_or_else(|| panic!("invariant {id} was not checked:\n{}", report.render()))
 }
 
 /// Trace lines containing `needle`.
@@ -78,4 +87,45 @@ pub fn lines_with<'a>(r: &'a RunReport, needle: &str) -> Vec<&'a str> {
         .lines()
         .filter(|l| l.contains(needle))
         .collect()
+}
+
+/// The shared captures (`../shared/captures`, PROVENANCE.md there describes each file).
+pub fn captures() -> PathBuf {
+    repo().join("../shared/captures")
+}
+
+/// Every `.sse` file of one capture folder, sorted by name; panics if there is none.
+pub fn sse_captures(dir: &str) -> Vec<PathBuf> {
+    let dir = captures().join(dir);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sse"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no .sse files in {}", dir.display());
+    files
+}
+
+/// The provider stream captures the decoders read (Anthropic Messages and OpenAI Chat), with
+/// their format.
+pub fn provider_captures() -> Vec<(ProviderFormat, PathBuf)> {
+    let mut all = Vec::new();
+    for (dir, format) in [
+        ("anthropic", ProviderFormat::Anthropic),
+        ("openai_chat", ProviderFormat::OpenAiChat),
+    ] {
+        all.extend(sse_captures(dir).into_iter().map(|p| (format, p)));
+    }
+    all
+}
+
+/// insta settings that keep every binary's snapshots in tests/snapshots/ (the `sim ci` gate
+/// reads the same files) rather than beside each test file. Use as
+/// `common::snapshots().bind(|| insta::assert_snapshot!(name, text))`; the file is named after
+/// the caller's module path: `<binary>__<module>__<name>.snap`.
+pub fn snapshots() -> insta::Settings {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(repo().join("tests/snapshots"));
+    settings
 }

@@ -1,4 +1,4 @@
-"""The official Python SDK (letta-client) against sim serve (issue 3).
+"""The official Python SDK (letta-client) against sim serve.
 
 Usage: python3 sdk_stream.py BASE_URL AGENT_ID
 Prints one JSON object: what the SDK yielded and raised. The Rust test asserts on it.

@@ -1,0 +1,322 @@
+//! Sweeps, swarm plans, shrinking and the gate: results independent of parallelism, shards that
+//! merge into the whole, shrunk scenarios that still fail, canaries that are always caught.
+
+use crate::common::{load, repo};
+use loopsim::harness::explore::{ExploreOptions, ExploreReport, explore, plan_of};
+use loopsim::harness::gate::{GateOptions, run_gate};
+use loopsim::harness::report::Verdict;
+use loopsim::harness::run::run_scenario;
+use loopsim::harness::scenario::{Fault, Scenario};
+use loopsim::harness::shrink::{shrink, with_plan};
+
+fn options(seeds: std::ops::Range<u64>, jobs: usize, swarm: bool) -> ExploreOptions {
+    ExploreOptions {
+        seeds,
+        jobs,
+        shard: None,
+        swarm,
+        determinism_every: 5,
+    }
+}
+
+#[test]
+fn results_do_not_depend_on_jobs() {
+    let s = vec![load("scenarios/letta/approval_turn.toml")];
+    let one = explore(&s, &options(0..60, 1, true), &|_, _| {}).unwrap();
+    let three = explore(&s, &options(0..60, 3, true), &|_, _| {}).unwrap();
+    assert_eq!(one, three);
+    assert_eq!(one.runs, 60);
+    // Swarm faults reach interesting places.
+    assert!(one.coverage["provider-error"] > 0, "{}", one.render());
+    assert!(
+        one.coverage["stream-cut-in-tool-args"] > 0,
+        "{}",
+        one.render()
+    );
+}
+
+#[test]
+fn shards_merge_into_the_whole_sweep() {
+    let s = vec![load("scenarios/planted/dangling_tool_call.toml")];
+    let whole = explore(&s, &options(0..12, 1, true), &|_, _| {}).unwrap();
+    let shards: Vec<ExploreReport> = (1..=3)
+        .map(|k| {
+            let mut o = options(0..12, 1, true);
+            o.shard = Some((k, 3));
+            explore(&s, &o, &|_, _| {}).unwrap()
+        })
+        .collect();
+    assert_eq!(shards.iter().map(|r| r.runs).sum::<u64>(), 12);
+    let merged = ExploreReport::merge(&shards).unwrap();
+    assert_eq!(merged, whole);
+    assert!(!whole.by_invariant()["tool-call-resolved"].is_empty());
+}
+
+#[test]
+fn a_sweep_reports_failures_by_invariant_with_reproduce_commands() {
+    let s = vec![load("scenarios/planted/dangling_tool_call.toml")];
+    let r = explore(&s, &options(0..4, 2, false), &|_, _| {}).unwrap();
+    assert_eq!(r.failures.len(), 4);
+    let text = r.render();
+    assert!(text.contains("tool-call-resolved: 4 seed(s)"), "{text}");
+    assert!(
+        text.contains("reproduce: cargo run --release -p sim -- run "),
+        "{text}"
+    );
+    assert!(text.contains("NEVER REACHED"), "{text}");
+}
+
+#[test]
+fn shrinking_keeps_the_failure_and_writes_a_standalone_scenario() {
+    let base = load("scenarios/planted/dangling_tool_call.toml");
+    // The first seed whose swarm plan still lets the planted bug show.
+    let (seed, start) = (0..50)
+        .map(|seed| (seed, with_plan(&base, plan_of(&base, seed, true).unwrap())))
+        .find(|(seed, s)| {
+            !s.faults.is_empty()
+                && run_scenario(s, *seed, 1).unwrap().verdict == Verdict::Correctness
+        })
+        .expect("some seed with faults fails");
+    let shrunk = shrink(&start, seed, "tool-call-resolved", 300).unwrap();
+    assert!(shrunk.scenario.faults.len() <= start.faults.len());
+    // Every swarm fault goes: the planted server bug and the scenario's own fault (another
+    // client leaving a call pending) are all the failure needs.
+    let kept: Vec<Fault> = shrunk
+        .scenario
+        .faults
+        .iter()
+        .map(|f| f.get_ref().clone())
+        .collect();
+    let own: Vec<Fault> = base.faults.iter().map(|f| f.get_ref().clone()).collect();
+    assert_eq!(kept, own, "{:?}", shrunk.steps);
+
+    let dir = std::env::temp_dir().join(format!("loopsim-shrink-{}", std::process::id()));
+    let file = shrunk.write(&dir).unwrap();
+    let again = Scenario::load(&file).unwrap();
+    let report = run_scenario(&again, seed, 1).unwrap();
+    assert_eq!(report.verdict, Verdict::Correctness, "{}", report.render());
+    assert!(
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("# Reproduce: cargo run --release -p sim -- run ")
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn shrinking_a_fault_driven_failure_keeps_the_fault_that_matters() {
+    let base = load("scenarios/planted/waits_forever_on_silence.toml");
+    // Add noise faults the failure does not need.
+    let mut s = base.clone();
+    for f in [
+        r#"{ kind = "latency", at_ms = 5, max_ms = 40 }"#,
+        r#"{ kind = "provider_error", call = 1, status = 500 }"#,
+    ] {
+        let t: toml::Table = toml::from_str(&format!("f = {f}")).unwrap();
+        let fault = t["f"].clone().try_into().unwrap();
+        s.faults.push(toml::Spanned::new(0..0, fault));
+    }
+    let shrunk = shrink(&s, 1, "turn-terminates", 300).unwrap();
+    let left: Vec<String> = shrunk
+        .scenario
+        .faults
+        .iter()
+        .map(|f| f.get_ref().to_string())
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(left[0].contains("action=stall"), "{left:?}");
+}
+
+#[test]
+fn the_gate_catches_every_canary_and_checks_snapshots() {
+    let report = run_gate(
+        &GateOptions {
+            root: repo().to_path_buf(),
+            fixed_seeds: 8,
+            commit: Some("0123456789abcdef".into()),
+            commit_seeds: 4,
+            canary_seeds: 4,
+            determinism_every: 2,
+            jobs: 2,
+        },
+        &|_| {},
+    )
+    .unwrap();
+    assert_eq!(report.exit_code, 0, "{}", report.render());
+    let canaries: Vec<_> = report
+        .cases
+        .iter()
+        .filter(|c| c.suite == "canary")
+        .collect();
+    assert!(canaries.len() >= 3);
+    assert!(canaries.iter().all(|c| c.ok));
+    assert!(report.cases.iter().any(|c| c.suite == "snapshot" && c.ok));
+    let xml = report.to_junit();
+    assert!(xml.contains("<testsuite name=\"canary\""), "{xml}");
+    assert!(xml.contains("failures=\"0\""));
+}
+
+#[test]
+fn check_determinism_names_the_first_divergent_event_and_its_time() {
+    let s = load("scenarios/planted/nondeterministic_otids.toml");
+    let report = run_scenario(&s, 9, 2).unwrap();
+    let text = report.render();
+    assert!(
+        text.contains("first divergence at line 12, simulated time 10 ms")
+            && text.contains("client_send turn=1"),
+        "{text}"
+    );
+}
+
+#[test]
+fn explicit_fault_kinds_parse_validate_and_run() {
+    let base = std::fs::read_to_string(repo().join("scenarios/letta/approval_turn.toml")).unwrap();
+    let path = repo().join("scenarios/letta/inline.toml");
+    let ok = [
+        r#"{ kind = "partition", between = ["client", "server"], at_ms = 60, duration_ms = 3000 }"#,
+        r#"{ kind = "hold", between = ["server", "provider"], on_event = "chunk_recorded", nth = 3, duration_ms = 500 }"#,
+        r#"{ kind = "crash", host = "server", at_ms = 60, restart_after_ms = 500 }"#,
+        r#"{ kind = "crash", host = "provider", on_event = "provider_serve", restart_after_ms = 100 }"#,
+        r#"{ kind = "latency", at_ms = 0, max_ms = 400 }"#,
+        r#"{ kind = "provider_error", call = 0, status = 429, retry_after_s = 3 }"#,
+        r#"{ kind = "provider_stream", call = 0, frame = 9, action = "cut_inside" }"#,
+        r#"{ kind = "server_stream", response = 1, frame = 6, action = "duplicate" }"#,
+        r#"{ kind = "server_stream", response = 1, frame = 9, action = "close" }"#,
+    ];
+    for f in ok {
+        let text = format!("faults = [{f}]\n{base}");
+        let s = Scenario::parse(&text, &path).unwrap_or_else(|e| panic!("{f}: {e}"));
+        let r = run_scenario(&s, 1, 2).unwrap();
+        assert_ne!(r.verdict, Verdict::Correctness, "{f}\n{}", r.render());
+        assert!(r.trace_text.contains("harness  fault"), "{f} never fired");
+    }
+    let bad = [
+        (
+            r#"{ kind = "crash", host = "databse", at_ms = 1 }"#,
+            "unknown host \"databse\"",
+        ),
+        (
+            r#"{ kind = "partition", between = ["client", "server"], duration_ms = 5 }"#,
+            "give a trigger",
+        ),
+        (
+            r#"{ kind = "server_stream", response = 1, frame = 0, action = "drop" }"#,
+            "frame numbers start at 1",
+        ),
+        (
+            r#"{ kind = "server_stream", response = 1, frame = 2, action = "explode" }"#,
+            "unknown variant `explode`",
+        ),
+        (
+            r#"{ kind = "provider_error", call = 0, status = 200 }"#,
+            "not an error status",
+        ),
+    ];
+    for (f, want) in bad {
+        let text = format!("faults = [{f}]\n{base}");
+        let e = Scenario::parse(&text, &path).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{}:1:", path.display())), "{e}");
+        assert!(e.contains(want), "{f}: {e}");
+    }
+}
+
+/// A shrunk canary keeps its defect: every planted switch that is on is written back, and the
+/// written scenario fails as the original did. (The client switches were once left out, so a
+/// shrunk client canary passed.)
+#[test]
+fn a_written_scenario_keeps_every_planted_switch() {
+    for entry in std::fs::read_dir(repo().join("scenarios/planted")).unwrap() {
+        let path = entry.unwrap().path();
+        let s = Scenario::load(&path).unwrap();
+        let cassettes: Vec<String> = s
+            .provider
+            .responses
+            .iter()
+            .map(|r| r.get_ref().clone())
+            .collect();
+        let text = s.to_toml(&cassettes, "");
+        let back = Scenario::parse(&text, &path).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(
+            back.planted.expected_failures(),
+            s.planted.expected_failures(),
+            "{}:\n{text}",
+            path.display()
+        );
+    }
+}
+
+/// A sweep counts the runs that passed only because a finding was expected (XFAIL), per
+/// finding: without swarm the local-turns-interleave scenario shows it on every seed.
+#[test]
+fn a_sweep_counts_expected_failures_per_finding() {
+    let s = vec![load("scenarios/letta/server_local_turns_interleave.toml")];
+    let r = explore(&s, &options(0..6, 2, false), &|_, _| {}).unwrap();
+    assert_eq!(r.passed, 6, "{}", r.render());
+    assert_eq!(
+        r.expected.get("local-turns-interleave"),
+        Some(&6),
+        "{}",
+        r.render()
+    );
+    assert!(
+        r.render().contains(
+            "expected  known findings (XFAIL, docs/findings.md): local-turns-interleave in 6 run(s)"
+        ),
+        "{}",
+        r.render()
+    );
+    let clean = explore(
+        &[load("scenarios/letta/approval_turn.toml")],
+        &options(0..4, 1, false),
+        &|_, _| {},
+    )
+    .unwrap();
+    assert!(clean.expected.is_empty());
+    assert!(!clean.render().contains("expected  "));
+}
+
+/// The bare baseline of `sim bench --compare-bare` replays every exchange of a loopsim run:
+/// the log holds each request the server answered (as many as the trace shows) with the
+/// response bytes, and the bare world runs until the last recorded frame has been sent.
+#[test]
+fn the_bare_baseline_replays_every_exchange_of_the_run() {
+    use loopsim::harness::letta::bare::{BareScript, run_bare};
+    use loopsim::harness::letta::world::run_once_logging;
+    use loopsim::model::letta::server::ExchangeLog;
+    use loopsim::model::port::observe::Observation;
+    let s = load("scenarios/letta/standard_fault.toml");
+    let mut clean = s.clone();
+    clean.faults.clear();
+    let log = ExchangeLog::default();
+    let out = run_once_logging(&clean, 0, Some(log.clone())).unwrap();
+    let exchanges = std::mem::take(&mut *log.lock().unwrap());
+    let served = out
+        .trace
+        .iter()
+        .filter(|e| matches!(e.obs, Observation::ServerRequest { .. }))
+        .count();
+    assert_eq!(exchanges.len(), served);
+    assert!(exchanges.iter().any(|x| x.method == "GET"), "{exchanges:?}");
+    let streamed: usize = exchanges
+        .iter()
+        .filter(|x| {
+            x.content_type
+                .as_deref()
+                .is_some_and(|c| c.starts_with("text/event-stream"))
+        })
+        .map(|x| x.frames.len())
+        .sum();
+    assert!(streamed > 20, "{streamed} SSE frames");
+    let last = exchanges
+        .iter()
+        .flat_map(|x| x.frames.iter().map(|(t, _)| *t))
+        .max()
+        .unwrap();
+    let script = BareScript::from_run(&clean, &out, exchanges).unwrap();
+    assert!(!script.provider_calls.is_empty());
+    let bare_ms = run_bare(&clean, 0, &script).unwrap();
+    assert!(
+        bare_ms >= last,
+        "bare ran {bare_ms} ms, the last frame was at {last} ms"
+    );
+}

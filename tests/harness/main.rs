@@ -1,0 +1,10 @@
+//! What is true of every system: sweeps, swarm plans, shrinking and the gate (`explore`), and the
+//! formats the harness records and replays: cassettes (`cassette`) and the provider wire
+//! decoders against the shared captures (`wire_provider_captures`).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cassette;
+mod explore;
+mod wire_provider_captures;

@@ -1,0 +1,137 @@
+//! Each client invariant broken on purpose: a planted defect in the client
+//! (`scenarios/planted/client_*.toml`) makes exactly that invariant fail, and the report names
+//! it, quotes the violation and the event that broke it, and gives the command that
+//! reproduces the run. The same scenario without the defect passes (tests/letta/client_scenarios.rs).
+
+use crate::common::{load, repo, run, violations};
+use loopsim::harness::invariants::{
+    APPROVAL_ATTRIBUTION, ARGS_INTACT, BUDGET_RESPECTED, LOCK_SAFETY, NO_DOUBLE_EXECUTION,
+    RESULTS_ORDERED, STOP_REASON_CONSISTENT, STREAM_GAPLESS,
+};
+use loopsim::harness::report::{RunReport, Verdict, exit};
+
+fn planted(name: &str) -> RunReport {
+    let s = load(repo().join("scenarios/planted").join(name));
+    run(&s, 1, 2)
+}
+
+/// The report fails `id` (and only `id` among the non-expected invariants), shows the violation
+/// and where it happened, and says how to reproduce it.
+fn assert_breaks(report: &RunReport, id: &str, message_part: &str) {
+    let text = report.render();
+    assert_eq!(report.verdict, Verdict::Correctness, "{text}");
+    assert_eq!(report.verdict.exit_code(), exit::CORRECTNESS);
+    let v = violations(report, id);
+    assert!(!v.is_empty(), "{id} did not fail:\n{text}");
+    assert!(
+        v.iter().any(|x| x.message.contains(message_part)),
+        "{id}: no violation mentions {message_part:?}:\n{text}"
+    );
+    assert!(text.contains(&format!("{id:<22} FAIL")), "{text}");
+    assert!(text.contains("at event "), "{text}");
+    assert!(
+        text.contains("reproduce cargo run --release -p sim -- run "),
+        "{text}"
+    );
+    for (other, vs) in &report.invariants {
+        let expected = report.expected.iter().any(|(x, _, _)| x == other);
+        if *other != id && !expected {
+            assert!(vs.is_empty(), "{other} failed too:\n{text}");
+        }
+    }
+}
+
+#[test]
+fn no_double_execution_fails_when_a_restarted_client_reexecutes() {
+    let r = planted("client_reexecute_after_restart.toml");
+    assert_breaks(
+        &r,
+        NO_DOUBLE_EXECUTION,
+        "tool call toolu_bash_1 took effect 2 times",
+    );
+}
+
+#[test]
+fn stream_gapless_fails_when_a_resume_replays_from_zero() {
+    let r = planted("client_resume_from_zero.toml");
+    // The replayed ping (seq 1) is indistinguishable from a keepalive; the first replayed message is not.
+    assert_breaks(
+        &r,
+        STREAM_GAPLESS,
+        "processed chunk #4 duplicate: seq 2 was already processed",
+    );
+}
+
+#[test]
+fn stop_reason_consistent_fails_when_approvals_are_dropped_at_resume() {
+    let r = planted("client_drop_approvals_on_resume.toml");
+    assert_breaks(
+        &r,
+        STOP_REASON_CONSISTENT,
+        "was acted on as requires_approval with approvals [], but it asked for [\"toolu_bash_1\"]",
+    );
+}
+
+#[test]
+fn args_intact_fails_with_the_braces_fallback() {
+    let r = planted("client_braces_args_fallback.toml");
+    assert_breaks(
+        &r,
+        ARGS_INTACT,
+        "ran with arguments \"{}{\\\"location\\\": \\\"Paris\\\"}\", but the provider produced \"{\\\"location\\\": \\\"Paris\\\"}\"",
+    );
+}
+
+#[test]
+fn budget_respected_fails_with_unbounded_busy_retries() {
+    let r = planted("client_unbounded_busy_retries.toml");
+    assert_breaks(
+        &r,
+        BUDGET_RESPECTED,
+        "busy retry attempt 2 waits 10000 ms; the documented delay is 20000 ms",
+    );
+    let v = violations(&r, BUDGET_RESPECTED);
+    assert!(
+        v.iter().any(|x| x
+            .message
+            .contains("busy retry attempt 4 (previous 3) breaks its budget of 3")),
+        "{}",
+        r.render()
+    );
+}
+
+#[test]
+fn approval_attribution_fails_when_a_stale_denial_speaks_for_the_user() {
+    let r = planted("client_stale_denial_as_user.toml");
+    assert_breaks(
+        &r,
+        APPROVAL_ATTRIBUTION,
+        "tool call toolu_stale_start was denied by stale-recovery, not by the user, but its reason \"The user denied this tool call.\"",
+    );
+}
+
+#[test]
+fn results_ordered_fails_when_results_go_back_in_completion_order() {
+    let r = planted("client_results_in_completion_order.toml");
+    assert_breaks(
+        &r,
+        RESULTS_ORDERED,
+        "approval results sent in order [\"toolu_write_2\", \"toolu_bash_2\"], decided in order [\"toolu_bash_2\", \"toolu_write_2\"]",
+    );
+    // The letta-code profile's own finding shows in the same report as an expected failure.
+    assert!(
+        r.render().contains("lock-safety            XFAIL"),
+        "{}",
+        r.render()
+    );
+}
+
+#[test]
+fn lock_safety_fails_when_tools_ignore_their_locks() {
+    let r = planted("client_no_resource_locks.toml");
+    assert_breaks(
+        &r,
+        LOCK_SAFETY,
+        "Write (toolu_write_2, key /workspace/b.txt) started while Bash (toolu_bash_2, key __global__) was running",
+    );
+}

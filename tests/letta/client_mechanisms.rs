@@ -1,0 +1,816 @@
+//! Each client mechanism, observed on the wire: the protocol steps the client sends
+//! (normalised: otids, runs and tool calls labelled in order of first appearance, see
+//! `loopsim::harness::letta::conformance`), the retries and their delays, and where the two
+//! profiles differ, both sides of the difference.
+
+use crate::common::{load, outcomes, run, scenario_path, with_mode, with_profile};
+use loopsim::harness::letta::conformance::{RawRequest, normalise};
+use loopsim::harness::report::{RunReport, Verdict};
+use loopsim::harness::scenario::Scenario;
+use loopsim::model::letta::client::policy::{
+    INTERRUPT_REMINDER, KEEP_GOING, STALE_APPROVAL_RECOVERY_DENIAL_REASON,
+};
+use toml::Spanned;
+
+fn scenario(name: &str) -> Scenario {
+    load(scenario_path(&format!("{name}.toml")))
+}
+
+/// The normalised protocol steps of a run, with the stale-denial text shortened to `<stale>`.
+fn steps(r: &RunReport) -> Vec<String> {
+    let log: Vec<RawRequest> = r.requests.iter().map(RawRequest::from).collect();
+    normalise(&log)
+        .iter()
+        .map(|s| {
+            s.to_string().replace(
+                &format!("{STALE_APPROVAL_RECOVERY_DENIAL_REASON:?}"),
+                "<stale>",
+            )
+        })
+        .collect()
+}
+
+fn pass(s: &Scenario, seed: u64) -> RunReport {
+    let r = run(s, seed, 2);
+    assert_eq!(r.verdict, Verdict::Pass, "{}", r.render());
+    r
+}
+
+/// `(t_ms, kind, attempt, delay_ms)` of every retry event.
+fn retries(r: &RunReport) -> Vec<(u64, String, u32, u64)> {
+    r.trace_text
+        .lines()
+        .filter(|l| l.contains(" client_retry "))
+        .map(|l| {
+            let t: u64 = l.split_whitespace().next().unwrap().parse().unwrap();
+            let field = |k: &str| {
+                l.split_whitespace()
+                    .find_map(|w| w.strip_prefix(&format!("{k}=")))
+                    .unwrap()
+                    .to_string()
+            };
+            (
+                t,
+                field("kind"),
+                field("attempt").parse().unwrap(),
+                field("delay_ms").parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn count(r: &RunReport, needle: &str) -> usize {
+    r.trace_text.lines().filter(|l| l.contains(needle)).count()
+}
+
+const TAIL: &str = "GET /v1/agents/{agent}/messages query=limit=50 order=desc types=8 -> 200";
+const SYSTEM: &str = "GET /v1/messages/{m1} -> 200";
+/// (reference) The read-back of the approval message before its batch runs (difference 21).
+const READ_BACK: &str = "GET /v1/messages/{m2} -> 200";
+
+#[test]
+fn busy_with_attach_drains_the_in_flight_run_without_waiting() {
+    let r = pass(&scenario("client_busy_attach"), 1);
+    assert_eq!(
+        steps(&r),
+        [
+            TAIL,
+            SYSTEM,
+            "POST /v1/conversations/{conv}/messages items=user(o1) -> 409",
+            "POST /v1/conversations/{conv}/stream batch_size=1000 otid=o1 starting_after=0 -> 200",
+            READ_BACK,
+            "POST /v1/conversations/{conv}/messages items=approval(o2)[tool:c1:success] -> 200",
+        ]
+    );
+    assert!(retries(&r).is_empty());
+    assert_eq!(count(&r, "client_recovery kind=busy_attach"), 1);
+}
+
+#[test]
+fn busy_without_attach_waits_10_then_20_seconds_with_the_same_otid() {
+    for mode in ["interactive", "headless"] {
+        let r = pass(&with_mode(scenario("client_busy_wait"), mode), 2);
+        let rs = retries(&r);
+        assert_eq!(
+            rs.iter()
+                .map(|(_, k, a, d)| (k.as_str(), *a, *d))
+                .collect::<Vec<_>>(),
+            vec![("busy", 1, 10_000), ("busy", 2, 20_000)],
+            "{mode}"
+        );
+        let sends: Vec<String> = steps(&r)
+            .into_iter()
+            .filter(|s| s.contains("/messages items=user"))
+            .collect();
+        assert_eq!(
+            sends,
+            [
+                "POST /v1/conversations/{conv}/messages items=user(o1) -> 409",
+                "POST /v1/conversations/{conv}/messages items=user(o1) -> 409",
+                "POST /v1/conversations/{conv}/messages items=user(o1) -> 200",
+            ],
+            "{mode}"
+        );
+        assert!(r.end_ms > 30_000, "{mode}: {}", r.end_ms);
+    }
+}
+
+#[test]
+fn approval_pending_409_interactive_denies_stale_and_resends_with_a_fresh_otid() {
+    let r = pass(&scenario("client_approval_pending"), 1);
+    assert_eq!(
+        steps(&r),
+        [
+            TAIL,
+            SYSTEM,
+            "POST /v1/conversations/{conv}/messages items=user(o1) -> 409",
+            TAIL,
+            "POST /v1/conversations/{conv}/messages items=approval(o2)[deny:c1:<stale>] + user(o3) -> 200",
+            READ_BACK,
+            "POST /v1/conversations/{conv}/messages items=approval(o4)[tool:c2:success] -> 200",
+        ]
+    );
+    // One unit of the shared LLM budget, no delay.
+    assert_eq!(
+        retries(&r)
+            .iter()
+            .map(|(_, k, a, d)| (k.as_str(), *a, *d))
+            .collect::<Vec<_>>(),
+        vec![("approval_pending", 1, 0)]
+    );
+}
+
+#[test]
+fn approval_pending_409_headless_resolves_with_a_denial_only_request_then_resends_the_same_otid() {
+    // Reference B.5.3: the denial-only request, then the original message with the SAME otid.
+    let mut s = with_mode(scenario("client_approval_pending"), "headless");
+    s.provider.responses = [
+        "anthropic_text_end_turn",
+        "client_anthropic_bash_tool",
+        "anthropic_text_end_turn",
+    ]
+    .iter()
+    .map(|c| Spanned::new(0..0, format!("../../cassettes/provider/{c}.jsonl")))
+    .collect();
+    for profile in ["reference", "letta-code"] {
+        let r = pass(&with_profile(s.clone(), profile), 1);
+        let mut want = vec![
+            TAIL,
+            SYSTEM,
+            "POST /v1/conversations/{conv}/messages items=user(o1) -> 409",
+            TAIL,
+            "POST /v1/conversations/{conv}/messages items=approval(o2)[deny:c1:<stale>] -> 200",
+            TAIL,
+            "POST /v1/conversations/{conv}/messages items=user(o1) -> 200",
+            "POST /v1/conversations/{conv}/messages items=approval(o3)[tool:c2:success] -> 200",
+        ];
+        if profile == "reference" {
+            want.insert(7, READ_BACK);
+        }
+        assert_eq!(steps(&r), want, "{profile}");
+    }
+}
+
+#[test]
+fn in_band_approval_conflict_in_headless_mode_is_a_dead_end_in_the_published_client() {
+    // captures/letta_e2e flow d3: the published CLI does not recover from the in-band conflict
+    // and the stale call stays pending; the reference resolves it and resends with fresh otids
+    // (the conflicted request had started a run under its otids).
+    let mut s = with_mode(scenario("client_approval_pending_in_band"), "headless");
+    s.provider.responses = [
+        "anthropic_text_end_turn",
+        "client_anthropic_bash_tool",
+        "anthropic_text_end_turn",
+    ]
+    .iter()
+    .map(|c| Spanned::new(0..0, format!("../../cassettes/provider/{c}.jsonl")))
+    .collect();
+    let published = pass(&with_profile(s.clone(), "letta-code"), 1);
+    assert_eq!(
+        outcomes(&published),
+        [
+            "error: stop_reason=error (CONFLICT: Cannot send a new message: The agent is waiting for approval on a tool call. Please approve or deny the pending request before continuing.)"
+        ]
+    );
+    assert_eq!(published.pending.len(), 1, "{}", published.render());
+    let reference = pass(&with_profile(s, "reference"), 1);
+    assert_eq!(outcomes(&reference), ["stopped: end_turn"]);
+    assert!(reference.pending.is_empty());
+    assert!(
+        steps(&reference)
+            .iter()
+            .any(|s| s == "POST /v1/conversations/{conv}/messages items=user(o3) -> 200"),
+        "{:?}",
+        steps(&reference)
+    );
+}
+
+#[test]
+fn stale_approval_at_start_up_goes_out_with_the_first_message() {
+    let r = pass(&scenario("client_stale_at_start"), 1);
+    assert_eq!(
+        steps(&r),
+        [
+            TAIL,
+            "POST /v1/conversations/{conv}/messages items=approval(o1)[deny:c1:<stale>] + user(o2) -> 200",
+            "GET /v1/messages/{m1} -> 200",
+            "POST /v1/conversations/{conv}/messages items=approval(o3)[tool:c2:success] -> 200",
+        ]
+    );
+    assert_eq!(count(&r, "origin=stale-recovery"), 1);
+}
+
+#[test]
+fn a_crash_between_execution_and_send_never_executes_twice() {
+    for profile in ["reference", "letta-code"] {
+        let r = pass(
+            &with_profile(scenario("client_crash_after_tools"), profile),
+            1,
+        );
+        assert_eq!(outcomes(&r), ["crashed", "stopped: end_turn"]);
+        assert_eq!(count(&r, "tool_executed"), 1, "{profile}");
+        assert_eq!(count(&r, "client_started restart=1"), 1, "{profile}");
+        let mut want = vec![
+            TAIL,
+            SYSTEM,
+            "POST /v1/conversations/{conv}/messages items=user(o1) -> 200",
+            TAIL,
+            "POST /v1/conversations/{conv}/messages items=approval(o2)[deny:c1:<stale>] + user(o3) -> 200",
+        ];
+        if profile == "reference" {
+            want.insert(3, READ_BACK);
+        }
+        assert_eq!(steps(&r), want, "{profile}");
+    }
+}
+
+#[test]
+fn a_stream_cut_inside_tool_arguments_resumes_after_the_last_seq() {
+    for seed in 0..4 {
+        let r = pass(&scenario("client_cut_stream_args"), seed);
+        assert!(
+            steps(&r)
+                .iter()
+                .any(|s| s == "POST /v1/runs/{r1}/stream batch_size=1000 starting_after=3 -> 200"),
+            "{:?}",
+            steps(&r)
+        );
+        assert_eq!(
+            count(
+                &r,
+                r#"tool_executed tool_call_id=toolu_bash_1 tool=Bash arguments="{\"command\": \"echo e2e-ok\", \"description\": \"print a marker\"}" executions=1"#
+            ),
+            1,
+            "{}",
+            r.trace_text
+        );
+    }
+}
+
+#[test]
+fn resume_failing_headless_spends_20_attempts_then_cancels_the_running_run() {
+    for profile in ["reference", "letta-code"] {
+        let r = pass(&with_profile(scenario("client_resume_failing"), profile), 1);
+        let st = steps(&r);
+        let resumes = st
+            .iter()
+            .filter(|s| *s == "POST /v1/runs/{r1}/stream batch_size=1000 starting_after=2 -> 500")
+            .count();
+        // letta-code: the SDK retries each resume POST twice (docs/client.md difference 6).
+        let per_attempt = if profile == "letta-code" { 3 } else { 1 };
+        assert_eq!(resumes, 20 * per_attempt, "{profile}: {st:?}");
+        assert_eq!(
+            st.last().map(String::as_str),
+            Some("POST /v1/agents/{agent}/messages/cancel run_ids=r1 -> 200"),
+            "{profile}"
+        );
+        let delays: Vec<u64> = retries(&r).iter().map(|x| x.3).collect();
+        let mut want = vec![250, 500, 1000];
+        want.extend(std::iter::repeat_n(2000, 16));
+        assert_eq!(delays, want, "{profile}");
+        assert!(outcomes(&r)[0].starts_with("error: stop_reason=error"));
+    }
+    // Interactive: one immediate attempt, no cancel.
+    let r = pass(
+        &with_mode(scenario("client_resume_failing"), "interactive"),
+        1,
+    );
+    assert_eq!(count(&r, "client_resume attempt="), 1);
+    assert!(!steps(&r).iter().any(|s| s.contains("/cancel")));
+}
+
+#[test]
+fn interrupt_while_tools_run_queues_the_result_and_recovers_on_the_next_message() {
+    let r = pass(&scenario("client_interrupt_tools"), 1);
+    assert_eq!(
+        steps(&r),
+        [
+            TAIL,
+            SYSTEM,
+            "POST /v1/conversations/{conv}/messages items=user(o1) -> 200",
+            READ_BACK,
+            // The reference lets the cancel settle before the next submission.
+            "POST /v1/conversations/{conv}/cancel -> 409",
+            "POST /v1/conversations/{conv}/messages items=approval(o2)[tool:c1:error] + user(o3) + user(o4) -> 200",
+        ]
+    );
+    assert_eq!(count(&r, "tool_aborted"), 1);
+    assert_eq!(count(&r, "tool_executed"), 0);
+    // The queued result is "Interrupted by user"; the new message starts with the reminder.
+    let body = r
+        .requests
+        .iter()
+        .filter_map(|q| q.body.as_ref())
+        .find(|b| b["messages"][0]["type"] == "approval")
+        .unwrap();
+    assert_eq!(
+        body["messages"][0]["approvals"][0]["tool_return"],
+        "Interrupted by user"
+    );
+    assert_eq!(
+        body["messages"][2]["content"][0]["text"],
+        INTERRUPT_REMINDER
+    );
+    // Headless: SIGINT, no HTTP call; the next one-shot process closes the call as stale.
+    let h = pass(
+        &with_mode(scenario("client_interrupt_tools"), "headless"),
+        1,
+    );
+    assert_eq!(outcomes(&h)[0], "interrupted: Interrupted by SIGINT");
+    assert!(!steps(&h).iter().any(|s| s.contains("/cancel")));
+    assert!(
+        steps(&h)
+            .iter()
+            .any(|s| s.contains("items=approval(o2)[deny:c1:<stale>] + user(o3)"))
+    );
+}
+
+#[test]
+fn interrupt_reports_a_tool_that_already_ran_as_interrupted_in_the_published_client() {
+    // Write (10 ms) finishes before the interrupt at 30 ms while Bash (50 ms) still runs. The
+    // published client queues "Interrupted by user" for every tool of the batch, so the model
+    // is told the file was not written although it was (docs/findings.md). The reference runs
+    // Write after Bash (global lock), so Write never started: its "interrupted" is true.
+    let mut s = scenario("client_lock_safety");
+    s.scenario.name = "lock-interrupted".into();
+    s.expect.clear();
+    s.client.turns = vec!["Make two files.".into(), "Stop.".into()];
+    s.faults = vec![Spanned::new(
+        0..0,
+        loopsim::harness::scenario::Fault::Interrupt {
+            turn: 1,
+            during: "tools".into(),
+            after_chunk: None,
+            after_ms: Some(30),
+        },
+    )];
+    let published = run(&with_profile(s.clone(), "letta-code"), 1, 1);
+    assert_eq!(
+        count(&published, "tool_executed tool_call_id=toolu_write_2"),
+        1
+    );
+    let q = published.requests.iter().rev().find(|q| {
+        q.body
+            .as_ref()
+            .is_some_and(|b| b["messages"][0]["type"] == "approval")
+    });
+    let items = &q.unwrap().body.as_ref().unwrap()["messages"][0]["approvals"];
+    assert_eq!(items[1]["tool_call_id"], "toolu_write_2");
+    assert_eq!(items[1]["tool_return"], "Interrupted by user");
+    let reference = run(&with_profile(s, "reference"), 1, 1);
+    assert_eq!(count(&reference, "tool_executed"), 0);
+    assert_eq!(count(&reference, "tool_aborted"), 1);
+}
+
+#[test]
+fn interrupt_while_streaming_cancels_the_run_and_recovers() {
+    let r = pass(&scenario("client_interrupt_stream"), 1);
+    assert!(
+        count(&r, "run_ended") >= 1 && count(&r, "stop_reason=cancelled") >= 1,
+        "{}",
+        r.trace_text
+    );
+    // The cancel settles first; the interrupted message is resent with a fresh otid, before
+    // the new one with the reminder.
+    assert_eq!(
+        steps(&r)[2..],
+        [
+            "POST /v1/conversations/{conv}/messages items=user(o1) -> 200",
+            "POST /v1/conversations/{conv}/cancel -> 200",
+            "POST /v1/conversations/{conv}/messages items=user(o2) + user(o3) -> 200",
+        ]
+    );
+    let body = r
+        .requests
+        .iter()
+        .filter_map(|q| q.body.as_ref())
+        .rfind(|b| b.get("messages").is_some())
+        .unwrap();
+    assert_eq!(
+        body["messages"][1]["content"][0]["text"],
+        INTERRUPT_REMINDER
+    );
+}
+
+#[test]
+fn shutdown_503_is_retried_inside_the_send_with_the_same_otid() {
+    let r = pass(&scenario("client_shutdown_503"), 1);
+    let rs = retries(&r);
+    assert_eq!(
+        rs.iter()
+            .map(|(_, k, a, d)| (k.as_str(), *a, *d))
+            .collect::<Vec<_>>(),
+        vec![("shutdown_503", 1, 1000), ("shutdown_503", 2, 1000)]
+    );
+    assert_eq!(
+        steps(&r)
+            .iter()
+            .filter(|s| s.contains("items=user(o1)"))
+            .count(),
+        3
+    );
+}
+
+#[test]
+fn llm_api_error_retryable_is_retried_with_fresh_otids() {
+    let r = pass(&scenario("client_llm_error_retryable"), 1);
+    assert_eq!(
+        retries(&r)
+            .iter()
+            .map(|(_, k, a, d)| (k.as_str(), *a, *d))
+            .collect::<Vec<_>>(),
+        vec![("post_stream", 1, 1000)]
+    );
+    let st = steps(&r);
+    assert!(st.contains(&"POST /v1/conversations/{conv}/messages items=user(o2) -> 200".into()));
+}
+
+#[test]
+fn llm_api_error_with_retryable_false_is_not_retried_except_by_headless_letta_code() {
+    let s = scenario("client_llm_error_nonretryable");
+    let sends = |r: &RunReport| {
+        steps(r)
+            .iter()
+            .filter(|s| s.contains("/messages items="))
+            .count()
+    };
+    for (profile, mode, want) in [
+        ("reference", "interactive", 1),
+        ("reference", "headless", 1),
+        ("letta-code", "interactive", 1),
+        // letta-protocol.md §10.3 item 9: headless retries llm_api_error without metadata.
+        ("letta-code", "headless", 4),
+    ] {
+        let r = pass(&with_mode(with_profile(s.clone(), profile), mode), 1);
+        assert_eq!(sends(&r), want, "{profile} {mode}");
+    }
+}
+
+#[test]
+fn empty_response_is_retried_after_500_ms_with_fresh_otids() {
+    for mode in ["interactive", "headless"] {
+        let r = pass(&with_mode(scenario("client_empty_response"), mode), 1);
+        assert_eq!(outcomes(&r), ["stopped: end_turn"], "{mode}");
+        assert_eq!(
+            retries(&r)
+                .iter()
+                .map(|(_, k, a, d)| (k.as_str(), *a, *d))
+                .collect::<Vec<_>>(),
+            vec![("empty_response", 1, 500)],
+            "{mode}"
+        );
+        assert!(
+            steps(&r)
+                .contains(&"POST /v1/conversations/{conv}/messages items=user(o2) -> 200".into())
+        );
+    }
+}
+
+#[test]
+fn quota_swap_reuses_the_failed_request_token_in_the_published_client() {
+    let s = scenario("client_quota_swap");
+    let reference = pass(&s, 1);
+    assert_eq!(outcomes(&reference), ["stopped: end_turn"]);
+    assert!(
+        steps(&reference).contains(
+            &"POST /v1/conversations/{conv}/messages items=user(o2) + user(o3) override_model=letta/auto -> 200".into()
+        ),
+        "{:?}",
+        steps(&reference)
+    );
+    assert_eq!(count(&reference, "server   run_started"), 2);
+    let published = pass(&with_profile(s, "letta-code"), 1);
+    assert!(
+        steps(&published).contains(
+            &"POST /v1/conversations/{conv}/messages items=user(o1) + user(no-otid) override_model=letta/auto -> 200".into()
+        ),
+        "{:?}",
+        steps(&published)
+    );
+    // Same otids → same request token → the server re-attaches to the failed run.
+    assert_eq!(count(&published, "server   run_started"), 1);
+    assert!(outcomes(&published)[0].starts_with("error: stop_reason=llm_api_error"));
+    let body = published
+        .requests
+        .iter()
+        .rev()
+        .find(|q| q.body.is_some())
+        .unwrap();
+    assert_eq!(
+        body.body.as_ref().unwrap()["messages"][1]["content"],
+        KEEP_GOING
+    );
+}
+
+#[test]
+fn global_lock_serialises_in_the_reference_and_results_keep_decision_order() {
+    let r = pass(&scenario("client_lock_safety"), 1);
+    let starts: Vec<&str> = r
+        .trace_text
+        .lines()
+        .filter(|l| l.contains("tool_started") || l.contains("tool_executed"))
+        .map(|l| l.split_whitespace().nth(2).unwrap())
+        .collect();
+    assert_eq!(
+        starts,
+        [
+            "tool_started",
+            "tool_executed",
+            "tool_started",
+            "tool_executed"
+        ]
+    );
+    assert!(steps(&r).contains(
+        &"POST /v1/conversations/{conv}/messages items=approval(o2)[tool:c1:success,tool:c2:success] -> 200".into()
+    ));
+}
+
+#[test]
+fn headless_denies_an_ask_with_the_headless_reason() {
+    let r = pass(&scenario("client_headless_denial"), 1);
+    assert!(steps(&r).contains(&"POST /v1/conversations/{conv}/messages items=approval(o2)[deny:c1:\"Tool requires approval (headless mode)\"] -> 200".into()));
+    assert_eq!(count(&r, "origin=headless-ask"), 1);
+}
+
+#[test]
+fn stall_reconciler_polls_the_run_after_60_s_and_replays_the_tail() {
+    let r = pass(&scenario("client_stall_reconciler"), 1);
+    let poll = r
+        .trace_text
+        .lines()
+        .find(|l| l.contains("client_request method=GET path=/v1/runs/"))
+        .unwrap();
+    let t: u64 = poll.split_whitespace().next().unwrap().parse().unwrap();
+    assert!((60_000..61_000).contains(&t), "{poll}");
+    assert_eq!(count(&r, "client_stream_end how=stall-reconciler"), 1);
+    assert!(
+        steps(&r)
+            .contains(&"POST /v1/runs/{r1}/stream batch_size=1000 starting_after=3 -> 200".into())
+    );
+}
+
+#[test]
+fn terminal_eof_guard_ends_a_body_left_open_after_2_s() {
+    let r = pass(&scenario("client_eof_guard"), 1);
+    assert_eq!(outcomes(&r), ["stopped: end_turn"]);
+    let line = r
+        .trace_text
+        .lines()
+        .find(|l| l.contains("client_stream_end how=terminal-eof-guard"))
+        .unwrap();
+    let t: u64 = line.split_whitespace().next().unwrap().parse().unwrap();
+    let usage = r
+        .trace_text
+        .lines()
+        .find(|l| l.contains("client_chunk") && l.contains("usage_statistics"))
+        .unwrap();
+    let u: u64 = usage.split_whitespace().next().unwrap().parse().unwrap();
+    assert_eq!(t - u, 2000, "{line}\n{usage}");
+}
+
+#[test]
+fn interrupt_while_the_dialog_waits_queues_user_interrupted_the_stream_denials() {
+    let r = pass(&scenario("client_interrupt_approval"), 1);
+    assert_eq!(
+        steps(&r)[2..],
+        [
+            "POST /v1/conversations/{conv}/messages items=user(o1) -> 200",
+            READ_BACK,
+            "POST /v1/conversations/{conv}/cancel -> 409",
+            "POST /v1/conversations/{conv}/messages items=approval(o2)[deny:c1:\"User interrupted the stream\"] + user(o3) + user(o4) -> 200",
+        ]
+    );
+    assert_eq!(count(&r, "origin=interrupt"), 1);
+    assert_eq!(outcomes(&r)[1], "stopped: end_turn");
+}
+
+/// The published TUI's eager cancel is fire-and-forget: the next submission can reach the
+/// server first, and the cancel then kills the NEW run (docs/findings.md#eager-cancel-races-the-next-message).
+/// The reference waits for the cancel to settle and never loses the next turn.
+#[test]
+fn eager_cancel_can_cancel_the_next_turns_run_in_the_published_client() {
+    for name in ["client_interrupt_approval", "client_interrupt_tools"] {
+        let lost = |profile: &str| {
+            (0..10)
+                .filter(|seed| {
+                    let r = pass(&with_profile(scenario(name), profile), *seed);
+                    outcomes(&r)[1] == "stopped: cancelled"
+                })
+                .count()
+        };
+        assert_eq!(lost("reference"), 0, "{name}");
+        assert!(lost("letta-code") >= 2, "{name}");
+    }
+}
+
+/// A lost and a duplicated SSE frame inside the tool call's arguments: the reference notices
+/// (a seq id skipped or repeated within one drain), resumes or drops the copy, and runs the
+/// tool once with the provider's arguments; the published client processes what it got, the
+/// arguments do not parse and the call is denied (docs/findings.md).
+#[test]
+fn lost_and_duplicated_frames_are_noticed_by_the_reference_only() {
+    const RAN: &str = r#"tool_executed tool_call_id=toolu_bash_1 tool=Bash arguments="{\"command\": \"echo e2e-ok\", \"description\": \"print a marker\"}" executions=1"#;
+    for name in ["client_lost_frame", "client_duplicate_frame"] {
+        let s = scenario(name);
+        let reference = pass(&s, 1);
+        assert_eq!(
+            count(&reference, RAN),
+            1,
+            "{name}: {}",
+            reference.trace_text
+        );
+        assert_eq!(
+            count(&reference, "client_resume "),
+            usize::from(name == "client_lost_frame"),
+            "{name}"
+        );
+        let published = pass(&with_profile(s, "letta-code"), 1);
+        assert_eq!(count(&published, "tool_executed"), 0, "{name}");
+        assert_eq!(
+            count(
+                &published,
+                "decision=\"deny: Bash tool missing required parameters"
+            ),
+            1,
+            "{name}: {}",
+            published.trace_text
+        );
+        assert!(
+            published.render().contains("stream-gapless         XFAIL"),
+            "{}",
+            published.render()
+        );
+    }
+}
+
+/// A stream cut between two tool calls: the reference answers both calls after the resume and
+/// runs each once; the published client answers the second alone, meets "Invalid tool call
+/// IDs" and runs the second again (docs/findings.md).
+#[test]
+fn a_resume_after_a_cut_between_two_calls_keeps_the_first_in_the_reference_only() {
+    let s = scenario("client_resume_drops_approvals");
+    let reference = pass(&s, 1);
+    assert_eq!(
+        count(&reference, "status=400"),
+        0,
+        "{}",
+        reference.trace_text
+    );
+    assert_eq!(
+        count(&reference, "executions=1 "),
+        2,
+        "{}",
+        reference.trace_text
+    );
+    assert_eq!(count(&reference, "executions=2 "), 0);
+    assert!(reference.trace_text.contains(
+        "client_acted_on run_id=run-bffc2a6b-5dfd-441b-9cf1-c8ccb3b65671 stop_reason=requires_approval approvals=[\"toolu_bash_2\",\"toolu_write_2\"]"
+    ), "{}", reference.trace_text);
+    let published = pass(&with_profile(s, "letta-code"), 1);
+    assert_eq!(count(&published, "client_response status=400"), 1);
+    assert_eq!(
+        count(
+            &published,
+            "tool_call_id=toolu_write_2 tool=Write arguments=\"{\\\"file_path\\\": \\\"/workspace/b.txt\\\", \\\"content\\\": \\\"hello\\\"}\" executions=2"
+        ),
+        1,
+        "{}",
+        published.trace_text
+    );
+}
+
+/// A frame lost in a resumed stream where no later numbered frame shows the gap: the resume
+/// after a cut replays seq 6 and 7, loses seq 8 (the last argument fragment), then the
+/// stop_reason and usage frames arrive without seq ids. The reference sees the call's
+/// arguments torn at the stop reason, treats it as a gap and replays from seq 7; the tool runs
+/// once with whole arguments. Interactive (one resume attempt) ends the turn in error and runs
+/// nothing. Found by `sim ci`'s swarm sweep (approval_turn_drop, seed 223820784: args-intact).
+#[test]
+fn a_lost_last_argument_fragment_is_replayed_not_executed_torn() {
+    use loopsim::harness::faults::Fault;
+    use loopsim::model::port::inject::StreamFault;
+    let mut s = scenario("approval_turn_drop");
+    s.faults.push(Spanned::new(
+        0..0,
+        Fault::ServerStream {
+            response: 2,
+            frame: 3,
+            action: StreamFault::Drop,
+        },
+    ));
+    let headless = pass(&with_mode(s.clone(), "headless"), 1);
+    let st = steps(&headless);
+    assert!(
+        st.iter()
+            .any(|s| s == "POST /v1/runs/{r1}/stream batch_size=1000 starting_after=7 -> 200"),
+        "{st:?}"
+    );
+    assert_eq!(
+        count(
+            &headless,
+            r#"tool_executed tool_call_id=toolu_01NRLabsLyVHZPKxbKvkfSMn tool=get_weather arguments="{\"location\": \"Paris\"}" executions=1"#
+        ),
+        1,
+        "{}",
+        headless.trace_text
+    );
+    assert_eq!(outcomes(&headless), ["stopped: end_turn"]);
+    let interactive = pass(&s, 1);
+    assert_eq!(
+        count(&interactive, "tool_executed"),
+        0,
+        "{}",
+        interactive.trace_text
+    );
+    assert!(outcomes(&interactive)[0].starts_with("error:"));
+}
+
+/// The local server sends one complete approval chunk per call and seq-less stop frames, so a
+/// lost approval chunk leaves a `requires_approval` with no approvals and nothing that shows
+/// the gap. The reference asks the server for its pending approvals (§6 resume data) and
+/// answers them; the published client stops with "Unexpected empty approvals" (difference 19).
+#[test]
+fn a_lost_approval_chunk_on_the_local_server_is_recovered_from_the_servers_pending_set() {
+    use loopsim::harness::faults::Fault;
+    use loopsim::model::port::inject::StreamFault;
+    let mut s = scenario("approval_turn");
+    s.server.profile = Spanned::new(0..0, "local".into());
+    s.faults = vec![Spanned::new(
+        0..0,
+        Fault::ServerStream {
+            response: 1,
+            frame: 3,
+            action: StreamFault::Drop,
+        },
+    )];
+    let r = pass(&s, 1);
+    assert_eq!(
+        count(
+            &r,
+            "client_recovery kind=unseen_approvals detail=toolu_01NRLabsLyVHZPKxbKvkfSMn"
+        ),
+        1,
+        "{}",
+        r.trace_text
+    );
+    assert_eq!(count(&r, "tool_executed"), 1, "{}", r.trace_text);
+    assert_eq!(outcomes(&r), ["stopped: end_turn"]);
+    let published = run(&with_profile(s, "letta-code"), 1, 1);
+    assert_eq!(count(&published, "tool_executed"), 0);
+    assert!(
+        outcomes(&published)[0].contains("Unexpected empty approvals"),
+        "{:?}",
+        outcomes(&published)
+    );
+}
+
+/// Two seeds of the 10,000-seed sweep (`sim explore --tick-ms 10 --swarm`), kept as
+/// regressions. standard_fault 2442: a resume lost the last argument fragment of a Read call and
+/// brought no numbered frame, so the arguments stayed torn; the reference now denies a call whose
+/// arguments are not valid JSON instead of running it with `{}` (args-intact).
+/// max_tokens_truncated_tool 412: the model's `message_delta` was lost while its tool call was
+/// still open; the server now fails the run instead of ending `end_turn` after showing the call
+/// (stop-reason-consistent).
+/// server_local_settle 10486: the probe's new turn settled the pending call while turn 1's
+/// stream was held, so the client found nothing to answer; the checker now accepts leaving out
+/// a call the server had already closed (stop-reason-consistent).
+/// approval_turn_drop 8507, client_approval_pending_in_band 5530: a duplicated provider fragment
+/// gave the server broken arguments and a drop on the resumed stream removed exactly that
+/// fragment, the last numbered frame, so the client held whole JSON the server did not have; the
+/// reference now reads the approval message back before running it (args-intact, difference 21).
+#[test]
+fn sweep_regressions_torn_arguments_and_an_open_call_without_a_stop_reason() {
+    use loopsim::harness::explore::{baseline, with_swarm};
+    for (name, seed) in [
+        ("standard_fault", 2442),
+        ("max_tokens_truncated_tool", 412),
+        ("server_local_settle", 10486),
+        ("approval_turn_drop", 8507),
+        ("client_approval_pending_in_band", 5530),
+    ] {
+        let s = scenario(name).with_tick(Some(10));
+        let s = with_swarm(&s, seed, &baseline(&s).unwrap());
+        let r = run(&s, seed, 1);
+        assert_eq!(r.verdict, Verdict::Pass, "{name} {seed}:\n{}", r.render());
+    }
+}
