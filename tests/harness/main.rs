@@ -7,4 +7,5 @@ mod common;
 
 mod cassette;
 mod explore;
+mod library;
 mod wire_provider_captures;
