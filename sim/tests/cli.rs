@@ -80,7 +80,7 @@ fn planted_bugs_exit_129_with_a_reproduce_line() {
             "scenarios/planted/nondeterministic_otids.toml",
             "deterministic",
         ),
-        // ---- agent loop (issue 5) ----
+        // The agent loop.
         (
             "scenarios/planted/loop_results_out_of_order.toml",
             "loop-envelope",
@@ -144,4 +144,147 @@ fn unknown_flags_exit_2_and_help_lists_exit_codes() {
     }
     let o = sim(&["run", "--help"]);
     assert!(stdout(&o).contains("--seed"));
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("loopsim-cli-{name}-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn shrink_writes_a_scenario_that_fails_the_same_invariant() {
+    let dir = temp_dir("shrink");
+    let out = dir.join("shrunk");
+    let o = sim(&[
+        "shrink",
+        "scenarios/planted/dangling_tool_call.toml",
+        "--seed",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(129), "{}{}", stdout(&o), stderr(&o));
+    let file = out.join("scenario.toml");
+    let text = stdout(&o);
+    assert!(
+        text.starts_with(
+            "shrunk    tool-call-resolved on scenarios/planted/dangling_tool_call.toml seed 1 in "
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "reproduce cargo run --release -p sim -- run {} --seed 1\n",
+            file.display()
+        )),
+        "{text}"
+    );
+    let o = sim(&["run", file.to_str().unwrap(), "--seed", "1"]);
+    assert_eq!(o.status.code(), Some(129), "{}", stdout(&o));
+    assert!(stdout(&o).contains("tool-call-resolved     FAIL"));
+
+    let o = sim(&[
+        "shrink",
+        "scenarios/letta/approval_turn.toml",
+        "--seed",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        stdout(&o),
+        "seed 1 passes every invariant on scenarios/letta/approval_turn.toml: nothing to shrink\n"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn explore_shards_merge_into_the_unsharded_report() {
+    let dir = temp_dir("merge");
+    let scenarios = [
+        "scenarios/letta/approval_turn.toml",
+        "scenarios/planted/dangling_tool_call.toml",
+    ];
+    let explore = |extra: &[&str]| {
+        let mut args = vec!["explore", scenarios[0], scenarios[1], "--seeds", "0..6"];
+        args.extend_from_slice(extra);
+        sim(&args)
+    };
+    let whole = explore(&[]);
+    assert_eq!(whole.status.code(), Some(129));
+    let mut shards = Vec::new();
+    for k in ["1/2", "2/2"] {
+        let file = dir.join(format!("shard{}.json", &k[..1]));
+        let o = explore(&["--shard", k, "--out", file.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(129));
+        assert!(stderr(&o).contains(&format!("report written to {}", file.display())));
+        shards.push(file.to_str().unwrap().to_string());
+    }
+    let o = sim(&["report", "merge", &shards[0], &shards[1]]);
+    assert_eq!(o.status.code(), Some(129), "{}", stderr(&o));
+    let without_rate: String = stdout(&whole)
+        .lines()
+        .filter(|l| !l.starts_with("rate "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(stdout(&o), without_rate);
+
+    let o = sim(&["report", "merge", "scenarios/letta/approval_turn.toml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o)
+            .contains("scenarios/letta/approval_turn.toml:1:1: not a `sim explore --out` report"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn explore_shrink_writes_the_first_failure_of_each_invariant() {
+    let dir = temp_dir("explore-shrink");
+    let o = sim(&[
+        "explore",
+        "scenarios/planted/dangling_tool_call.toml",
+        "--seeds",
+        "0..3",
+        "--shrink",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(129));
+    let err = stderr(&o);
+    let file = dir.join("dangling_tool_call-seed0-tool-call-resolved/scenario.toml");
+    assert!(
+        err.contains(&format!(
+            "shrunk    tool-call-resolved (seed 0) in 28 runs → {}\n          reproduce: cargo run --release -p sim -- run {} --seed 0\n",
+            file.display(),
+            file.display()
+        )),
+        "{err}"
+    );
+    assert!(file.exists());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn bench_prints_one_row_per_tick() {
+    let o = sim(&[
+        "bench",
+        "scenarios/letta/approval_turn.toml",
+        "--seeds",
+        "2",
+        "--ticks",
+        "1,10",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.starts_with("scenario        scenarios/letta/approval_turn.toml\nseeds           2 (one run each), 0 not passing\ntick            1 ms\n"), "{out}");
+    let rows: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("   tick ms"))
+        .skip(1)
+        .collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    assert!(rows[1].trim_start().starts_with("10 "), "{out}");
 }

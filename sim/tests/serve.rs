@@ -1,4 +1,4 @@
-//! `sim serve` as a user runs it (issue 3): it prints one JSON ready line, answers HTTP on the
+//! `sim serve` as a user runs it: it prints one JSON ready line, answers HTTP on the
 //! port it names, logs every request as a JSON line, and refuses bad input with exit 2.
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -4,6 +4,7 @@
 //! The files at this level are true of every system; [`letta`] and [`kimi`] hold what is
 //! particular to one. [`system`] is the one place that asks which system a scenario runs.
 
+pub mod bench;
 pub mod cassettes;
 pub mod coverage;
 pub mod env;
@@ -17,8 +18,10 @@ pub mod letta;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod seed;
 pub mod serve;
 pub mod shrink;
+pub mod sweep;
 pub mod system;
 pub mod tcp;
 pub mod trace;

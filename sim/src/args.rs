@@ -1,0 +1,288 @@
+//! The command line's arguments (clap). Their doc comments are the `--help` texts users read
+//! and docs/ quotes.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0    pass: every invariant held
+  2    usage or input error (bad flag, unreadable or invalid scenario or cassette)
+  127  crash: a panic in the harness or a model was caught
+  128  liveness: a turn did not finish after the world healed (turn-terminates)
+  129  correctness: an invariant was violated (or, for `sim ci`, a canary was not caught)
+
+Docs: docs/scenario.md, docs/cassette.md, docs/trace.md, docs/invariants.md, docs/faults.md,
+docs/explore.md, docs/exit-codes.md";
+
+/// loopsim: deterministic simulation of LLM coding-agent client/server protocols.
+///
+/// Runs faithful models of a Letta-style server and Letta Code-style client on a simulated
+/// network, against a fake provider replaying recorded SSE cassettes, injects faults, and checks
+/// protocol invariants. The same scenario and seed always give the same trace, byte for byte.
+///
+/// Start with: sim run scenarios/letta/approval_turn.toml --seed 1
+#[derive(Parser)]
+#[command(name = "sim", version, after_help = EXIT_CODES)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run one scenario with one seed, check invariants, print a verdict.
+    ///
+    /// The run is executed twice to check determinism (same seed, same trace). On failure the
+    /// report names the invariant, the event that broke it and the command that reproduces it.
+    #[command(after_help = EXIT_CODES)]
+    Run(RunArgs),
+    /// Sweep seeds over scenarios, report failures by invariant and the coverage table.
+    ///
+    /// Results are identical for any --jobs. With --shrink, the first failure of each
+    /// invariant is shrunk to a minimal scenario written under shrunk/.
+    #[command(after_help = EXIT_CODES)]
+    Explore(ExploreArgs),
+    /// Shrink one failing seed to a minimal scenario that fails the same invariant.
+    #[command(after_help = EXIT_CODES)]
+    Shrink(ShrinkArgs),
+    /// The CI regression gate: every scenario over fixed and commit-derived seeds with swarm
+    /// faults, every planted canary, every snapshot.
+    #[command(after_help = EXIT_CODES)]
+    Ci(CiArgs),
+    /// Work with JSON reports.
+    Report {
+        #[command(subcommand)]
+        command: ReportCommand,
+    },
+    /// Measure simulation speed: run seeds 0..N once each and report runs per second and
+    /// simulated time per wall time.
+    ///
+    /// Wall time is read here, in the command line, and never inside a simulation.
+    Bench(BenchArgs),
+    /// Serve the scenario's Letta server model (and its fake provider) on real TCP, for real
+    /// clients such as the Letta Code CLI and the SDKs.
+    ///
+    /// Applies the scenario's server-side faults (busy_on_send, approval_pending_on_send,
+    /// stale_approval, drop_connection, run_stream_fail, …; docs/serve.md), prints one JSON line
+    /// on stdout when it listens (address, agent, conversations), and logs every request as a
+    /// JSON line to --log. Runs until stopped (Ctrl-C, SIGTERM).
+    #[command(after_help = "Docs: docs/serve.md, docs/server.md, docs/scenario.md")]
+    Serve(ServeArgs),
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// The scenario file (TOML; see docs/scenario.md), e.g. scenarios/letta/approval_turn.toml.
+    pub scenario: PathBuf,
+    /// The run seed. Every random choice (latency, ids, faults) derives from it.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Add the seed's swarm fault plan (as `sim explore --swarm` did for this seed).
+    #[arg(long)]
+    pub swarm: bool,
+    /// Also write the canonical trace (one event per line) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// How many times to run the seed; 2 or more checks `deterministic`.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub runs: u32,
+    /// Run at least twice and report the first divergent trace event and its simulated time.
+    #[arg(long)]
+    pub check_determinism: bool,
+    /// Print the full trace after the report.
+    #[arg(long)]
+    pub print_trace: bool,
+    /// Override the scenario's turmoil tick ([network] tick_ms), e.g. to reproduce a
+    /// failure a `sim explore --tick-ms` sweep found.
+    #[arg(long, value_name = "MS")]
+    pub tick_ms: Option<u64>,
+}
+
+#[derive(Args)]
+pub struct ExploreArgs {
+    /// Scenario files.
+    #[arg(required = true)]
+    pub scenarios: Vec<PathBuf>,
+    /// Seed range `A..B` (B exclusive), e.g. 0..1000.
+    #[arg(long, value_parser = parse_range, default_value = "0..100")]
+    pub seeds: std::ops::Range<u64>,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
+    /// Run only shard K of N (1-based): the seeds with seed % N == K-1.
+    #[arg(long, value_parser = parse_shard, value_name = "K/N")]
+    pub shard: Option<(u64, u64)>,
+    /// Draw a fault plan per seed (which fault families are on, where faults land).
+    #[arg(long)]
+    pub swarm: bool,
+    /// Run every N-th seed twice to check determinism (0 = never).
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub determinism_every: u64,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Also write the JSON report to this file (for `sim report merge`).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Shrink the first failure of each invariant and write it under this directory.
+    #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "shrunk")]
+    pub shrink: Option<PathBuf>,
+    /// Run every scenario at this turmoil tick instead of its [network] tick_ms. Timers
+    /// keep their exact values at any tick; hops between hosts take at least one tick. A
+    /// 10 ms tick sweeps about eight times faster than 1 ms (docs/performance.md); each
+    /// failure's reproduce command carries the flag.
+    #[arg(long, value_name = "MS")]
+    pub tick_ms: Option<u64>,
+}
+
+#[derive(Args)]
+pub struct ShrinkArgs {
+    pub scenario: PathBuf,
+    #[arg(long)]
+    pub seed: u64,
+    /// The seed failed with `--swarm` faults.
+    #[arg(long)]
+    pub swarm: bool,
+    /// The invariant to keep failing (default: the first one the seed fails).
+    #[arg(long)]
+    pub invariant: Option<String>,
+    /// Where to write the shrunk scenario.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Upper bound on candidate runs.
+    #[arg(long, default_value_t = 400)]
+    pub max_runs: u32,
+}
+
+#[derive(Args)]
+pub struct CiArgs {
+    /// Repository root.
+    #[arg(long, default_value = ".")]
+    pub root: PathBuf,
+    /// The commit under test (adds a seed range derived from it).
+    #[arg(long)]
+    pub commit: Option<String>,
+    /// Seeds 0..N for every scenario. The defaults keep the gate near 10 minutes on 2 cores
+    /// with ~50 scenarios; long sweeps belong to `sim explore` (docs/explore.md).
+    #[arg(long, default_value_t = 150)]
+    pub fixed_seeds: u64,
+    /// Seeds taken from the commit, per scenario.
+    #[arg(long, default_value_t = 100)]
+    pub commit_seeds: u64,
+    /// Seeds per canary.
+    #[arg(long, default_value_t = 20)]
+    pub canary_seeds: u64,
+    #[arg(long, default_value_t = 2)]
+    pub jobs: usize,
+    /// Write JUnit XML here.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Write the JSON report here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// The scenario file to run.
+    pub scenario: PathBuf,
+    /// How many seeds to run.
+    #[arg(long, default_value_t = 200, value_name = "N")]
+    pub seeds: u64,
+    /// Add swarm faults.
+    #[arg(long)]
+    pub swarm: bool,
+    /// Also run a bare turmoil + hyper world that replays a loopsim run's exchanges (every
+    /// request and response frame, at the same simulated times, between the same hosts;
+    /// no models, no trace) and report the cost ratio (target: at most 2x).
+    #[arg(long)]
+    pub compare_bare: bool,
+    /// Run the same seeds once per turmoil tick in this comma-separated list (ms),
+    /// overriding the scenario's `[network] tick_ms`, and print one row per tick: how the
+    /// tick trades wall time against the resolution of hops between hosts
+    /// (docs/performance.md).
+    #[arg(long, value_delimiter = ',', value_name = "MS,...")]
+    pub ticks: Vec<u64>,
+}
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// The scenario file (TOML; see docs/scenario.md).
+    #[arg(long)]
+    pub scenario: PathBuf,
+    /// The seed for ids and everything else the server draws.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// TCP port to listen on (0 picks a free one; the ready line says which).
+    #[arg(long, default_value_t = 8283)]
+    pub port: u16,
+    /// Address to bind. Loopback unless you say otherwise.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: std::net::IpAddr,
+    /// Write every request (method, path, body, status) as JSON lines to this file.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// Write the trace (one event per line) to this file as it happens.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Server profile, overriding the scenario's `[server] profile`: `cloud` (hosted Letta
+    /// as the Letta Code CLI expects it), `local` (the CLI's in-process backend) or
+    /// `letta-oss-0.16` (the open-source Letta 0.16.8 server byte for byte as captured,
+    /// with its agents endpoints). docs/server.md "Profiles".
+    #[arg(long, value_name = "NAME",
+          value_parser = clap::builder::PossibleValuesParser::new(loopsim::model::letta::server::Profile::NAMES))]
+    pub profile: Option<String>,
+    /// Answer model calls with the scripted fake model the real-server captures were
+    /// recorded against (FAIL500, CUTSTREAM, MIDERR, SLOW, PLAIN in the last message; else
+    /// a `get_secret_weather` call) instead of the scenario's cassettes. docs/serve.md.
+    #[arg(long)]
+    pub scripted_model: bool,
+}
+
+#[derive(Subcommand)]
+pub enum ReportCommand {
+    /// Merge the JSON reports of `sim explore --shard K/N --out FILE` runs into one.
+    Merge(MergeArgs),
+}
+
+#[derive(Args)]
+pub struct MergeArgs {
+    #[arg(required = true)]
+    pub reports: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+fn parse_range(s: &str) -> Result<std::ops::Range<u64>, String> {
+    let (a, b) = s
+        .split_once("..")
+        .ok_or_else(|| format!("expected A..B, e.g. 0..1000, got {s:?}"))?;
+    let a: u64 = a.parse().map_err(|_| format!("bad start {a:?} in {s:?}"))?;
+    let b: u64 = b.parse().map_err(|_| format!("bad end {b:?} in {s:?}"))?;
+    if b <= a {
+        return Err(format!("empty range {s:?}: B must be greater than A"));
+    }
+    Ok(a..b)
+}
+
+fn parse_shard(s: &str) -> Result<(u64, u64), String> {
+    let (k, n) = s
+        .split_once('/')
+        .ok_or_else(|| format!("expected K/N, e.g. 2/4, got {s:?}"))?;
+    let k: u64 = k.parse().map_err(|_| format!("bad K in {s:?}"))?;
+    let n: u64 = n.parse().map_err(|_| format!("bad N in {s:?}"))?;
+    if n == 0 || k == 0 || k > n {
+        return Err(format!("shard {s:?}: need 1 <= K <= N"));
+    }
+    Ok((k, n))
+}

@@ -1,0 +1,39 @@
+//! `sim ci`: the regression gate, its wall time, and its JUnit and JSON reports when asked.
+
+use std::time::Instant;
+
+use loopsim::harness::gate::{GateOptions, run_gate};
+
+use super::{CmdResult, write_file};
+use crate::args::CiArgs;
+
+/// The gate checks determinism on every tenth seed.
+const DETERMINISM_EVERY: u64 = 10;
+
+pub fn run(a: CiArgs) -> CmdResult {
+    let options = GateOptions {
+        root: a.root,
+        fixed_seeds: a.fixed_seeds,
+        commit: a.commit,
+        commit_seeds: a.commit_seeds,
+        canary_seeds: a.canary_seeds,
+        determinism_every: DETERMINISM_EVERY,
+        jobs: a.jobs,
+    };
+    let started = Instant::now();
+    let report = run_gate(&options, &|stage| eprintln!("sim ci: {stage}"))?;
+    print!("{}", report.render());
+    println!("wall      {:.1} s", started.elapsed().as_secs_f64());
+    if let Some(f) = a.junit {
+        write_file(&f, &report.to_junit())?;
+        eprintln!("junit written to {}", f.display());
+    }
+    if let Some(f) = a.json {
+        write_file(
+            &f,
+            &serde_json::to_string_pretty(&report).expect("report serialises"),
+        )?;
+        eprintln!("json written to {}", f.display());
+    }
+    Ok(report.exit_code)
+}

@@ -1,0 +1,24 @@
+//! `sim run`: one seed of one scenario, its report and, when asked, its trace.
+
+use loopsim::harness::seed::run_seed;
+
+use super::{CmdResult, write_file};
+use crate::args::RunArgs;
+
+pub fn run(a: RunArgs) -> CmdResult {
+    let runs = if a.check_determinism {
+        a.runs.max(2)
+    } else {
+        a.runs
+    };
+    let report = run_seed(&a.scenario, a.seed, a.swarm, a.tick_ms, runs)?;
+    if let Some(file) = a.trace {
+        write_file(&file, &report.trace_text)?;
+        println!("trace written to {}", file.display());
+    }
+    if a.print_trace {
+        print!("{}", report.trace_text);
+    }
+    print!("{}", report.render());
+    Ok(report.verdict.exit_code())
+}

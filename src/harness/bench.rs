@@ -1,0 +1,311 @@
+//! `sim bench`: how fast simulations run. Seeds 0..N of one scenario run once each (with each
+//! seed's swarm plan when asked); optionally the same seeds again at other turmoil ticks, and a
+//! fault-free pass against the bare turmoil + hyper world of [`super::letta::bare`], which
+//! replays the bytes of a loopsim run without any models.
+//!
+//! The library reads neither the wall clock nor the process's memory: the caller hands in a
+//! [`Meter`] that does (the command line reads `Instant` and /proc). Everything here stays as
+//! deterministic as the runs it times, and a test can drive it with a fake meter.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::explore::{baseline, with_swarm};
+use super::letta::swarm::Baseline;
+use super::letta::{bare, world};
+use super::report::exit;
+use super::run::run_scenario;
+use super::scenario::{InputError, Scenario};
+use crate::model::letta::server::ExchangeLog;
+
+/// What to measure.
+#[derive(Debug, Clone, Default)]
+pub struct BenchOptions {
+    /// Run seeds `0..seeds` (at least one).
+    pub seeds: u64,
+    /// Add each seed's swarm fault plan.
+    pub swarm: bool,
+    /// Also time the bare turmoil + hyper world on the same seeds, without faults.
+    pub compare_bare: bool,
+    /// Run the seeds once more per tick (ms), overriding the scenario's `[network] tick_ms`.
+    pub ticks: Vec<u64>,
+}
+
+/// What the bench asks of its caller: the wall clock, the process's memory, and where progress
+/// goes.
+pub trait Meter {
+    /// Wall time since a fixed point of the caller's choosing.
+    fn now(&self) -> Duration;
+    /// Resident memory of the process in KiB, when the platform tells.
+    fn rss_kib(&self) -> Option<u64>;
+    /// A timed pass over the seeds begins; `label` names it (`bench`, `tick 10 ms`).
+    fn pass_started(&self, _label: &str) {}
+    /// `done` of `total` seeds of the current pass have run.
+    fn progress(&self, _done: u64, _total: u64) {}
+    /// The current pass is over.
+    fn pass_finished(&self) {}
+}
+
+/// One timed pass over the seeds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pass {
+    pub wall: Duration,
+    pub simulated_ms: u64,
+    pub events: usize,
+    /// Seeds whose run did not pass.
+    pub failures: u64,
+}
+
+/// The fault-free comparison with the bare world.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BareComparison {
+    pub loopsim_wall: Duration,
+    pub loopsim_simulated_ms: u64,
+    pub bare_wall: Duration,
+    pub bare_simulated_ms: u64,
+}
+
+/// What `sim bench` measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BenchReport {
+    pub scenario: PathBuf,
+    pub seeds: u64,
+    pub swarm: bool,
+    /// The scenario's own tick, the one the main pass ran at.
+    pub tick_ms: u64,
+    pub pass: Pass,
+    /// Resident memory before and after the main pass, in KiB.
+    pub rss_kib: Option<(u64, u64)>,
+    /// (tick ms, pass) per requested tick.
+    pub ticks: Vec<(u64, Pass)>,
+    pub bare: Option<BareComparison>,
+}
+
+/// Runs the bench on the scenario at `path`.
+pub fn bench(
+    path: &Path,
+    options: &BenchOptions,
+    meter: &dyn Meter,
+) -> Result<BenchReport, InputError> {
+    let scenario = Scenario::load(path)?;
+    let base = if options.swarm {
+        Some(baseline(&scenario)?)
+    } else {
+        None
+    };
+    let seeds = options.seeds.max(1);
+    let rss_start = meter.rss_kib();
+    let pass = measure(&scenario, seeds, base.as_ref(), "bench", meter)?;
+    let rss_end = meter.rss_kib();
+    let mut ticks = Vec::new();
+    for &t in &options.ticks {
+        let mut s = scenario.clone();
+        s.network.tick_ms = t.max(1);
+        let p = measure(&s, seeds, base.as_ref(), &format!("tick {t} ms"), meter)?;
+        ticks.push((s.network.tick_ms, p));
+    }
+    let bare = if options.compare_bare {
+        Some(compare_bare(path, &scenario, seeds, meter)?)
+    } else {
+        None
+    };
+    Ok(BenchReport {
+        scenario: path.to_path_buf(),
+        seeds,
+        swarm: options.swarm,
+        tick_ms: scenario.network.tick_ms,
+        pass,
+        rss_kib: rss_start.zip(rss_end),
+        ticks,
+        bare,
+    })
+}
+
+fn measure(
+    scenario: &Scenario,
+    seeds: u64,
+    base: Option<&Baseline>,
+    label: &str,
+    meter: &dyn Meter,
+) -> Result<Pass, InputError> {
+    let started = meter.now();
+    let mut pass = Pass {
+        wall: Duration::ZERO,
+        simulated_ms: 0,
+        events: 0,
+        failures: 0,
+    };
+    meter.pass_started(label);
+    for seed in 0..seeds {
+        let s = match base {
+            Some(b) => with_swarm(scenario, seed, b),
+            None => scenario.clone(),
+        };
+        let r = run_scenario(&s, seed, 1)?;
+        pass.simulated_ms += r.end_ms;
+        pass.events += r.events;
+        if r.verdict.exit_code() != exit::PASS {
+            pass.failures += 1;
+        }
+        meter.progress(seed + 1, seeds);
+    }
+    meter.pass_finished();
+    pass.wall = meter.now().saturating_sub(started);
+    Ok(pass)
+}
+
+/// loopsim without faults, one run per seed, against the bare world replaying the bytes of
+/// seed 0's run on the same seeds.
+fn compare_bare(
+    path: &Path,
+    scenario: &Scenario,
+    seeds: u64,
+    meter: &dyn Meter,
+) -> Result<BareComparison, InputError> {
+    let mut clean = scenario.clone();
+    clean.faults.clear();
+    let log = ExchangeLog::default();
+    let out = world::run_once_logging(&clean, 0, Some(log.clone()))?;
+    let exchanges = std::mem::take(&mut *log.lock().unwrap());
+    let script = bare::BareScript::from_run(&clean, &out, exchanges)?;
+    let t = meter.now();
+    let mut loopsim_simulated_ms = 0;
+    for seed in 0..seeds {
+        loopsim_simulated_ms += run_scenario(&clean, seed, 1)?.end_ms;
+    }
+    let loopsim_wall = meter.now().saturating_sub(t);
+    let t = meter.now();
+    let mut bare_simulated_ms = 0;
+    for seed in 0..seeds {
+        bare_simulated_ms += bare::run_bare(&clean, seed, &script).map_err(|m| InputError {
+            file: path.display().to_string(),
+            line: None,
+            column: None,
+            message: format!("bare run failed: {m}"),
+        })?;
+    }
+    let bare_wall = meter.now().saturating_sub(t);
+    Ok(BareComparison {
+        loopsim_wall,
+        loopsim_simulated_ms,
+        bare_wall,
+        bare_simulated_ms,
+    })
+}
+
+fn secs(ms: u64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+impl BenchReport {
+    /// The table `sim bench` prints.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let seeds = self.seeds as f64;
+        let wall = self.pass.wall.as_secs_f64();
+        let _ = writeln!(s, "scenario        {}", self.scenario.display());
+        let _ = writeln!(
+            s,
+            "seeds           {} (one run each{}), {} not passing",
+            self.seeds,
+            if self.swarm { ", swarm faults" } else { "" },
+            self.pass.failures
+        );
+        let _ = writeln!(s, "tick            {} ms", self.tick_ms);
+        let _ = writeln!(s, "wall            {wall:.3} s");
+        let _ = writeln!(s, "runs/s          {:.1}", seeds / wall);
+        let _ = writeln!(s, "events/s        {:.0}", self.pass.events as f64 / wall);
+        let _ = writeln!(s, "simulated       {:.3} s", secs(self.pass.simulated_ms));
+        let _ = writeln!(
+            s,
+            "simulated/wall  {:.1}x",
+            secs(self.pass.simulated_ms) / wall
+        );
+        if let Some((a, b)) = self.rss_kib {
+            let _ = writeln!(s, "rss             {a} KiB before, {b} KiB after");
+        }
+        if !self.ticks.is_empty() {
+            let _ = writeln!(s, "ticks           same seeds, one run each per tick");
+            let _ = writeln!(
+                s,
+                "  {:>8}  {:>10}  {:>12}  {:>14}  {:>11}",
+                "tick ms", "runs/s", "simulated s", "simulated/wall", "not passing"
+            );
+            for (tick, p) in &self.ticks {
+                let wall = p.wall.as_secs_f64();
+                let _ = writeln!(
+                    s,
+                    "  {:>8}  {:>10.1}  {:>12.3}  {:>13.0}x  {:>11}",
+                    tick,
+                    seeds / wall,
+                    secs(p.simulated_ms),
+                    secs(p.simulated_ms) / wall,
+                    p.failures
+                );
+            }
+        }
+        if let Some(b) = &self.bare {
+            let (lw, bw) = (b.loopsim_wall.as_secs_f64(), b.bare_wall.as_secs_f64());
+            let _ = writeln!(s, "compare-bare    same seeds, no faults, one run each");
+            let _ = writeln!(
+                s,
+                "  loopsim       {:.1} runs/s ({lw:.3} s wall, {:.1} s simulated)",
+                seeds / lw,
+                secs(b.loopsim_simulated_ms)
+            );
+            let _ = writeln!(
+                s,
+                "  bare          {:.1} runs/s ({bw:.3} s wall, {:.1} s simulated)",
+                seeds / bw,
+                secs(b.bare_simulated_ms)
+            );
+            let _ = writeln!(s, "  ratio         {:.2}x the bare cost", lw / bw);
+        }
+        s
+    }
+
+    /// The exit code of `sim bench`: a measurement passes whatever the runs found.
+    pub fn exit_code(&self) -> i32 {
+        exit::PASS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    /// A clock that advances one second per reading, and no memory figure.
+    struct FakeMeter(Cell<u64>);
+
+    impl Meter for FakeMeter {
+        fn now(&self) -> Duration {
+            self.0.set(self.0.get() + 1);
+            Duration::from_secs(self.0.get())
+        }
+        fn rss_kib(&self) -> Option<u64> {
+            None
+        }
+    }
+
+    #[test]
+    fn a_fake_clock_gives_the_same_table_every_time() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/letta/approval_turn.toml");
+        let options = BenchOptions {
+            seeds: 2,
+            ticks: vec![10],
+            ..BenchOptions::default()
+        };
+        let a = bench(&path, &options, &FakeMeter(Cell::new(0))).unwrap();
+        let b = bench(&path, &options, &FakeMeter(Cell::new(0))).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.pass.wall, Duration::from_secs(1));
+        assert_eq!(a.ticks[0].0, 10);
+        let table = a.render();
+        assert!(table.contains("wall            1.000 s"), "{table}");
+        assert!(table.contains("runs/s          2.0"), "{table}");
+        assert!(!table.contains("rss"), "{table}");
+    }
+}

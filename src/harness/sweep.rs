@@ -1,0 +1,108 @@
+//! Sweeps as the command line runs them: `sim explore` over scenario files, the shrinking of
+//! the first failure of each invariant a sweep found, and `sim report merge` over the JSON
+//! reports of its shards.
+
+use std::path::{Path, PathBuf};
+
+use super::explore::{ExploreOptions, ExploreReport, explore, plan_of};
+use super::report::reproduce_command;
+use super::scenario::{InputError, Scenario};
+use super::seed::shrunk_dir;
+use super::shrink::{shrink, with_plan};
+
+/// Candidate runs per shrink after a sweep.
+pub const SHRINK_MAX_RUNS: u32 = 400;
+
+/// Loads the scenario files (at `tick_ms` when given) and sweeps them.
+pub fn explore_files(
+    paths: &[PathBuf],
+    tick_ms: Option<u64>,
+    options: &ExploreOptions,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<ExploreReport, InputError> {
+    let scenarios: Vec<Scenario> = paths
+        .iter()
+        .map(|p| Scenario::load(p).map(|s| s.with_tick(tick_ms)))
+        .collect::<Result<_, _>>()?;
+    explore(&scenarios, options, progress)
+}
+
+/// One failure of a sweep, shrunk and written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShrunkFailure {
+    pub invariant: String,
+    pub seed: u64,
+    /// Candidate runs the shrink took.
+    pub attempts: u32,
+    /// The scenario file written.
+    pub file: PathBuf,
+}
+
+impl ShrunkFailure {
+    /// The two lines `sim explore --shrink` prints for it.
+    pub fn render(&self) -> String {
+        format!(
+            "shrunk    {} (seed {}) in {} runs → {}\n          reproduce: {}\n",
+            self.invariant,
+            self.seed,
+            self.attempts,
+            self.file.display(),
+            reproduce_command(&self.file.display().to_string(), self.seed, "")
+        )
+    }
+}
+
+/// Shrinks the first failing seed of each invariant in `report` and writes each under `dir`
+/// (`<stem>-seed<seed>-<invariant>/`), reloading its scenario at `tick_ms` when given.
+/// `written` is called after each one, in invariant order.
+pub fn shrink_first_failures(
+    report: &ExploreReport,
+    tick_ms: Option<u64>,
+    dir: &Path,
+    written: &mut dyn FnMut(&ShrunkFailure),
+) -> Result<(), InputError> {
+    for (invariant, seeds) in report.by_invariant() {
+        let (scenario_path, seed) = &seeds[0];
+        let base = Scenario::load(Path::new(scenario_path))?.with_tick(tick_ms);
+        let start = with_plan(&base, plan_of(&base, *seed, report.swarm)?);
+        let shrunk = shrink(&start, *seed, &invariant, SHRINK_MAX_RUNS)?;
+        let target = shrunk_dir(dir, Path::new(scenario_path), *seed, &invariant);
+        let file = shrunk.write(&target)?;
+        written(&ShrunkFailure {
+            invariant,
+            seed: *seed,
+            attempts: shrunk.attempts,
+            file,
+        });
+    }
+    Ok(())
+}
+
+/// Reads the JSON reports of `sim explore --shard K/N --out FILE` runs and merges them.
+pub fn merge_report_files(paths: &[PathBuf]) -> Result<ExploreReport, InputError> {
+    let mut reports = Vec::new();
+    for p in paths {
+        let text = std::fs::read_to_string(p).map_err(|e| InputError {
+            file: p.display().to_string(),
+            line: None,
+            column: None,
+            message: format!("cannot read report: {e}"),
+        })?;
+        let r: ExploreReport = serde_json::from_str(&text).map_err(|e| InputError {
+            file: p.display().to_string(),
+            line: Some(e.line()),
+            column: Some(e.column()),
+            message: format!("not a `sim explore --out` report: {e}"),
+        })?;
+        reports.push(r);
+    }
+    ExploreReport::merge(&reports).map_err(|m| InputError {
+        file: paths
+            .first()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        line: None,
+        column: None,
+        message: m,
+    })
+}
