@@ -32,6 +32,7 @@ use crate::harness::explore::{ExploreOptions, ExploreReport, explore};
 use crate::harness::report::{RunReport, Verdict};
 use crate::harness::run::run_scenario;
 use crate::harness::scenario::{InputError, Scenario};
+use crate::harness::seed::with_seed_swarm;
 
 /// A scenario and how to run it. Built with [`Check::load`] (or [`Check::new`] for a scenario
 /// built in code), configured with the builder methods, run with [`Check::run`],
@@ -96,13 +97,11 @@ impl Check {
     /// Runs one seed twice (the second run checks `deterministic`), with the seed's swarm plan
     /// when [`Check::swarm`] is on, and returns its report.
     pub fn run_seed(&self, seed: u64) -> Result<RunReport, InputError> {
-        let mut scenario = self.scenario.clone();
         if self.swarm {
-            let base = crate::harness::explore::baseline(&scenario)?;
-            scenario = crate::harness::explore::with_swarm(&scenario, seed, &base);
-            scenario.repro_flags.insert_str(0, " --swarm");
+            run_scenario(&with_seed_swarm(&self.scenario, seed)?, seed, 2)
+        } else {
+            run_scenario(&self.scenario, seed, 2)
         }
-        run_scenario(&scenario, seed, 2)
     }
 
     /// Sweeps the seeds and returns the report (failures by invariant, coverage).

@@ -19,12 +19,20 @@ pub fn load_seed(
     swarm: bool,
     tick_ms: Option<u64>,
 ) -> Result<Scenario, InputError> {
-    let mut scenario = Scenario::load(path)?.with_tick(tick_ms);
+    let scenario = Scenario::load(path)?.with_tick(tick_ms);
     if swarm {
-        scenario = with_swarm(&scenario, seed, &baseline(&scenario)?);
-        scenario.repro_flags.insert_str(0, " --swarm");
+        with_seed_swarm(&scenario, seed)
+    } else {
+        Ok(scenario)
     }
-    Ok(scenario)
+}
+
+/// `scenario` with seed `seed`'s swarm plan added to its explicit faults, and a reproduce
+/// command that carries `--swarm`.
+pub fn with_seed_swarm(scenario: &Scenario, seed: u64) -> Result<Scenario, InputError> {
+    let mut swarmed = with_swarm(scenario, seed, &baseline(scenario)?);
+    swarmed.repro_flags.insert_str(0, " --swarm");
+    Ok(swarmed)
 }
 
 /// Runs seed `seed` of the scenario at `path` `runs` times (two or more check `deterministic`).
