@@ -288,3 +288,17 @@ fn bench_prints_one_row_per_tick() {
     assert_eq!(rows.len(), 2, "{out}");
     assert!(rows[1].trim_start().starts_with("10 "), "{out}");
 }
+
+/// README.md shows what `sim run scenarios/letta/approval_turn.toml --seed 1` prints; the two
+/// must not drift apart.
+#[test]
+fn readme_sample_output_is_what_the_first_command_prints() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let start = readme
+        .find("```\nscenario  approval-turn")
+        .expect("README shows the sample report");
+    let body = &readme[start + 4..];
+    let shown = &body[..body.find("```").unwrap()];
+    let o = sim(&["run", "scenarios/letta/approval_turn.toml", "--seed", "1"]);
+    assert_eq!(stdout(&o), shown, "update README.md's sample output");
+}
