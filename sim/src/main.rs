@@ -662,7 +662,7 @@ struct Measured {
 fn measure(
     scenario: &Scenario,
     seeds: u64,
-    base: Option<&loopsim::harness::letta::swarm::Baseline>,
+    base: Option<&loopsim::harness::system::Baseline>,
     label: String,
 ) -> Result<Measured, InputError> {
     let started = Instant::now();

@@ -13,11 +13,10 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use super::faults::Fault;
-use super::letta::swarm::{self, Baseline};
 use super::report::{self, FailureKind, Verdict};
 use super::run::run_scenario;
 use super::scenario::{InputError, Scenario};
-use super::system::System;
+use super::system::{Baseline, System};
 
 /// What to sweep.
 #[derive(Debug, Clone)]
@@ -212,7 +211,8 @@ pub fn baseline(scenario: &Scenario) -> Result<Baseline, InputError> {
 pub fn with_swarm(scenario: &Scenario, seed: u64, baseline: &Baseline) -> Scenario {
     let mut s = scenario.clone();
     s.faults.extend(
-        swarm::plan(seed, baseline)
+        baseline
+            .plan(seed)
             .into_iter()
             .map(|f| Spanned::new(0..0, f)),
     );

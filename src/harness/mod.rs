@@ -19,6 +19,8 @@ pub mod run;
 pub mod scenario;
 pub mod serve;
 pub mod shrink;
+pub mod swarm;
 pub mod system;
 pub mod tcp;
 pub mod trace;
+pub mod world;

@@ -1,22 +1,16 @@
-//! The client invariants of DESIGN.md §5 (issue 4, docs/invariants.md): oracles over the trace
-//! of a Letta run with the faithful client. Pure: they read a finished trace and nothing else.
-//! `lock-safety` is shared with the agent loop (same statement, its own checker per system).
+//! The Letta client's oracles (DESIGN.md §5, docs/invariants.md) over the trace of a Letta run.
+//! Pure: they read a finished trace and nothing else. `lock-safety` is shared with the agent
+//! loop: same statement, its own checker per system.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::port::observe::{HistoryEntry, Observation};
 
-use crate::harness::invariants::{LOCK_SAFETY, Violation};
+use crate::harness::invariants::{
+    APPROVAL_ATTRIBUTION, ARGS_INTACT, BUDGET_RESPECTED, LOCK_SAFETY, NO_DOUBLE_EXECUTION,
+    RESULTS_ORDERED, STOP_REASON_CONSISTENT, STREAM_GAPLESS, Violation,
+};
 use crate::harness::trace::TraceEvent;
-
-pub const NO_DOUBLE_EXECUTION: &str = "no-double-execution";
-pub const STREAM_GAPLESS: &str = "stream-gapless";
-pub const STOP_REASON_CONSISTENT: &str = "stop-reason-consistent";
-pub const ARGS_INTACT: &str = "args-intact";
-pub const BUDGET_RESPECTED: &str = "budget-respected";
-pub const APPROVAL_ATTRIBUTION: &str = "approval-attribution";
-pub const RESULTS_ORDERED: &str = "results-ordered";
-// `lock-safety` is shared with the agent loop: same statement, its own checker per system.
 
 /// An invariant's checker.
 pub type Checker = fn(&[TraceEvent]) -> Vec<Violation>;
