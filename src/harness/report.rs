@@ -182,6 +182,29 @@ impl RunReport {
             self.events, self.end_ms, self.trace_hash
         );
         let _ = writeln!(s, "invariants");
+        self.render_invariants(&mut s);
+        match &self.verdict {
+            Verdict::Pass => {
+                let _ = writeln!(s, "verdict   PASS");
+            }
+            Verdict::Correctness => {
+                let _ = writeln!(s, "verdict   FAIL (correctness)");
+            }
+            Verdict::Liveness(_) => {
+                let _ = writeln!(s, "verdict   FAIL (liveness)");
+            }
+            Verdict::Crash(p) => {
+                let _ = writeln!(s, "verdict   CRASH: {p}");
+            }
+        }
+        if self.verdict != Verdict::Pass {
+            let _ = writeln!(s, "reproduce {}", self.repro_command());
+        }
+        s
+    }
+
+    /// One line per invariant (pass, FAIL with its violations, XFAIL, XPASS).
+    fn render_invariants(&self, s: &mut String) {
         let trace_lines: Vec<&str> = self.trace_text.lines().collect();
         for (id, violations) in &self.invariants {
             if let Some((_, finding, failed)) = self.expected.iter().find(|(x, _, _)| x == id) {
@@ -221,23 +244,5 @@ impl RunReport {
                 }
             }
         }
-        match &self.verdict {
-            Verdict::Pass => {
-                let _ = writeln!(s, "verdict   PASS");
-            }
-            Verdict::Correctness => {
-                let _ = writeln!(s, "verdict   FAIL (correctness)");
-            }
-            Verdict::Liveness(_) => {
-                let _ = writeln!(s, "verdict   FAIL (liveness)");
-            }
-            Verdict::Crash(p) => {
-                let _ = writeln!(s, "verdict   CRASH: {p}");
-            }
-        }
-        if self.verdict != Verdict::Pass {
-            let _ = writeln!(s, "reproduce {}", self.repro_command());
-        }
-        s
     }
 }

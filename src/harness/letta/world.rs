@@ -380,18 +380,6 @@ fn restart_crashed_client(
 }
 
 fn client_config(scenario: &Scenario, seed: u64) -> Result<ClientConfig, InputError> {
-    let p = &scenario.permissions;
-    // Precedence: deny, then alwaysAsk, then ask, then allow (a deny rule is never overridden;
-    // an explicit deny beats alwaysAsk, letta-tests-and-real-client.md A.5.3).
-    let mut rules = Vec::new();
-    rules.extend(p.deny.iter().map(|t| (t.clone(), Permission::Deny)));
-    rules.extend(
-        p.always_ask
-            .iter()
-            .map(|t| (t.clone(), Permission::AlwaysAsk)),
-    );
-    rules.extend(p.ask.iter().map(|t| (t.clone(), Permission::Ask)));
-    rules.extend(p.allow.iter().map(|t| (t.clone(), Permission::Allow)));
     let tools = scenario
         .client
         .tools
@@ -406,7 +394,58 @@ fn client_config(scenario: &Scenario, seed: u64) -> Result<ClientConfig, InputEr
         })
         .collect();
     let c = &scenario.client;
-    let pl = &scenario.planted;
+    let (interrupts, crashes) = interrupts_and_crashes(scenario);
+    let defaults = Timers::default();
+    Ok(ClientConfig {
+        server_addr: format!("server:{SERVER_PORT}"),
+        agent_id: scenario.agent.id.clone(),
+        conversation_id: c.conversation.clone(),
+        client_tools: tools,
+        permissions: PermissionRules {
+            rules: permission_rules(scenario),
+            default: scenario.permission_default()?,
+        },
+        human: scenario.human_answers()?,
+        turns: c.turns.clone(),
+        seed: derive_seed(seed, "client"),
+        max_requests_per_turn: scenario.limits.requests_per_turn,
+        request_timeout: Duration::from_secs(30),
+        profile: Profile::from_name(scenario.scenario.client_profile.get_ref()).unwrap_or_default(),
+        mode: Mode::from_name(c.mode.get_ref()).unwrap_or_default(),
+        cwd: "/workspace".into(),
+        tool_ms: c.tool_ms.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+        default_tool_ms: c.default_tool_ms,
+        backfill: c.backfill,
+        timers: Timers {
+            eof_grace_ms: c.eof_grace_ms.unwrap_or(defaults.eof_grace_ms),
+            stall_ms: c.stall_ms.unwrap_or(defaults.stall_ms),
+            max_silence_ms: defaults.max_silence_ms,
+        },
+        interrupts,
+        crashes,
+        bugs: client_bugs(scenario),
+    })
+}
+
+/// The scenario's permission rules in precedence order: deny, then alwaysAsk, then ask, then
+/// allow (a deny rule is never overridden; an explicit deny beats alwaysAsk,
+/// letta-tests-and-real-client.md A.5.3).
+fn permission_rules(scenario: &Scenario) -> Vec<(String, Permission)> {
+    let p = &scenario.permissions;
+    let mut rules = Vec::new();
+    rules.extend(p.deny.iter().map(|t| (t.clone(), Permission::Deny)));
+    rules.extend(
+        p.always_ask
+            .iter()
+            .map(|t| (t.clone(), Permission::AlwaysAsk)),
+    );
+    rules.extend(p.ask.iter().map(|t| (t.clone(), Permission::Ask)));
+    rules.extend(p.allow.iter().map(|t| (t.clone(), Permission::Allow)));
+    rules
+}
+
+/// The plan's user interrupts and client-requested crashes, as the client's own plans.
+fn interrupts_and_crashes(scenario: &Scenario) -> (Vec<InterruptPlan>, Vec<CrashPlan>) {
     let mut interrupts = Vec::new();
     let mut crashes = Vec::new();
     for f in &scenario.faults {
@@ -439,45 +478,22 @@ fn client_config(scenario: &Scenario, seed: u64) -> Result<ClientConfig, InputEr
             _ => {}
         }
     }
-    let defaults = Timers::default();
-    Ok(ClientConfig {
-        server_addr: format!("server:{SERVER_PORT}"),
-        agent_id: scenario.agent.id.clone(),
-        conversation_id: c.conversation.clone(),
-        client_tools: tools,
-        permissions: PermissionRules {
-            rules,
-            default: scenario.permission_default()?,
-        },
-        human: scenario.human_answers()?,
-        turns: c.turns.clone(),
-        seed: derive_seed(seed, "client"),
-        max_requests_per_turn: scenario.limits.requests_per_turn,
-        request_timeout: Duration::from_secs(30),
-        profile: Profile::from_name(scenario.scenario.client_profile.get_ref()).unwrap_or_default(),
-        mode: Mode::from_name(c.mode.get_ref()).unwrap_or_default(),
-        cwd: "/workspace".into(),
-        tool_ms: c.tool_ms.iter().map(|(k, v)| (k.clone(), *v)).collect(),
-        default_tool_ms: c.default_tool_ms,
-        backfill: c.backfill,
-        timers: Timers {
-            eof_grace_ms: c.eof_grace_ms.unwrap_or(defaults.eof_grace_ms),
-            stall_ms: c.stall_ms.unwrap_or(defaults.stall_ms),
-            max_silence_ms: defaults.max_silence_ms,
-        },
-        interrupts,
-        crashes,
-        bugs: ClientBugs {
-            nondeterministic_otids: pl.client_nondeterministic_otids,
-            waits_forever_on_silence: pl.client_waits_forever_on_silence,
-            reexecute_pending_on_restart: pl.client_reexecute_pending_on_restart,
-            resume_from_zero: pl.client_resume_from_zero,
-            drop_approvals_on_resume: pl.client_drop_approvals_on_resume,
-            braces_args_fallback: pl.client_braces_args_fallback,
-            unbounded_busy_retries: pl.client_unbounded_busy_retries,
-            stale_denial_as_user: pl.client_stale_denial_as_user,
-            results_in_completion_order: pl.client_results_in_completion_order,
-            no_resource_locks: pl.client_no_resource_locks,
-        },
-    })
+    (interrupts, crashes)
+}
+
+/// The client defects the scenario plants.
+fn client_bugs(scenario: &Scenario) -> ClientBugs {
+    let pl = &scenario.planted;
+    ClientBugs {
+        nondeterministic_otids: pl.client_nondeterministic_otids,
+        waits_forever_on_silence: pl.client_waits_forever_on_silence,
+        reexecute_pending_on_restart: pl.client_reexecute_pending_on_restart,
+        resume_from_zero: pl.client_resume_from_zero,
+        drop_approvals_on_resume: pl.client_drop_approvals_on_resume,
+        braces_args_fallback: pl.client_braces_args_fallback,
+        unbounded_busy_retries: pl.client_unbounded_busy_retries,
+        stale_denial_as_user: pl.client_stale_denial_as_user,
+        results_in_completion_order: pl.client_results_in_completion_order,
+        no_resource_locks: pl.client_no_resource_locks,
+    }
 }
