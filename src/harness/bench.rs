@@ -12,11 +12,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::explore::{baseline, with_swarm};
-use super::letta::swarm::Baseline;
 use super::letta::{bare, world};
 use super::report::exit;
 use super::run::run_scenario;
 use super::scenario::{InputError, Scenario};
+use super::system::Baseline;
 use crate::model::letta::server::ExchangeLog;
 
 /// What to measure.

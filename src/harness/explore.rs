@@ -13,11 +13,10 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use super::faults::Fault;
-use super::letta::swarm::{self, Baseline};
-use super::report::{self, FailureKind, Verdict};
+use super::report::{self, FailureKind, RunReport, Verdict};
 use super::run::run_scenario;
 use super::scenario::{InputError, Scenario};
-use super::system::System;
+use super::system::{Baseline, System};
 
 /// What to sweep.
 #[derive(Debug, Clone)]
@@ -212,7 +211,8 @@ pub fn baseline(scenario: &Scenario) -> Result<Baseline, InputError> {
 pub fn with_swarm(scenario: &Scenario, seed: u64, baseline: &Baseline) -> Scenario {
     let mut s = scenario.clone();
     s.faults.extend(
-        swarm::plan(seed, baseline)
+        baseline
+            .plan(seed)
             .into_iter()
             .map(|f| Spanned::new(0..0, f)),
     );
@@ -253,8 +253,8 @@ pub fn explore(
     let total = work.len() as u64;
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
-    type Slot = Option<Result<(Option<Failure>, Vec<&'static str>, Vec<String>), InputError>>;
-    let results: Vec<Mutex<Slot>> = work.iter().map(|_| Mutex::new(None)).collect();
+    let results: Vec<Mutex<Option<Result<SeedResult, InputError>>>> =
+        work.iter().map(|_| Mutex::new(None)).collect();
 
     let worker = || {
         loop {
@@ -262,58 +262,7 @@ pub fn explore(
             let Some(&(si, seed)) = work.get(i) else {
                 break;
             };
-            let base = &scenarios[si];
-            let scenario = match &baselines[si] {
-                Some(b) => with_swarm(base, seed, b),
-                None => base.clone(),
-            };
-            let runs = if options.determinism_every > 0 && seed % options.determinism_every == 0 {
-                2
-            } else {
-                1
-            };
-            let r = run_scenario(&scenario, seed, runs).map(|report| {
-                let failure = (report.verdict != Verdict::Pass).then(|| {
-                    let failed: Vec<_> = report
-                        .invariants
-                        .iter()
-                        .filter(|(_, v)| !v.is_empty())
-                        .collect();
-                    let kind = report.verdict.failure_kind().expect("not a pass");
-                    let (invariants, message) = match &report.verdict {
-                        Verdict::Crash(p) => (vec!["crash".to_string()], p.clone()),
-                        _ => (
-                            failed.iter().map(|(id, _)| id.to_string()).collect(),
-                            failed
-                                .first()
-                                .and_then(|(_, v)| v.first())
-                                .map(|v| v.message.clone())
-                                .unwrap_or_default(),
-                        ),
-                    };
-                    Failure {
-                        scenario: base.path.display().to_string(),
-                        seed,
-                        kind,
-                        invariants,
-                        message,
-                        plan: scenario
-                            .faults
-                            .iter()
-                            .map(|f| f.get_ref().to_string())
-                            .collect(),
-                        trace_hash: report.trace_hash.clone(),
-                        reproduce: reproduce_command(base, seed, options.swarm),
-                    }
-                });
-                let findings: Vec<String> = report
-                    .expected
-                    .iter()
-                    .filter(|(_, _, failed)| *failed)
-                    .map(|(_, f, _)| f.clone())
-                    .collect();
-                (failure, report.goals.clone(), findings)
-            });
+            let r = run_seed(&scenarios[si], baselines[si].as_ref(), seed, options);
             *results[i].lock().unwrap() = Some(r);
             let d = done.fetch_add(1, Ordering::SeqCst) as u64 + 1;
             progress(d, total);
@@ -329,7 +278,97 @@ pub fn explore(
             }
         });
     }
+    let results = results
+        .into_iter()
+        .map(|slot| slot.into_inner().unwrap().expect("every seed ran"));
+    assemble(scenarios, options, results)
+}
 
+/// What one seed of a sweep gave: its failure, if it failed; the coverage goals it reached;
+/// the findings it showed as expected failures.
+struct SeedResult {
+    failure: Option<Failure>,
+    goals: Vec<&'static str>,
+    findings: Vec<String>,
+}
+
+/// Runs one seed of `base` (with the seed's swarm plan when there is a baseline).
+fn run_seed(
+    base: &Scenario,
+    baseline: Option<&Baseline>,
+    seed: u64,
+    options: &ExploreOptions,
+) -> Result<SeedResult, InputError> {
+    let scenario = match baseline {
+        Some(b) => with_swarm(base, seed, b),
+        None => base.clone(),
+    };
+    let runs = if options.determinism_every > 0 && seed.is_multiple_of(options.determinism_every) {
+        2
+    } else {
+        1
+    };
+    let report = run_scenario(&scenario, seed, runs)?;
+    let failure = (report.verdict != Verdict::Pass).then(|| Failure {
+        scenario: base.path.display().to_string(),
+        seed,
+        kind: report.verdict.failure_kind().expect("not a pass"),
+        invariants: failed_invariants(&report),
+        message: first_message(&report),
+        plan: scenario
+            .faults
+            .iter()
+            .map(|f| f.get_ref().to_string())
+            .collect(),
+        trace_hash: report.trace_hash.clone(),
+        reproduce: reproduce_command(base, seed, options.swarm),
+    });
+    let findings = report
+        .expected
+        .iter()
+        .filter(|(_, _, failed)| *failed)
+        .map(|(_, f, _)| f.clone())
+        .collect();
+    Ok(SeedResult {
+        failure,
+        goals: report.goals,
+        findings,
+    })
+}
+
+/// The ids of the invariants a failing run broke (`crash` for a caught panic).
+fn failed_invariants(report: &RunReport) -> Vec<String> {
+    match &report.verdict {
+        Verdict::Crash(_) => vec!["crash".to_string()],
+        _ => report
+            .invariants
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(id, _)| id.to_string())
+            .collect(),
+    }
+}
+
+/// The panic of a crash, or the first violation's message.
+fn first_message(report: &RunReport) -> String {
+    match &report.verdict {
+        Verdict::Crash(p) => p.clone(),
+        _ => report
+            .invariants
+            .iter()
+            .find(|(_, v)| !v.is_empty())
+            .and_then(|(_, v)| v.first())
+            .map(|v| v.message.clone())
+            .unwrap_or_default(),
+    }
+}
+
+/// The sweep's report from its seeds' results, in (scenario, seed) order.
+fn assemble(
+    scenarios: &[Scenario],
+    options: &ExploreOptions,
+    results: impl Iterator<Item = Result<SeedResult, InputError>>,
+) -> Result<ExploreReport, InputError> {
     let mut report = ExploreReport {
         format: 1,
         scenarios: scenarios
@@ -349,9 +388,12 @@ pub fn explore(
             .collect(),
         expected: BTreeMap::new(),
     };
-    for slot in results {
-        let r = slot.into_inner().unwrap().expect("every seed ran");
-        let (failure, goals, findings) = r?;
+    for r in results {
+        let SeedResult {
+            failure,
+            goals,
+            findings,
+        } = r?;
         report.runs += 1;
         match failure {
             Some(f) => report.failures.push(f),

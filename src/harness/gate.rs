@@ -13,11 +13,12 @@ use super::explore::{ExploreOptions, ExploreReport, explore};
 use super::report::{self, FailureKind};
 use super::run::run_scenario;
 use super::scenario::{InputError, Scenario};
+use super::trace::first_divergence;
 
 /// What the gate runs.
 #[derive(Debug, Clone)]
 pub struct GateOptions {
-    /// The repository root (scenarios/, tests/snapshots/ are found from here).
+    /// The repository root (scenarios/ and the snapshots under tests/ are found from here).
     pub root: PathBuf,
     /// Seeds `0..fixed_seeds` for every scenario.
     pub fixed_seeds: u64,
@@ -85,188 +86,289 @@ pub fn run_gate(
     } else {
         &options.root
     };
-    let mut cases = Vec::new();
-    // The failure kinds behind each case, for the exit code.
-    let mut case_kinds: Vec<Vec<FailureKind>> = Vec::new();
-    let mut sweeps = Vec::new();
     let mut ranges = vec![[0, options.fixed_seeds]];
     if let Some(c) = &options.commit {
         let start = commit_seed_start(c);
         ranges.push([start, start + options.commit_seeds]);
     }
+    let bundled = BUNDLED_DIRS
+        .iter()
+        .flat_map(|d| toml_files(&root.join(d)))
+        .map(|file| Ok((Scenario::load(&file)?, file)))
+        .collect::<Result<Vec<_>, InputError>>()?;
 
+    // Each case, with the failure kinds it stands for when it fails (for the exit code).
+    let mut cases: Vec<(Case, Vec<FailureKind>)> = Vec::new();
+    let mut sweeps = Vec::new();
     // 1. Sweeps: every bundled scenario, swarm faults on, must pass.
-    let bundled = BUNDLED_DIRS.iter().flat_map(|d| toml_files(&root.join(d)));
-    for file in bundled {
-        let scenario = Scenario::load(&file)?;
-        let name = file.display().to_string();
+    for (scenario, file) in &bundled {
         for range in &ranges {
-            progress(&format!("sweep {name} seeds {}..{}", range[0], range[1]));
-            let report = explore(
-                std::slice::from_ref(&scenario),
-                &ExploreOptions {
-                    seeds: range[0]..range[1],
-                    jobs: options.jobs,
-                    shard: None,
-                    swarm: true,
-                    determinism_every: options.determinism_every,
-                },
-                &|_, _| {},
-            )?;
-            let ok = report.failures.is_empty();
-            let mut message = format!(
-                "{} seeds, {} passed, {} failed",
-                report.runs,
-                report.passed,
-                report.failures.len()
-            );
-            for f in report.failures.iter().take(5) {
-                let _ = write!(
-                    message,
-                    "\nseed {} failed {}: {}\n  reproduce: {}",
-                    f.seed,
-                    f.invariants.join(","),
-                    f.message.lines().next().unwrap_or(""),
-                    f.reproduce
-                );
-            }
-            let unreached = report.unreached();
-            if !unreached.is_empty() {
-                let _ = write!(message, "\nnever reached: {}", unreached.join(", "));
-            }
-            cases.push(Case {
-                suite: "sweep".into(),
-                name: format!("{name} seeds {}..{}", range[0], range[1]),
-                ok,
-                message,
-            });
-            case_kinds.push(report.failures.iter().map(|f| f.kind).collect());
+            let report = sweep(scenario, file, *range, options, progress)?;
+            cases.push((
+                sweep_case(&report, file, *range),
+                report.failures.iter().map(|f| f.kind).collect(),
+            ));
             sweeps.push(report);
         }
     }
-
     // 2. Canaries: each planted defect must be caught by exactly the invariants it names.
     for file in toml_files(&root.join("scenarios/planted")) {
-        let scenario = Scenario::load(&file)?;
-        let name = file.display().to_string();
-        progress(&format!("canary {name}"));
-        let expected = scenario.planted.expected_failures();
-        let report = explore(
-            std::slice::from_ref(&scenario),
-            &ExploreOptions {
-                seeds: 0..options.canary_seeds,
-                jobs: options.jobs,
-                shard: None,
-                swarm: false,
-                determinism_every: 1,
-            },
-            &|_, _| {},
-        )?;
-        let caught = report.by_invariant();
-        let missed: Vec<&str> = expected
-            .iter()
-            .copied()
-            .filter(|id| !caught.contains_key(*id))
-            .collect();
-        let ok = !expected.is_empty() && missed.is_empty();
-        let message = if expected.is_empty() {
-            "plants nothing: every file in scenarios/planted/ must switch on a [planted] defect"
-                .into()
-        } else if missed.is_empty() {
-            format!(
-                "caught by {} in {} of {} seeds",
-                expected.join(", "),
-                report.failures.len(),
-                report.runs
-            )
-        } else {
-            format!(
-                "NOT caught: {} (expected to fail in seeds 0..{})",
-                missed.join(", "),
-                options.canary_seeds
-            )
-        };
-        cases.push(Case {
-            suite: "canary".into(),
-            name,
-            ok,
-            message,
-        });
-        case_kinds.push(vec![FailureKind::Correctness]);
+        progress(&format!("canary {}", file.display()));
+        let case = canary_case(&Scenario::load(&file)?, &file, options)?;
+        cases.push((case, vec![FailureKind::Correctness]));
     }
-
     // 3. Snapshots: traces of bundled scenarios that insta snapshots pin.
-    for (snap, scenario_file, seed) in SNAPSHOTS {
-        progress(&format!("snapshot {snap}"));
-        let snap_path = root.join("tests/snapshots").join(snap);
-        let expected = std::fs::read_to_string(&snap_path)
-            .ok()
-            .map(|t| snapshot_body(&t));
-        let scenario = Scenario::load(&root.join(scenario_file))?;
-        let report = run_scenario(&scenario, *seed, 1)?;
-        let (ok, message) = match expected {
-            None => (
-                false,
-                format!("snapshot {} is missing", snap_path.display()),
-            ),
-            Some(e) if e == report.trace_text.trim_end() => {
-                (true, format!("{} events match", report.events))
-            }
-            Some(e) => {
-                let d = super::trace::first_divergence(&e, report.trace_text.trim_end());
-                (
-                    false,
-                    match d {
-                        Some((line, l, r)) => format!(
-                            "trace differs from the snapshot at line {line}:\n  snapshot: {l}\n  now:      {r}"
-                        ),
-                        None => "trace differs from the snapshot".into(),
-                    },
-                )
-            }
-        };
-        cases.push(Case {
-            suite: "snapshot".into(),
-            name: format!("{scenario_file} seed {seed}"),
-            ok,
-            message,
-        });
-        case_kinds.push(vec![FailureKind::Correctness]);
+    for case in snapshot_cases(root, &bundled, progress)? {
+        cases.push((case, vec![FailureKind::Correctness]));
     }
 
     // A failed sweep counts with its seeds' failure kinds; a canary not caught or a snapshot
     // that differs is a correctness failure of the gate.
     let kinds: Vec<FailureKind> = cases
         .iter()
-        .zip(&case_kinds)
         .filter(|(c, _)| !c.ok)
         .flat_map(|(_, k)| k.iter().copied())
         .collect();
-    let exit_code = report::exit_code_of(kinds);
     Ok(GateReport {
         format: 1,
         commit: options.commit.clone(),
         seeds: ranges,
-        cases,
+        cases: cases.into_iter().map(|(c, _)| c).collect(),
         sweeps,
-        exit_code,
+        exit_code: report::exit_code_of(kinds),
     })
 }
 
-/// Snapshots the gate checks: (insta file, scenario, seed).
-pub const SNAPSHOTS: &[(&str, &str, u64)] = &[
-    (
-        "skeleton__approval_turn_seed_1.snap",
-        "scenarios/letta/approval_turn.toml",
-        1,
-    ),
-    // ---- agent loop (issue 5) ----
-    (
-        "loop_harness__loop_parallel_conflicts_seed_1.snap",
-        "scenarios/kimi/parallel_conflicts.toml",
-        1,
-    ),
-];
+/// One swarm sweep of a bundled scenario over a seed range.
+fn sweep(
+    scenario: &Scenario,
+    file: &Path,
+    range: [u64; 2],
+    options: &GateOptions,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<ExploreReport, InputError> {
+    progress(&format!(
+        "sweep {} seeds {}..{}",
+        file.display(),
+        range[0],
+        range[1]
+    ));
+    explore(
+        std::slice::from_ref(scenario),
+        &ExploreOptions {
+            seeds: range[0]..range[1],
+            jobs: options.jobs,
+            shard: None,
+            swarm: true,
+            determinism_every: options.determinism_every,
+        },
+        &|_, _| {},
+    )
+}
+
+/// A sweep's case: passed when no seed failed; the first failures with their reproduce lines,
+/// and the goals it never reached.
+fn sweep_case(report: &ExploreReport, file: &Path, range: [u64; 2]) -> Case {
+    let mut message = format!(
+        "{} seeds, {} passed, {} failed",
+        report.runs,
+        report.passed,
+        report.failures.len()
+    );
+    for f in report.failures.iter().take(5) {
+        let _ = write!(
+            message,
+            "\nseed {} failed {}: {}\n  reproduce: {}",
+            f.seed,
+            f.invariants.join(","),
+            f.message.lines().next().unwrap_or(""),
+            f.reproduce
+        );
+    }
+    let unreached = report.unreached();
+    if !unreached.is_empty() {
+        let _ = write!(message, "\nnever reached: {}", unreached.join(", "));
+    }
+    Case {
+        suite: "sweep".into(),
+        name: format!("{} seeds {}..{}", file.display(), range[0], range[1]),
+        ok: report.failures.is_empty(),
+        message,
+    }
+}
+
+/// A canary's case: passed when its planted defect is caught by every invariant it names.
+fn canary_case(
+    scenario: &Scenario,
+    file: &Path,
+    options: &GateOptions,
+) -> Result<Case, InputError> {
+    let expected = scenario.planted.expected_failures();
+    let report = explore(
+        std::slice::from_ref(scenario),
+        &ExploreOptions {
+            seeds: 0..options.canary_seeds,
+            jobs: options.jobs,
+            shard: None,
+            swarm: false,
+            determinism_every: 1,
+        },
+        &|_, _| {},
+    )?;
+    let caught = report.by_invariant();
+    let missed: Vec<&str> = expected
+        .iter()
+        .copied()
+        .filter(|id| !caught.contains_key(*id))
+        .collect();
+    let message = if expected.is_empty() {
+        "plants nothing: every file in scenarios/planted/ must switch on a [planted] defect".into()
+    } else if missed.is_empty() {
+        format!(
+            "caught by {} in {} of {} seeds",
+            expected.join(", "),
+            report.failures.len(),
+            report.runs
+        )
+    } else {
+        format!(
+            "NOT caught: {} (expected to fail in seeds 0..{})",
+            missed.join(", "),
+            options.canary_seeds
+        )
+    };
+    Ok(Case {
+        suite: "canary".into(),
+        name: file.display().to_string(),
+        ok: !expected.is_empty() && missed.is_empty(),
+        message,
+    })
+}
+
+/// An insta snapshot that pins the trace of a bundled scenario at one seed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceSnapshot {
+    /// The `.snap` file.
+    pub file: PathBuf,
+    /// The scenario file it pins.
+    pub scenario: PathBuf,
+    pub seed: u64,
+}
+
+/// The trace snapshots under `root/tests` (in any `snapshots/` folder, where insta writes
+/// them), in the order of the bundled scenarios, then seed. insta names a snapshot
+/// `<module>__<name>.snap`; a snapshot pins a bundled scenario's trace when its name is the
+/// scenario's `[scenario] name` (with `_` for `-`) followed by `_seed_<N>`. Other snapshots
+/// are not the gate's.
+pub fn trace_snapshots(root: &Path, bundled: &[(Scenario, PathBuf)]) -> Vec<TraceSnapshot> {
+    let mut found = Vec::new();
+    for file in snap_files(&root.join("tests")) {
+        let Some(stem) = file.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        let name = stem.rsplit_once("__").map_or(stem, |(_, n)| n);
+        let Some((scenario_name, seed)) = name.rsplit_once("_seed_") else {
+            continue;
+        };
+        let Ok(seed) = seed.parse::<u64>() else {
+            continue;
+        };
+        let Some(index) = bundled
+            .iter()
+            .position(|(s, _)| s.scenario.name.replace('-', "_") == scenario_name)
+        else {
+            continue;
+        };
+        found.push((index, seed, file));
+    }
+    found.sort();
+    found
+        .into_iter()
+        .map(|(index, seed, file)| TraceSnapshot {
+            file,
+            scenario: bundled[index].1.clone(),
+            seed,
+        })
+        .collect()
+}
+
+/// Every `.snap` file in a `snapshots/` folder under `dir`, sorted.
+fn snap_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "snap")
+                && d.file_name().is_some_and(|n| n == "snapshots")
+            {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// One case per trace snapshot, or one failing case when there is none.
+fn snapshot_cases(
+    root: &Path,
+    bundled: &[(Scenario, PathBuf)],
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<Vec<Case>, InputError> {
+    let snapshots = trace_snapshots(root, bundled);
+    if snapshots.is_empty() {
+        return Ok(vec![Case {
+            suite: "snapshot".into(),
+            name: "tests/**/snapshots".into(),
+            ok: false,
+            message: "no insta snapshot pins the trace of a bundled scenario".into(),
+        }]);
+    }
+    snapshots
+        .iter()
+        .map(|snap| {
+            progress(&format!("snapshot {}", snap.file.display()));
+            snapshot_case(snap)
+        })
+        .collect()
+}
+
+/// A snapshot's case: passed when the scenario's trace at the seed is the snapshot's body.
+fn snapshot_case(snap: &TraceSnapshot) -> Result<Case, InputError> {
+    let expected = std::fs::read_to_string(&snap.file)
+        .ok()
+        .map(|t| snapshot_body(&t));
+    let report = run_scenario(&Scenario::load(&snap.scenario)?, snap.seed, 1)?;
+    let (ok, message) = match expected {
+        None => (
+            false,
+            format!("snapshot {} is missing", snap.file.display()),
+        ),
+        Some(e) if e == report.trace_text.trim_end() => {
+            (true, format!("{} events match", report.events))
+        }
+        Some(e) => (
+            false,
+            match first_divergence(&e, report.trace_text.trim_end()) {
+                Some((line, l, r)) => format!(
+                    "trace differs from the snapshot at line {line}:\n  snapshot: {l}\n  now:      {r}"
+                ),
+                None => "trace differs from the snapshot".into(),
+            },
+        ),
+    };
+    Ok(Case {
+        suite: "snapshot".into(),
+        name: format!("{} seed {}", snap.scenario.display(), snap.seed),
+        ok,
+        message,
+    })
+}
 
 /// The body of an insta snapshot file (after its `---` header).
 fn snapshot_body(text: &str) -> String {
@@ -346,5 +448,34 @@ impl GateReport {
         }
         s.push_str("</testsuites>\n");
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gate_finds_the_trace_snapshots_of_bundled_scenarios() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let bundled: Vec<(Scenario, PathBuf)> = BUNDLED_DIRS
+            .iter()
+            .flat_map(|d| toml_files(&root.join(d)))
+            .map(|f| (Scenario::load(&f).unwrap(), f))
+            .collect();
+        let found: Vec<(String, u64)> = trace_snapshots(root, &bundled)
+            .into_iter()
+            .map(|s| {
+                let file = s.scenario.strip_prefix(root).unwrap();
+                (file.display().to_string(), s.seed)
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("scenarios/letta/approval_turn.toml".to_string(), 1),
+                ("scenarios/kimi/parallel_conflicts.toml".to_string(), 1),
+            ]
+        );
     }
 }

@@ -1,32 +1,7 @@
-//! Oracles over the trace. Each invariant has a stable id (DESIGN.md §5, docs/invariants.md)
-//! and returns the violations it found, each pointing at the event that broke it.
-//!
-//! Pure: they read a finished trace and nothing else.
-
-use std::collections::BTreeMap;
-
-use crate::model::port::observe::{HistoryEntry, Observation};
-
-use super::trace::TraceEvent;
-
-/// Stable invariant ids.
-pub const TOOL_CALL_RESOLVED: &str = "tool-call-resolved";
-pub const DETERMINISTIC: &str = "deterministic";
-/// Liveness: after the world heals, every user turn reaches a terminal state in the budget.
-pub const TURN_TERMINATES: &str = "turn-terminates";
-// ---- agent loop (issue 5): oracles in `loop_invariants` ----
-/// Agent loop: step envelopes well formed, tool results in provider order, usage totals.
-pub const LOOP_ENVELOPE: &str = "loop-envelope";
-/// Agent loop: conflicting tool executions never overlap in simulated time.
-pub const LOCK_SAFETY: &str = "lock-safety";
-pub use super::kimi::invariants::{lock_safety, loop_envelope};
-// ---- client model (issue 4): oracles in `client_invariants` ----
-pub use super::letta::client_invariants::{
-    APPROVAL_ATTRIBUTION, ARGS_INTACT, BUDGET_RESPECTED, Checker, NO_DOUBLE_EXECUTION,
-    RESULTS_ORDERED, STOP_REASON_CONSISTENT, STREAM_GAPLESS, approval_attribution, args_intact,
-    budget_respected, client_invariants, client_lock_safety, no_double_execution, results_ordered,
-    stop_reason_consistent, stream_gapless,
-};
+//! The invariant framework: a [`Violation`] and the catalogue of stable invariant ids
+//! (DESIGN.md §5, docs/invariants.md). Each system's oracles live in its own folder
+//! (`letta::invariants`, `letta::client_invariants`, `kimi::invariants`); they return the
+//! violations they found, each pointing at the event that broke it.
 
 /// One broken invariant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,238 +12,36 @@ pub struct Violation {
     pub message: String,
 }
 
-/// `tool-call-resolved`: every tool call the server asked the client about gets exactly one
-/// resolution (a tool return or a denial) in the server's history, and none is left dangling
-/// when a new turn starts. Calls still pending when the run ends are not violations here (a
-/// paused turn is legitimate); they are listed by [`pending_tool_calls`].
-pub fn tool_call_resolved(events: &[TraceEvent]) -> Vec<Violation> {
-    #[derive(PartialEq)]
-    enum State {
-        Open,
-        Resolved(usize),
-    }
-    let mut out = Vec::new();
-    // conversation → (tool_call_id → state), in the order calls were made.
-    let mut calls: BTreeMap<String, Vec<(String, State)>> = BTreeMap::new();
-    for (i, e) in events.iter().enumerate() {
-        let Observation::History {
-            conversation_id,
-            entry,
-        } = &e.obs
-        else {
-            continue;
-        };
-        let conv = calls.entry(conversation_id.clone()).or_default();
-        match entry {
-            HistoryEntry::ToolCall { tool_call_id, .. } => {
-                conv.push((tool_call_id.clone(), State::Open));
-            }
-            HistoryEntry::ToolReturn { tool_call_id, .. }
-            | HistoryEntry::Denial { tool_call_id, .. }
-            | HistoryEntry::Settled { tool_call_id, .. } => {
-                match conv.iter_mut().rev().find(|(id, _)| id == tool_call_id) {
-                    None => out.push(Violation {
-                        invariant: TOOL_CALL_RESOLVED,
-                        event: Some(i),
-                        message: format!(
-                            "conversation {conversation_id}: resolution for tool call {tool_call_id}, which the server never asked about"
-                        ),
-                    }),
-                    Some((_, State::Resolved(first))) => out.push(Violation {
-                        invariant: TOOL_CALL_RESOLVED,
-                        event: Some(i),
-                        message: format!(
-                            "conversation {conversation_id}: tool call {tool_call_id} resolved twice (first at event {})",
-                            *first + 1
-                        ),
-                    }),
-                    Some((_, state)) => *state = State::Resolved(i),
-                }
-            }
-            HistoryEntry::User { .. } => {
-                for (id, state) in conv.iter() {
-                    if *state == State::Open {
-                        out.push(Violation {
-                            invariant: TOOL_CALL_RESOLVED,
-                            event: Some(i),
-                            message: format!(
-                                "conversation {conversation_id}: a new user turn started while tool call {id} was unresolved"
-                            ),
-                        });
-                    }
-                }
-                // Report each dangling call once.
-                for (_, state) in conv.iter_mut() {
-                    if *state == State::Open {
-                        *state = State::Resolved(i);
-                    }
-                }
-            }
-            HistoryEntry::Assistant { .. } => {}
-        }
-    }
-    out
-}
-
-/// Tool calls without a resolution at the end of the trace: (conversation, tool_call_id).
-pub fn pending_tool_calls(events: &[TraceEvent]) -> Vec<(String, String)> {
-    let mut open: Vec<(String, String)> = Vec::new();
-    for e in events {
-        if let Observation::History {
-            conversation_id,
-            entry,
-        } = &e.obs
-        {
-            match entry {
-                HistoryEntry::ToolCall { tool_call_id, .. } => {
-                    open.push((conversation_id.clone(), tool_call_id.clone()))
-                }
-                HistoryEntry::ToolReturn { tool_call_id, .. }
-                | HistoryEntry::Denial { tool_call_id, .. }
-                | HistoryEntry::Settled { tool_call_id, .. } => {
-                    open.retain(|(c, id)| !(c == conversation_id && id == tool_call_id))
-                }
-                HistoryEntry::User { .. } => open.retain(|(c, _)| c != conversation_id),
-                HistoryEntry::Assistant { .. } => {}
-            }
-        }
-    }
-    open
-}
-
-// ---- server invariants (issue 3) --------------------------------------------------------
-
+/// Every tool call the server asked about gets exactly one resolution.
+pub const TOOL_CALL_RESOLVED: &str = "tool-call-resolved";
+/// The same (scenario, seed, build) gives the same trace.
+pub const DETERMINISTIC: &str = "deterministic";
+/// Liveness: after the world heals, every user turn reaches a terminal state in the budget.
+pub const TURN_TERMINATES: &str = "turn-terminates";
+/// Agent loop: step envelopes well formed, tool results in provider order, usage totals.
+pub const LOOP_ENVELOPE: &str = "loop-envelope";
+/// Conflicting tool executions never overlap in simulated time (each system checks it).
+pub const LOCK_SAFETY: &str = "lock-safety";
+/// The server never starts two runs for one request token.
 pub const ONE_RUN_PER_REQUEST: &str = "one-run-per-request";
+/// A message the server acknowledged survives a server crash and restart.
 pub const DURABLE_ACK: &str = "durable-ack";
+/// Every request the server sends the provider is valid for it.
 pub const HISTORY_VALID: &str = "history-valid";
-
-/// `one-run-per-request`: the server never starts two runs for one request token (the same
-/// otids, letta-protocol.md §2.4). Runs without a token (foreground, local) are not compared.
-pub fn one_run_per_request(events: &[TraceEvent]) -> Vec<Violation> {
-    let mut seen: BTreeMap<&str, (&str, usize)> = BTreeMap::new();
-    let mut out = Vec::new();
-    for (i, e) in events.iter().enumerate() {
-        let Observation::RunStarted {
-            run_id,
-            request_token,
-            ..
-        } = &e.obs
-        else {
-            continue;
-        };
-        if request_token.is_empty() {
-            continue;
-        }
-        match seen.get(request_token.as_str()) {
-            Some((first, at)) => out.push(Violation {
-                invariant: ONE_RUN_PER_REQUEST,
-                event: Some(i),
-                message: format!(
-                    "request token {request_token} started a second run {run_id}; run {first} (event {}) already serves it",
-                    at + 1
-                ),
-            }),
-            None => {
-                seen.insert(request_token, (run_id, i));
-            }
-        }
-    }
-    out
-}
-
-/// `durable-ack`: what the server acknowledged before a crash is still in its store after the
-/// restart. Acknowledged = a history entry written (a message echoed), a run started, a chunk
-/// recorded; the restarted server reports what its store holds (`server_recovered`), and every
-/// conversation must hold at least as many history entries, and every run at least as many
-/// chunks, as were acknowledged before.
-pub fn durable_ack(events: &[TraceEvent]) -> Vec<Violation> {
-    let mut histories: BTreeMap<String, u64> = BTreeMap::new();
-    let mut chunks: BTreeMap<String, u64> = BTreeMap::new();
-    let mut out = Vec::new();
-    for (i, e) in events.iter().enumerate() {
-        match &e.obs {
-            Observation::History {
-                conversation_id, ..
-            } => *histories.entry(conversation_id.clone()).or_default() += 1,
-            Observation::RunStarted { run_id, .. } => {
-                chunks.entry(run_id.clone()).or_default();
-            }
-            Observation::ChunkRecorded { run_id, seq_id, .. } => {
-                let c = chunks.entry(run_id.clone()).or_default();
-                *c = (*c).max(*seq_id);
-            }
-            Observation::ServerRecovered {
-                histories: held,
-                runs,
-                ..
-            } => {
-                let parse = |list: &[String]| -> BTreeMap<String, u64> {
-                    list.iter()
-                        .filter_map(|s| s.rsplit_once('='))
-                        .map(|(k, v)| (k.to_string(), v.parse().unwrap_or(0)))
-                        .collect()
-                };
-                let held = parse(held);
-                let runs = parse(runs);
-                for (conv, acked) in &histories {
-                    let have = held.get(conv).copied().unwrap_or(0);
-                    if have < *acked {
-                        out.push(Violation {
-                            invariant: DURABLE_ACK,
-                            event: Some(i),
-                            message: format!(
-                                "conversation {conv}: {acked} history entries acknowledged before the crash, {have} after the restart"
-                            ),
-                        });
-                    }
-                }
-                for (run, acked) in &chunks {
-                    match runs.get(run) {
-                        None => out.push(Violation {
-                            invariant: DURABLE_ACK,
-                            event: Some(i),
-                            message: format!("run {run} was started before the crash and is gone after the restart"),
-                        }),
-                        Some(have) if have < acked => out.push(Violation {
-                            invariant: DURABLE_ACK,
-                            event: Some(i),
-                            message: format!(
-                                "run {run}: {acked} chunks recorded before the crash, {have} after the restart"
-                            ),
-                        }),
-                        Some(_) => {}
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
-/// `history-valid`: every request the server sent the provider was valid for it; the fake
-/// provider validates as the real API does (a tool use without its result is a 400) and
-/// reports each refusal.
-pub fn history_valid(events: &[TraceEvent]) -> Vec<Violation> {
-    events
-        .iter()
-        .enumerate()
-        .filter_map(|(i, e)| match &e.obs {
-            Observation::ProviderRejected {
-                call,
-                status,
-                message,
-            } => Some(Violation {
-                invariant: HISTORY_VALID,
-                event: Some(i),
-                message: format!(
-                    "the provider refused model call #{call} with {status}: {message}"
-                ),
-            }),
-            _ => None,
-        })
-        .collect()
-}
+/// A tool call's side effect happens at most once.
+pub const NO_DOUBLE_EXECUTION: &str = "no-double-execution";
+/// The chunks the client processed are the server's recorded chunks, gapless, in order.
+pub const STREAM_GAPLESS: &str = "stream-gapless";
+/// A run that emitted approval requests is acted on as `requires_approval`.
+pub const STOP_REASON_CONSISTENT: &str = "stop-reason-consistent";
+/// The arguments a tool ran with equal the arguments the provider produced.
+pub const ARGS_INTACT: &str = "args-intact";
+/// Retries stay within their budgets; delays follow the documented formulas.
+pub const BUDGET_RESPECTED: &str = "budget-respected";
+/// A denial no user made is never presented as the user's.
+pub const APPROVAL_ATTRIBUTION: &str = "approval-attribution";
+/// Approval results are sent in decision order.
+pub const RESULTS_ORDERED: &str = "results-ordered";
 
 /// Every invariant id `sim run` knows (a scenario's `[[expect]]` table names one of these).
 pub const ALL: [&str; 15] = [

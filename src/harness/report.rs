@@ -68,14 +68,23 @@ pub struct RunReport {
     /// (invariant id, violations); an empty list is a pass.
     pub invariants: Vec<(&'static str, Vec<Violation>)>,
     pub pending: Vec<(String, String)>,
-    /// client-model: invariants the scenario expects this profile to violate, with the
-    /// finding that explains it: (invariant, finding, whether it did fail).
+    /// Invariants the scenario expects this profile to violate, with the finding that explains
+    /// it: (invariant, finding, whether it did fail).
     pub expected: Vec<(&'static str, String, bool)>,
-    /// client-model: the client's requests (the conformance log).
+    /// The client's requests (the conformance log), for a system that keeps one.
     pub requests: Vec<crate::model::letta::client::backend::RequestRecord>,
     /// Coverage goals this run reached (`harness::coverage`).
     pub goals: Vec<&'static str>,
     pub verdict: Verdict,
+}
+
+/// What a scenario's expectations made of one run's invariants.
+#[derive(Debug, Default)]
+pub struct Expectations {
+    /// (invariant, finding, whether it did fail), as in [`RunReport::expected`].
+    pub expected: Vec<(&'static str, String, bool)>,
+    /// An invariant expected to fail held: the finding no longer reproduces.
+    pub unexpected_pass: bool,
 }
 
 /// The one spelling of the command that reproduces a seed: `path` is the scenario file, `flags`
@@ -173,9 +182,31 @@ impl RunReport {
             self.events, self.end_ms, self.trace_hash
         );
         let _ = writeln!(s, "invariants");
+        self.render_invariants(&mut s);
+        match &self.verdict {
+            Verdict::Pass => {
+                let _ = writeln!(s, "verdict   PASS");
+            }
+            Verdict::Correctness => {
+                let _ = writeln!(s, "verdict   FAIL (correctness)");
+            }
+            Verdict::Liveness(_) => {
+                let _ = writeln!(s, "verdict   FAIL (liveness)");
+            }
+            Verdict::Crash(p) => {
+                let _ = writeln!(s, "verdict   CRASH: {p}");
+            }
+        }
+        if self.verdict != Verdict::Pass {
+            let _ = writeln!(s, "reproduce {}", self.repro_command());
+        }
+        s
+    }
+
+    /// One line per invariant (pass, FAIL with its violations, XFAIL, XPASS).
+    fn render_invariants(&self, s: &mut String) {
         let trace_lines: Vec<&str> = self.trace_text.lines().collect();
         for (id, violations) in &self.invariants {
-            // client-model: expected failures.
             if let Some((_, finding, failed)) = self.expected.iter().find(|(x, _, _)| x == id) {
                 if *failed {
                     let _ = writeln!(
@@ -213,23 +244,5 @@ impl RunReport {
                 }
             }
         }
-        match &self.verdict {
-            Verdict::Pass => {
-                let _ = writeln!(s, "verdict   PASS");
-            }
-            Verdict::Correctness => {
-                let _ = writeln!(s, "verdict   FAIL (correctness)");
-            }
-            Verdict::Liveness(_) => {
-                let _ = writeln!(s, "verdict   FAIL (liveness)");
-            }
-            Verdict::Crash(p) => {
-                let _ = writeln!(s, "verdict   CRASH: {p}");
-            }
-        }
-        if self.verdict != Verdict::Pass {
-            let _ = writeln!(s, "reproduce {}", self.repro_command());
-        }
-        s
     }
 }

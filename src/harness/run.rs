@@ -1,41 +1,87 @@
-//! `sim run`: one scenario, one seed, run twice; invariants checked; a report and an exit code.
+//! `sim run`: one scenario, one seed, run `runs` times; invariants checked; a report and its
+//! verdict. The flow is the same for every system; what is particular to one (its world, its
+//! invariants, its liveness diagnosis, its expectations) it gets through [`System`].
 
+use super::coverage;
 use super::guard::guarded;
-use super::invariants::{self, DETERMINISTIC, TOOL_CALL_RESOLVED, TURN_TERMINATES, Violation};
-use super::letta::world::{RunOutput, run_once};
+use super::invariants::{DETERMINISTIC, TURN_TERMINATES, Violation};
 use super::report::{RunReport, Verdict};
 use super::scenario::{InputError, Scenario};
+use super::system::System;
 use super::trace::{first_divergence, hash_text, render_events};
-use crate::model::port::observe::Observation;
+use super::world::WorldRun;
 
-/// Runs the scenario once, turning panics anywhere in the world into `Err(message)`.
-fn run_guarded(scenario: &Scenario, seed: u64) -> Result<Result<RunOutput, String>, InputError> {
-    guarded(|| run_once(scenario, seed))
-}
-
-/// Runs `scenario` with `seed` `runs` times (at least 1; 2 checks `deterministic`).
+/// Runs `scenario` with `seed` `runs` times (at least 1; 2 or more checks `deterministic`).
 pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunReport, InputError> {
-    scenario.system().run(scenario, seed, runs)
+    let system = scenario.system();
+    let runs = runs.max(1);
+    let base = empty_report(scenario, seed, runs);
+    let first = match guarded(|| system.run_world(scenario, seed))? {
+        Ok(run) => run,
+        Err(panic) => {
+            return Ok(RunReport {
+                verdict: Verdict::Crash(panic),
+                ..base
+            });
+        }
+    };
+    let text = render_events(&first.trace);
+    let mut report = RunReport {
+        turn_outcomes: first.outcomes.clone().unwrap_or_default(),
+        trace_hash: hash_text(&text),
+        events: first.trace.len(),
+        end_ms: first.end_ms,
+        pending: first.pending.clone(),
+        goals: coverage::reached(system.goals(), &first.trace),
+        trace_text: text,
+        requests: first.requests.clone(),
+        invariants: system.invariants(scenario, &first.trace),
+        ..base
+    };
+
+    if runs > 1 {
+        match repeat_runs(scenario, seed, runs, system, &report.trace_text)? {
+            Ok(det) => report.invariants.push((DETERMINISTIC, det)),
+            Err(panic) => {
+                report.verdict = Verdict::Crash(format!("on a repeat run: {panic}"));
+                return Ok(report);
+            }
+        }
+    }
+
+    let liveness = first
+        .outcomes
+        .is_none()
+        .then(|| system.liveness_diagnosis(&first, scenario));
+    report.invariants.push((
+        TURN_TERMINATES,
+        liveness
+            .iter()
+            .map(|d| Violation {
+                invariant: TURN_TERMINATES,
+                event: None,
+                message: d.clone(),
+            })
+            .collect(),
+    ));
+    let expectations = system.expectations(scenario, &report.invariants, &first.trace);
+    report.expected = expectations.expected;
+    report.verdict = verdict(&report, expectations.unexpected_pass, liveness);
+    Ok(report)
 }
 
-/// [`run_scenario`] in the Letta world.
-pub(crate) fn run_letta(
-    scenario: &Scenario,
-    seed: u64,
-    runs: u32,
-) -> Result<RunReport, InputError> {
-    let runs = runs.max(1);
-    let faults = scenario
-        .faults
-        .iter()
-        .map(|f| f.get_ref().to_string())
-        .collect();
-    let base = RunReport {
+/// The report of a run that has not run yet: the scenario, the seed and the fault plan.
+fn empty_report(scenario: &Scenario, seed: u64, runs: u32) -> RunReport {
+    RunReport {
         scenario_name: scenario.scenario.name.clone(),
         scenario_path: scenario.path.display().to_string(),
         repro_flags: scenario.repro_flags.clone(),
         seed,
-        faults,
+        faults: scenario
+            .faults
+            .iter()
+            .map(|f| f.get_ref().to_string())
+            .collect(),
         turn_outcomes: Vec::new(),
         trace_text: String::new(),
         trace_hash: String::new(),
@@ -48,124 +94,35 @@ pub(crate) fn run_letta(
         requests: Vec::new(),
         goals: Vec::new(),
         verdict: Verdict::Pass,
-    };
-    let first = match run_guarded(scenario, seed)? {
-        Ok(out) => out,
-        Err(panic) => {
-            return Ok(RunReport {
-                verdict: Verdict::Crash(panic),
-                ..base
-            });
-        }
-    };
-    let text = render_events(&first.trace);
-    let mut report = RunReport {
-        turn_outcomes: first
-            .outcomes
-            .as_ref()
-            .map(|o| o.iter().map(ToString::to_string).collect())
-            .unwrap_or_default(),
-        trace_hash: hash_text(&text),
-        events: first.trace.len(),
-        end_ms: first.end_ms,
-        pending: invariants::pending_tool_calls(&first.trace),
-        goals: super::coverage::reached_for(super::system::System::Letta, &first.trace),
-        trace_text: text,
-        requests: first.requests.clone(),
-        ..base
-    };
-
-    report.invariants.push((
-        TOOL_CALL_RESOLVED,
-        invariants::tool_call_resolved(&first.trace),
-    ));
-    // Server invariants (issue 3).
-    report.invariants.push((
-        invariants::ONE_RUN_PER_REQUEST,
-        invariants::one_run_per_request(&first.trace),
-    ));
-    report.invariants.push((
-        invariants::HISTORY_VALID,
-        invariants::history_valid(&first.trace),
-    ));
-    if scenario.faults.iter().any(
-        |f| matches!(f.get_ref(), super::scenario::Fault::Crash { host, .. } if host == "server"),
-    ) {
-        report.invariants.push((
-            invariants::DURABLE_ACK,
-            invariants::durable_ack(&first.trace),
-        ));
     }
-    // client-model: the client invariants, on every run.
-    for (id, check) in invariants::client_invariants() {
-        report.invariants.push((id, check(&first.trace)));
-    }
+}
 
-    let mut det = Vec::new();
+/// Runs the world `runs - 1` more times and compares each trace with the first one's `text`:
+/// `deterministic`'s violations (the first divergence, if any), or the panic of a repeat run.
+fn repeat_runs(
+    scenario: &Scenario,
+    seed: u64,
+    runs: u32,
+    system: System,
+    text: &str,
+) -> Result<Result<Vec<Violation>, String>, InputError> {
     for _ in 1..runs {
-        match run_guarded(scenario, seed)? {
-            Ok(again) => {
-                if let Some(v) = divergence(&report.trace_text, &render_events(&again.trace)) {
-                    det.push(v);
-                    break;
-                }
-            }
-            Err(panic) => {
-                report.verdict = Verdict::Crash(format!("on a repeat run: {panic}"));
-                return Ok(report);
-            }
+        let again: WorldRun = match guarded(|| system.run_world(scenario, seed))? {
+            Ok(again) => again,
+            Err(panic) => return Ok(Err(panic)),
+        };
+        if let Some(v) = divergence(text, &render_events(&again.trace)) {
+            return Ok(Ok(vec![v]));
         }
     }
-    if runs > 1 {
-        report.invariants.push((DETERMINISTIC, det));
-    }
+    Ok(Ok(Vec::new()))
+}
 
-    let liveness = first
-        .outcomes
-        .is_none()
-        .then(|| liveness_diagnosis(&first, scenario));
-    report.invariants.push((
-        TURN_TERMINATES,
-        liveness
-            .iter()
-            .map(|d| Violation {
-                invariant: TURN_TERMINATES,
-                event: None,
-                message: d.clone(),
-            })
-            .collect(),
-    ));
-    // client-model: expected failures of this profile (docs/findings.md) are reported, not
-    // counted; an expected failure that does not happen is itself a failure (the finding no
-    // longer reproduces).
-    let profile = scenario.scenario.client_profile.get_ref();
-    let mode = scenario.client.mode.get_ref();
-    let server = scenario.server.profile.get_ref();
-    let mut unexpected_pass = false;
-    for e in &scenario.expect {
-        let e = e.get_ref();
-        if !e.applies(profile, mode, server) {
-            continue;
-        }
-        if let Some((id, violations)) = report
-            .invariants
-            .iter()
-            .find(|(id, _)| *id == e.invariant.as_str())
-        {
-            let failed = !violations.is_empty();
-            if e.sometimes {
-                // Seed-dependent: expected only where the trace shows this finding.
-                if failed && super::letta::findings::shows(&e.finding, &first.trace) {
-                    report.expected.push((id, e.finding.clone(), true));
-                }
-                continue;
-            }
-            unexpected_pass |= !failed;
-            report.expected.push((id, e.finding.clone(), failed));
-        }
-    }
+/// Correctness when an invariant failed that was not expected to (or one expected to fail
+/// held), else liveness when a turn did not terminate, else a pass.
+fn verdict(report: &RunReport, unexpected_pass: bool, liveness: Option<String>) -> Verdict {
     let is_expected = |id: &str| report.expected.iter().any(|(x, _, _)| *x == id);
-    report.verdict = if unexpected_pass
+    if unexpected_pass
         || report
             .invariants
             .iter()
@@ -176,68 +133,12 @@ pub(crate) fn run_letta(
         Verdict::Liveness(d)
     } else {
         Verdict::Pass
-    };
-    Ok(report)
-}
-
-fn liveness_diagnosis(out: &RunOutput, scenario: &Scenario) -> String {
-    let last_client = out.trace.iter().rev().find(|e| e.host == "client");
-    let turn = out
-        .trace
-        .iter()
-        .rev()
-        .find_map(|e| match &e.obs {
-            Observation::TurnStart { turn, .. } => Some(*turn),
-            _ => None,
-        })
-        .unwrap_or(0);
-    let waiting = match last_client.map(|e| &e.obs) {
-        Some(Observation::ClientSend { path, .. }) => {
-            format!("waiting for the response to POST {path}")
-        }
-        Some(Observation::ClientResponse { .. }) | Some(Observation::ClientChunk { .. }) => {
-            let last = out.trace.iter().rev().find_map(|e| match &e.obs {
-                Observation::ClientChunk { run_id, seq_id, .. } => Some(format!(
-                    "run {} after seq {}",
-                    run_id.as_deref().unwrap_or("?"),
-                    seq_id.map_or("-".to_string(), |s| s.to_string())
-                )),
-                _ => None,
-            });
-            format!(
-                "reading a stream ({})",
-                last.unwrap_or_else(|| "no chunk yet".into())
-            )
-        }
-        Some(_) | None => "between requests".into(),
-    };
-    let pending = invariants::pending_tool_calls(&out.trace);
-    let pending = if pending.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "; tool calls awaiting approval: {}",
-            pending
-                .iter()
-                .map(|(_, id)| id.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    };
-    format!(
-        "turn {turn} stuck {waiting}{pending}; the world healed at {} ms and the run stopped at {} ms ({}); last client event: {}",
-        scenario.limits.heal_at_ms,
-        out.end_ms,
-        out.stopped.as_deref().unwrap_or("stopped"),
-        last_client
-            .map(|e| e.render().trim().to_string())
-            .unwrap_or_else(|| "none".into())
-    )
+    }
 }
 
 /// `deterministic`'s violation when a repeat run's trace differs from the first: the first
 /// divergent line and its simulated time.
-pub(crate) fn divergence(first: &str, again: &str) -> Option<Violation> {
+fn divergence(first: &str, again: &str) -> Option<Violation> {
     let (line, left, right) = first_divergence(first, again)?;
     let t = left
         .split_whitespace()

@@ -17,9 +17,10 @@ use serde_json::{Value, json};
 
 use super::env::AddressBook;
 use super::faults::NowFn;
-use super::letta::world::{EPOCH_UNIX_MS, PROVIDER_PORT, SERVER_PORT, server_parts};
+use super::letta::world::{SERVER_PORT, server_parts};
 use super::scenario::{InputError, Scenario};
 use super::trace::{Trace, TraceEvent};
+use super::world::{EPOCH_UNIX_MS, PROVIDER_PORT};
 use crate::model::letta::server::{self, RequestLog, RequestRecord};
 use crate::model::port::env::{Env, Listener};
 use crate::model::port::observe::Observation;

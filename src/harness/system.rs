@@ -3,9 +3,13 @@
 //! ([`super::letta`], [`super::kimi`]). A third system is a new folder and a new arm here.
 
 use super::coverage::Goal;
-use super::letta::swarm::Baseline;
-use super::report::RunReport;
+use super::faults::Fault;
+use super::invariants::Violation;
+use super::report::Expectations;
 use super::scenario::{InputError, Scenario};
+use super::trace::TraceEvent;
+use super::world::WorldRun;
+use super::{kimi, letta};
 
 /// A system under test: which models a scenario's world is built from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -31,25 +35,63 @@ impl System {
         System::ALL.into_iter().find(|s| s.name() == name)
     }
 
-    /// Runs `scenario` with `seed` `runs` times in this system's world.
-    pub fn run(self, scenario: &Scenario, seed: u64, runs: u32) -> Result<RunReport, InputError> {
+    /// Runs `scenario` once with `seed` in this system's world.
+    pub fn run_world(self, scenario: &Scenario, seed: u64) -> Result<WorldRun, InputError> {
         match self {
-            System::Letta => super::run::run_letta(scenario, seed, runs),
-            System::Kimi => super::kimi::run::run_scenario(scenario, seed, runs),
+            System::Letta => letta::run::run_world(scenario, seed),
+            System::Kimi => kimi::run::run_world(scenario, seed),
         }
     }
 
-    /// The fault-free baseline run of `scenario` (seed 0, explicit faults removed): where
-    /// swarm faults can land.
+    /// This system's invariants over one run's trace, in report order (`deterministic` and
+    /// `turn-terminates` are the run flow's).
+    pub fn invariants(
+        self,
+        scenario: &Scenario,
+        trace: &[TraceEvent],
+    ) -> Vec<(&'static str, Vec<Violation>)> {
+        match self {
+            System::Letta => letta::run::invariants(scenario, trace),
+            System::Kimi => kimi::run::invariants(trace),
+        }
+    }
+
+    /// What a run that did not finish its turns was stuck on.
+    pub fn liveness_diagnosis(self, run: &WorldRun, scenario: &Scenario) -> String {
+        match self {
+            System::Letta => letta::run::liveness_diagnosis(run, scenario),
+            System::Kimi => kimi::run::liveness_diagnosis(run, scenario),
+        }
+    }
+
+    /// The failures the scenario expects of this run (its `[[expect]]` entries).
+    pub fn expectations(
+        self,
+        scenario: &Scenario,
+        invariants: &[(&'static str, Vec<Violation>)],
+        trace: &[TraceEvent],
+    ) -> Expectations {
+        match self {
+            System::Letta => letta::run::expectations(scenario, invariants, trace),
+            System::Kimi => Expectations::default(),
+        }
+    }
+
+    /// The fault-free baseline run of `clean` (seed 0, explicit faults removed): where swarm
+    /// faults can land.
     pub fn baseline(self, clean: &Scenario) -> Result<Baseline, InputError> {
         match self {
             System::Letta => {
-                let out = super::letta::world::run_once(clean, 0)?;
-                Ok(Baseline::from_trace(&out.trace, out.end_ms))
+                let out = letta::world::run_once(clean, 0)?;
+                Ok(Baseline::Letta(letta::swarm::Baseline::from_trace(
+                    &out.trace, out.end_ms,
+                )))
             }
             System::Kimi => {
-                let out = super::kimi::world::run_once(clean, 0)?;
-                Ok(Baseline::from_trace(&out.trace, out.end_ms))
+                let out = kimi::world::run_once(clean, 0)?;
+                Ok(Baseline::Kimi(kimi::swarm::Baseline::from_trace(
+                    &out.trace, out.end_ms,
+                )))
             }
         }
     }
@@ -57,8 +99,26 @@ impl System {
     /// The coverage goals of this system's runs.
     pub fn goals(self) -> &'static [Goal] {
         match self {
-            System::Letta => super::coverage::GOALS,
-            System::Kimi => super::coverage::LOOP_GOALS,
+            System::Letta => letta::coverage::GOALS,
+            System::Kimi => kimi::coverage::GOALS,
+        }
+    }
+}
+
+/// What a fault-free run of a scenario did, in its system's terms: where swarm faults land.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Baseline {
+    Letta(letta::swarm::Baseline),
+    Kimi(kimi::swarm::Baseline),
+}
+
+impl Baseline {
+    /// The swarm plan of `seed`: which of the system's fault families are on, and one fault
+    /// from each.
+    pub fn plan(&self, seed: u64) -> Vec<Fault> {
+        match self {
+            Baseline::Letta(b) => letta::swarm::plan(seed, b),
+            Baseline::Kimi(b) => kimi::swarm::plan(seed, b),
         }
     }
 }

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use super::env::{AddressBook, TcpEnv};
 use super::faults::NowFn;
-use super::letta::world::{EPOCH_UNIX_MS, RunOutput, world_parts};
+use super::letta::world::{RunOutput, world_parts};
 use super::scenario::{InputError, Scenario};
 use super::trace::Trace;
+use super::world::EPOCH_UNIX_MS;
 use crate::model::letta::{client, server};
 use crate::model::provider;
 

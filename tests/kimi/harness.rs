@@ -676,7 +676,7 @@ fn swarm_plans_for_agent_loop_scenarios_run_clean() {
     ] {
         let s = load(file);
         let base = baseline(&s).unwrap();
-        assert!(base.agent_loop.is_some());
+        assert!(matches!(base, loopsim::harness::system::Baseline::Kimi(_)));
         let mut kinds = std::collections::BTreeSet::new();
         for seed in 0..12 {
             let run = with_swarm(&s, seed, &base);

@@ -64,6 +64,203 @@ impl Turn {
             _ => &self.run,
         }
     }
+
+    /// Follows one agent event of the turn; what it broke, in words.
+    fn observe(&mut self, obs: &Observation) -> Vec<String> {
+        let tn = self.turn;
+        match obs {
+            Observation::LoopStepBegin { step, uuid, .. } => self.step_begin(*step, uuid),
+            Observation::LoopContentPart { step, .. } | Observation::LoopToolCall { step, .. } => {
+                self.step_part(obs, *step)
+            }
+            Observation::LoopToolResult { tool_call_id, .. } => self.tool_result(tool_call_id),
+            Observation::LoopModelReturn { usage, .. } => {
+                self.run.active = true;
+                self.run.returned = self.run.returned.add(usage);
+                match self.run.open.as_mut() {
+                    Some(open) => {
+                        open.returns.push(*usage);
+                        Vec::new()
+                    }
+                    None => vec![format!(
+                        "turn {tn}: a model response returned outside any step"
+                    )],
+                }
+            }
+            Observation::LoopStepEnd {
+                step, uuid, usage, ..
+            } => self.step_end(*step, uuid, usage),
+            Observation::LoopInterrupted { .. } => {
+                self.run.active = true;
+                self.run.interrupted = true;
+                Vec::new()
+            }
+            Observation::LoopBackstopResult { tool_call_id } if !self.run.interrupted => {
+                vec![format!(
+                    "turn {tn}: the host had to close tool call {tool_call_id}, left without a result by a run that was not interrupted"
+                )]
+            }
+            Observation::LoopTurnResult { usage, .. } => {
+                let run = self.result_run();
+                if run.returned != *usage {
+                    vec![format!(
+                        "turn {tn}: runTurn reported usage {} but the responses its run returned sum to {}",
+                        usage_text(usage),
+                        usage_text(&run.returned)
+                    )]
+                } else {
+                    Vec::new()
+                }
+            }
+            Observation::TurnEnd { outcome, .. } => self.turn_end(outcome),
+            _ => Vec::new(),
+        }
+    }
+
+    fn step_begin(&mut self, step: u32, uuid: &str) -> Vec<String> {
+        let tn = self.turn;
+        let mut out = Vec::new();
+        if self.run.interrupted {
+            // A new run of the same turn (the host retried after compacting).
+            let ended = std::mem::replace(
+                &mut self.run,
+                Run {
+                    next_step: 1,
+                    ..Run::default()
+                },
+            );
+            self.previous = Some(ended);
+        }
+        let run = &mut self.run;
+        run.active = true;
+        if let Some(open) = &run.open {
+            out.push(format!(
+                "turn {tn}: step.begin of step {step} while step {} ({}) has not ended",
+                open.step, open.uuid
+            ));
+        }
+        if step != run.next_step {
+            out.push(format!(
+                "turn {tn}: step.begin numbered {step}, expected step {}",
+                run.next_step
+            ));
+        }
+        run.next_step = step + 1;
+        run.open = Some(OpenStep {
+            step,
+            uuid: uuid.to_string(),
+            pending: Vec::new(),
+            returns: Vec::new(),
+        });
+        out
+    }
+
+    /// A `content.part` or `tool.call` of `step`: it belongs inside that step.
+    fn step_part(&mut self, obs: &Observation, step: u32) -> Vec<String> {
+        let tn = self.turn;
+        let what = if matches!(obs, Observation::LoopToolCall { .. }) {
+            "tool.call"
+        } else {
+            "content.part"
+        };
+        match self.run.open.as_mut() {
+            Some(open) if open.step == step => {
+                if let Observation::LoopToolCall { tool_call_id, .. } = obs {
+                    open.pending.push(tool_call_id.clone());
+                }
+                Vec::new()
+            }
+            Some(open) => vec![format!(
+                "turn {tn}: {what} of step {step} inside step {}",
+                open.step
+            )],
+            None => vec![format!("turn {tn}: {what} of step {step} outside any step")],
+        }
+    }
+
+    fn tool_result(&mut self, tool_call_id: &str) -> Vec<String> {
+        let tn = self.turn;
+        let Some(open) = self.run.open.as_mut() else {
+            return vec![format!(
+                "turn {tn}: tool.result for {tool_call_id} outside any step"
+            )];
+        };
+        match open.pending.iter().position(|id| id == tool_call_id) {
+            Some(0) => {
+                open.pending.remove(0);
+                Vec::new()
+            }
+            Some(k) => {
+                let message = format!(
+                    "turn {tn} step {}: tool.result for {tool_call_id} out of provider order: the result of {} comes first (calls waiting, in provider order: {})",
+                    open.step,
+                    open.pending[0],
+                    open.pending.join(", ")
+                );
+                open.pending.remove(k);
+                vec![message]
+            }
+            None => vec![format!(
+                "turn {tn} step {}: tool.result for {tool_call_id}, which has no tool.call waiting for it",
+                open.step
+            )],
+        }
+    }
+
+    fn step_end(&mut self, step: u32, uuid: &str, usage: &TokenUsage) -> Vec<String> {
+        let tn = self.turn;
+        let Some(open) = self.run.open.take() else {
+            return vec![format!(
+                "turn {tn}: step.end of step {step} without an open step"
+            )];
+        };
+        let mut out = Vec::new();
+        if open.step != step || open.uuid != uuid {
+            out.push(format!(
+                "turn {tn}: step.end of step {step} ({uuid}) closes step {} ({})",
+                open.step, open.uuid
+            ));
+        }
+        if !open.pending.is_empty() {
+            out.push(format!(
+                "turn {tn}: step {step} ended with tool calls still without a result: {}",
+                open.pending.join(", ")
+            ));
+        }
+        match open.returns.last() {
+            None => out.push(format!(
+                "turn {tn}: step.end of step {step} but no model response returned in the step"
+            )),
+            Some(r) if r != usage => out.push(format!(
+                "turn {tn}: step.end of step {step} reports usage {} but its response returned {}",
+                usage_text(usage),
+                usage_text(r)
+            )),
+            Some(_) => {}
+        }
+        out
+    }
+
+    /// A turn that was not interrupted ends completed, with no step open.
+    fn turn_end(&self, outcome: &str) -> Vec<String> {
+        let tn = self.turn;
+        let run = &self.run;
+        let mut out = Vec::new();
+        if !run.interrupted {
+            if let Some(open) = &run.open {
+                out.push(format!(
+                    "turn {tn} ended ({outcome}) with step {} open and no turn.interrupted",
+                    open.step
+                ));
+            }
+            if !outcome.starts_with("completed") {
+                out.push(format!(
+                    "turn {tn} ended ({outcome}) without a turn.interrupted"
+                ));
+            }
+        }
+        out
+    }
 }
 
 /// `loop-envelope`: every run's `step.begin`/`step.end` are well formed (numbered 1, 2, … in
@@ -74,13 +271,6 @@ impl Turn {
 /// responses its run returned, aborted steps included.
 pub fn loop_envelope(events: &[TraceEvent]) -> Vec<Violation> {
     let mut out = Vec::new();
-    let mut v = |i: usize, message: String| {
-        out.push(Violation {
-            invariant: LOOP_ENVELOPE,
-            event: Some(i),
-            message,
-        })
-    };
     let mut turn: Option<Turn> = None;
     for (i, e) in events.iter().enumerate() {
         if e.host != "client" {
@@ -93,206 +283,15 @@ pub fn loop_envelope(events: &[TraceEvent]) -> Vec<Violation> {
         let Some(t) = turn.as_mut() else {
             continue;
         };
-        let tn = t.turn;
-        match &e.obs {
-            Observation::LoopStepBegin { step, uuid, .. } => {
-                if t.run.interrupted {
-                    // A new run of the same turn (the host retried after compacting).
-                    let ended = std::mem::replace(
-                        &mut t.run,
-                        Run {
-                            next_step: 1,
-                            ..Run::default()
-                        },
-                    );
-                    t.previous = Some(ended);
-                }
-                let run = &mut t.run;
-                run.active = true;
-                if let Some(open) = &run.open {
-                    v(
-                        i,
-                        format!(
-                            "turn {tn}: step.begin of step {step} while step {} ({}) has not ended",
-                            open.step, open.uuid
-                        ),
-                    );
-                }
-                if *step != run.next_step {
-                    v(
-                        i,
-                        format!(
-                            "turn {tn}: step.begin numbered {step}, expected step {}",
-                            run.next_step
-                        ),
-                    );
-                }
-                run.next_step = step + 1;
-                run.open = Some(OpenStep {
-                    step: *step,
-                    uuid: uuid.clone(),
-                    pending: Vec::new(),
-                    returns: Vec::new(),
-                });
-            }
-            Observation::LoopContentPart { step, .. } | Observation::LoopToolCall { step, .. } => {
-                let what = if matches!(e.obs, Observation::LoopToolCall { .. }) {
-                    "tool.call"
-                } else {
-                    "content.part"
-                };
-                match t.run.open.as_mut() {
-                    Some(open) if open.step == *step => {
-                        if let Observation::LoopToolCall { tool_call_id, .. } = &e.obs {
-                            open.pending.push(tool_call_id.clone());
-                        }
-                    }
-                    Some(open) => v(
-                        i,
-                        format!("turn {tn}: {what} of step {step} inside step {}", open.step),
-                    ),
-                    None => v(
-                        i,
-                        format!("turn {tn}: {what} of step {step} outside any step"),
-                    ),
-                }
-            }
-            Observation::LoopToolResult { tool_call_id, .. } => match t.run.open.as_mut() {
-                None => v(
-                    i,
-                    format!("turn {tn}: tool.result for {tool_call_id} outside any step"),
-                ),
-                Some(open) => match open.pending.iter().position(|id| id == tool_call_id) {
-                    Some(0) => {
-                        open.pending.remove(0);
-                    }
-                    Some(k) => {
-                        v(
-                            i,
-                            format!(
-                                "turn {tn} step {}: tool.result for {tool_call_id} out of provider order: the result of {} comes first (calls waiting, in provider order: {})",
-                                open.step,
-                                open.pending[0],
-                                open.pending.join(", ")
-                            ),
-                        );
-                        open.pending.remove(k);
-                    }
-                    None => v(
-                        i,
-                        format!(
-                            "turn {tn} step {}: tool.result for {tool_call_id}, which has no tool.call waiting for it",
-                            open.step
-                        ),
-                    ),
-                },
-            },
-            Observation::LoopModelReturn { usage, .. } => {
-                t.run.active = true;
-                t.run.returned = t.run.returned.add(usage);
-                match t.run.open.as_mut() {
-                    Some(open) => open.returns.push(*usage),
-                    None => v(
-                        i,
-                        format!("turn {tn}: a model response returned outside any step"),
-                    ),
-                }
-            }
-            Observation::LoopStepEnd {
-                step, uuid, usage, ..
-            } => {
-                let run = &mut t.run;
-                match run.open.take() {
-                    None => v(
-                        i,
-                        format!("turn {tn}: step.end of step {step} without an open step"),
-                    ),
-                    Some(open) => {
-                        if open.step != *step || open.uuid != *uuid {
-                            v(
-                                i,
-                                format!(
-                                    "turn {tn}: step.end of step {step} ({uuid}) closes step {} ({})",
-                                    open.step, open.uuid
-                                ),
-                            );
-                        }
-                        if !open.pending.is_empty() {
-                            v(
-                                i,
-                                format!(
-                                    "turn {tn}: step {step} ended with tool calls still without a result: {}",
-                                    open.pending.join(", ")
-                                ),
-                            );
-                        }
-                        match open.returns.last() {
-                            None => v(
-                                i,
-                                format!(
-                                    "turn {tn}: step.end of step {step} but no model response returned in the step"
-                                ),
-                            ),
-                            Some(r) if r != usage => v(
-                                i,
-                                format!(
-                                    "turn {tn}: step.end of step {step} reports usage {} but its response returned {}",
-                                    usage_text(usage),
-                                    usage_text(r)
-                                ),
-                            ),
-                            Some(_) => {}
-                        }
-                    }
-                }
-            }
-            Observation::LoopInterrupted { .. } => {
-                t.run.active = true;
-                t.run.interrupted = true;
-            }
-            Observation::LoopCompaction { .. } => {}
-            Observation::LoopBackstopResult { tool_call_id } if !t.run.interrupted => v(
-                i,
-                format!(
-                    "turn {tn}: the host had to close tool call {tool_call_id}, left without a result by a run that was not interrupted"
-                ),
-            ),
-            Observation::LoopTurnResult { usage, .. } => {
-                let run = t.result_run();
-                if run.returned != *usage {
-                    v(
-                        i,
-                        format!(
-                            "turn {tn}: runTurn reported usage {} but the responses its run returned sum to {}",
-                            usage_text(usage),
-                            usage_text(&run.returned)
-                        ),
-                    );
-                }
-            }
-            Observation::TurnEnd { outcome, .. } => {
-                let run = &t.run;
-                if !run.interrupted {
-                    if let Some(open) = &run.open {
-                        v(
-                            i,
-                            format!(
-                                "turn {tn} ended ({outcome}) with step {} open and no turn.interrupted",
-                                open.step
-                            ),
-                        );
-                    }
-                    if !outcome.starts_with("completed") {
-                        v(
-                            i,
-                            format!("turn {tn} ended ({outcome}) without a turn.interrupted"),
-                        );
-                    }
-                }
-                turn = None;
-            }
-            _ => {}
+        let messages = t.observe(&e.obs);
+        if matches!(e.obs, Observation::TurnEnd { .. }) {
+            turn = None;
         }
+        out.extend(messages.into_iter().map(|message| Violation {
+            invariant: LOOP_ENVELOPE,
+            event: Some(i),
+            message,
+        }));
     }
     out
 }
@@ -301,78 +300,48 @@ pub fn loop_envelope(events: &[TraceEvent]) -> Vec<Violation> {
 /// the accesses each execution really touched) never overlap in simulated time, and within a
 /// batch the one earlier in provider order starts first.
 pub fn lock_safety(events: &[TraceEvent]) -> Vec<Violation> {
-    struct Running {
-        id: String,
-        tool: String,
-        accesses: ToolAccesses,
-        shown: String,
-        start: usize,
-    }
     let mut out = Vec::new();
     let mut running: Vec<Running> = Vec::new();
-    // The current batch: its calls in provider order, and the executions that started.
-    let mut calls: Vec<String> = Vec::new();
-    let mut started: Vec<(String, ToolAccesses, String, usize)> = Vec::new();
+    let mut batch = Batch::default();
     for (i, e) in events.iter().enumerate() {
         if e.host != "client" {
             continue;
         }
         match &e.obs {
             Observation::LoopStepBegin { .. } | Observation::TurnStart { .. } => {
-                calls.clear();
-                started.clear();
+                batch = Batch::default();
             }
-            Observation::LoopToolCall { tool_call_id, .. } => calls.push(tool_call_id.clone()),
+            Observation::LoopToolCall { tool_call_id, .. } => {
+                batch.calls.push(tool_call_id.clone())
+            }
             Observation::LoopToolStart {
                 tool_call_id,
                 tool,
                 accesses,
                 ..
             } => {
-                for r in &running {
-                    if r.accesses.conflicts_with(&accesses.0) {
-                        out.push(Violation {
-                            invariant: LOCK_SAFETY,
-                            event: Some(i),
-                            message: format!(
-                                "{tool} {tool_call_id} ({accesses}) started while {} {} ({}), which conflicts with it, was still running (since event {})",
-                                r.tool,
-                                r.id,
-                                r.shown,
-                                r.start + 1
-                            ),
-                        });
-                    }
-                }
-                let me = calls.iter().position(|c| c == tool_call_id);
-                for (other, other_accesses, shown, _) in &started {
-                    let its = calls.iter().position(|c| c == other);
-                    if let (Some(me), Some(its)) = (me, its)
-                        && its > me
-                        && other_accesses.conflicts_with(&accesses.0)
-                    {
-                        out.push(Violation {
-                            invariant: LOCK_SAFETY,
-                            event: Some(i),
-                            message: format!(
-                                "{tool} {tool_call_id} ({accesses}) started after {other} ({shown}), a later call in provider order that conflicts with it"
-                            ),
-                        });
-                    }
-                }
-                started.push((
-                    tool_call_id.clone(),
-                    accesses.0.clone(),
-                    accesses.to_string(),
-                    i,
-                ));
-                running.push(Running {
+                let start = Running {
                     id: tool_call_id.clone(),
                     tool: tool.clone(),
                     accesses: accesses.0.clone(),
                     shown: accesses.to_string(),
                     start: i,
-                });
+                };
+                out.extend(
+                    start_conflicts(&start, &running, &batch)
+                        .into_iter()
+                        .map(|message| Violation {
+                            invariant: LOCK_SAFETY,
+                            event: Some(i),
+                            message,
+                        }),
+                );
+                batch.started.push((
+                    start.id.clone(),
+                    start.accesses.clone(),
+                    start.shown.clone(),
+                ));
+                running.push(start);
             }
             Observation::LoopToolEnd { tool_call_id, .. } => {
                 if let Some(k) = running.iter().position(|r| r.id == *tool_call_id) {
@@ -380,6 +349,55 @@ pub fn lock_safety(events: &[TraceEvent]) -> Vec<Violation> {
                 }
             }
             _ => {}
+        }
+    }
+    out
+}
+
+/// A tool execution that started and has not ended.
+struct Running {
+    id: String,
+    tool: String,
+    accesses: ToolAccesses,
+    shown: String,
+    /// The event it started at.
+    start: usize,
+}
+
+/// The current batch: its calls in provider order, and the executions that started
+/// (call id, accesses, accesses as shown).
+#[derive(Default)]
+struct Batch {
+    calls: Vec<String>,
+    started: Vec<(String, ToolAccesses, String)>,
+}
+
+/// What the start of `me` broke: it overlaps a running execution it conflicts with, or it
+/// starts after a conflicting execution that comes later in provider order.
+fn start_conflicts(me: &Running, running: &[Running], batch: &Batch) -> Vec<String> {
+    let (tool, tool_call_id, accesses) = (&me.tool, &me.id, &me.shown);
+    let mut out = Vec::new();
+    for r in running {
+        if r.accesses.conflicts_with(&me.accesses) {
+            out.push(format!(
+                "{tool} {tool_call_id} ({accesses}) started while {} {} ({}), which conflicts with it, was still running (since event {})",
+                r.tool,
+                r.id,
+                r.shown,
+                r.start + 1
+            ));
+        }
+    }
+    let mine = batch.calls.iter().position(|c| c == tool_call_id);
+    for (other, other_accesses, shown) in &batch.started {
+        let its = batch.calls.iter().position(|c| c == other);
+        if let (Some(mine), Some(its)) = (mine, its)
+            && its > mine
+            && other_accesses.conflicts_with(&me.accesses)
+        {
+            out.push(format!(
+                "{tool} {tool_call_id} ({accesses}) started after {other} ({shown}), a later call in provider order that conflicts with it"
+            ));
         }
     }
     out

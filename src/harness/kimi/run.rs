@@ -1,128 +1,40 @@
-//! `sim run` for `system = "agent-loop"`: the same report, verdicts and exit codes as
-//! `harness::run`, with the agent-loop world, its oracles (`loop-envelope`, `lock-safety`)
-//! and its own liveness diagnosis.
+//! What an agent-loop run adds to the harness's run flow: its world run, its invariants
+//! (`loop-envelope`, `lock-safety`) and its liveness diagnosis.
 
-use crate::harness::guard::guarded;
-use crate::harness::invariants::{
-    DETERMINISTIC, LOCK_SAFETY, LOOP_ENVELOPE, TURN_TERMINATES, Violation,
-};
+use crate::harness::invariants::{LOCK_SAFETY, LOOP_ENVELOPE, Violation};
 use crate::harness::kimi::invariants::{lock_safety, loop_envelope};
-use crate::harness::kimi::world::{LoopRunOutput, run_once};
-use crate::harness::report::{RunReport, Verdict};
-use crate::harness::run::divergence;
+use crate::harness::kimi::world::run_once;
 use crate::harness::scenario::{InputError, Scenario};
-use crate::harness::trace::{hash_text, render_events};
+use crate::harness::trace::TraceEvent;
+use crate::harness::world::WorldRun;
 use crate::model::port::observe::Observation;
 
-/// Runs the agent-loop `scenario` with `seed` `runs` times (2 or more checks `deterministic`).
-pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunReport, InputError> {
-    let runs = runs.max(1);
-    let base = RunReport {
-        scenario_name: scenario.scenario.name.clone(),
-        scenario_path: scenario.path.display().to_string(),
-        repro_flags: scenario.repro_flags.clone(),
-        seed,
-        faults: scenario
-            .faults
-            .iter()
-            .map(|f| f.get_ref().to_string())
-            .collect(),
-        turn_outcomes: Vec::new(),
-        trace_text: String::new(),
-        trace_hash: String::new(),
-        events: 0,
-        end_ms: 0,
-        runs,
-        invariants: Vec::new(),
-        pending: Vec::new(),
-        goals: Vec::new(),
-        expected: Vec::new(),
-        requests: Vec::new(),
-        verdict: Verdict::Pass,
-    };
-    let first = match guarded(|| run_once(scenario, seed))? {
-        Ok(out) => out,
-        Err(panic) => {
-            return Ok(RunReport {
-                verdict: Verdict::Crash(panic),
-                ..base
-            });
-        }
-    };
-    let text = render_events(&first.trace);
-    let mut report = RunReport {
-        turn_outcomes: first
+/// Runs the agent-loop world once and reads what the run flow needs off it.
+pub fn run_world(scenario: &Scenario, seed: u64) -> Result<WorldRun, InputError> {
+    let out = run_once(scenario, seed)?;
+    Ok(WorldRun {
+        outcomes: out
             .outcomes
             .as_ref()
-            .map(|o| o.iter().map(ToString::to_string).collect())
-            .unwrap_or_default(),
-        trace_hash: hash_text(&text),
-        events: first.trace.len(),
-        end_ms: first.end_ms,
-        goals: crate::harness::coverage::reached_for(
-            crate::harness::system::System::Kimi,
-            &first.trace,
-        ),
-        trace_text: text,
-        ..base
-    };
-    report
-        .invariants
-        .push((LOOP_ENVELOPE, loop_envelope(&first.trace)));
-    report
-        .invariants
-        .push((LOCK_SAFETY, lock_safety(&first.trace)));
+            .map(|o| o.iter().map(ToString::to_string).collect()),
+        trace: out.trace,
+        stopped: out.stopped,
+        end_ms: out.end_ms,
+        pending: Vec::new(),
+        requests: Vec::new(),
+    })
+}
 
-    let mut det = Vec::new();
-    for _ in 1..runs {
-        match guarded(|| run_once(scenario, seed))? {
-            Ok(again) => {
-                if let Some(v) = divergence(&report.trace_text, &render_events(&again.trace)) {
-                    det.push(v);
-                    break;
-                }
-            }
-            Err(panic) => {
-                report.verdict = Verdict::Crash(format!("on a repeat run: {panic}"));
-                return Ok(report);
-            }
-        }
-    }
-    if runs > 1 {
-        report.invariants.push((DETERMINISTIC, det));
-    }
-
-    let liveness = first
-        .outcomes
-        .is_none()
-        .then(|| liveness_diagnosis(&first, scenario));
-    report.invariants.push((
-        TURN_TERMINATES,
-        liveness
-            .iter()
-            .map(|d| Violation {
-                invariant: TURN_TERMINATES,
-                event: None,
-                message: d.clone(),
-            })
-            .collect(),
-    ));
-    report.verdict = if report
-        .invariants
-        .iter()
-        .any(|(id, v)| *id != TURN_TERMINATES && !v.is_empty())
-    {
-        Verdict::Correctness
-    } else if let Some(d) = liveness {
-        Verdict::Liveness(d)
-    } else {
-        Verdict::Pass
-    };
-    Ok(report)
+/// The invariants of an agent-loop run, in report order.
+pub fn invariants(trace: &[TraceEvent]) -> Vec<(&'static str, Vec<Violation>)> {
+    vec![
+        (LOOP_ENVELOPE, loop_envelope(trace)),
+        (LOCK_SAFETY, lock_safety(trace)),
+    ]
 }
 
 /// What the agent was doing when the run ran out of time.
-pub fn liveness_diagnosis(out: &LoopRunOutput, scenario: &Scenario) -> String {
+pub fn liveness_diagnosis(out: &WorldRun, scenario: &Scenario) -> String {
     let agent: Vec<(usize, &Observation, u64)> = out
         .trace
         .iter()

@@ -1,27 +1,26 @@
-//! Swarm plans for `system = "agent-loop"`: per seed, which fault families are on and where
-//! their faults land, placed inside what a fault-free run of the same scenario did.
+//! The agent loop's swarm families, placed inside what a fault-free run of the same scenario
+//! did; the PRNG is seeded with `derive_seed(seed, "swarm-loop")`.
 //! Families: `network` (latency, partition or hold between the agent and the provider),
 //! `process` (provider crash and restart), `provider` (error status or a stream fault on a
 //! model call), `user` (an abort at a random agent event or time), `tool` (a tool that hangs
 //! past the abort, or returns garbage), `listener` (the live listener throws).
 
-use rand::{RngExt as _, SeedableRng};
+use rand::RngExt as _;
 use rand_chacha::ChaCha8Rng;
 
 use crate::harness::faults::{Fault, LOOP_EVENT_TYPES};
-use crate::harness::letta::swarm::{FAMILY_ON, Ratio};
-use crate::harness::letta::world::derive_seed;
+use crate::harness::swarm::{Ratio, crash_fault, draw_plan, network_fault, provider_fault};
 use crate::harness::trace::TraceEvent;
 use crate::model::kimi::agent::inject::{AbortReason, Garbage, ListenerFault};
 use crate::model::port::inject::StreamFault;
 use crate::model::port::observe::Observation;
 
 /// The agent-loop fault families.
-pub const LOOP_FAMILIES: [&str; 6] = ["network", "process", "provider", "user", "tool", "listener"];
+pub const FAMILIES: [&str; 6] = ["network", "process", "provider", "user", "tool", "listener"];
 
 /// What a fault-free agent-loop run did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LoopBaseline {
+pub struct Baseline {
     pub end_ms: u64,
     /// Frames of each provider answer, in call order.
     pub provider_frames: Vec<u64>,
@@ -31,11 +30,11 @@ pub struct LoopBaseline {
     pub agent_events: Vec<(String, u32)>,
 }
 
-impl LoopBaseline {
-    pub fn from_trace(trace: &[TraceEvent], end_ms: u64) -> LoopBaseline {
-        let mut b = LoopBaseline {
+impl Baseline {
+    pub fn from_trace(trace: &[TraceEvent], end_ms: u64) -> Baseline {
+        let mut b = Baseline {
             end_ms,
-            ..LoopBaseline::default()
+            ..Baseline::default()
         };
         for e in trace {
             match &e.obs {
@@ -74,143 +73,89 @@ const ABORT_EVENTS: [&str; 6] = [
 ];
 
 /// Draws the plan for `seed`: which families are on, and one fault from each.
-pub fn plan(seed: u64, baseline: &LoopBaseline) -> Vec<Fault> {
-    let mut rng = ChaCha8Rng::seed_from_u64(derive_seed(seed, "swarm-loop"));
+pub fn plan(seed: u64, baseline: &Baseline) -> Vec<Fault> {
     let horizon = baseline.end_ms.max(1);
-    let on: Vec<bool> = LOOP_FAMILIES
+    draw_plan(seed, "swarm-loop", &FAMILIES, |family, rng| match family {
+        "network" => network_fault(rng, horizon, |_| {
+            ["client".to_string(), "provider".to_string()]
+        }),
+        "process" => crash_fault(rng, "provider".into(), horizon),
+        "provider" => provider_fault(rng, &baseline.provider_frames, &STREAM_ACTIONS),
+        "user" => user_fault(rng, baseline, horizon),
+        "tool" => tool_fault(rng, baseline.tool_executions),
+        _ => listener_fault(rng),
+    })
+}
+
+/// The `user` family: an abort, after one of the agent events a fault-free run had (or, one
+/// time in four and when there is none, at a time before `horizon`).
+fn user_fault(rng: &mut ChaCha8Rng, baseline: &Baseline, horizon: u64) -> Fault {
+    let reason = Some(if Ratio::new(3, 4).draw(rng) {
+        AbortReason::User
+    } else {
+        AbortReason::Signal
+    });
+    let candidates: Vec<&(String, u32)> = baseline
+        .agent_events
         .iter()
-        .map(|_| FAMILY_ON.draw(&mut rng))
+        .filter(|(n, _)| ABORT_EVENTS.contains(&n.as_str()))
         .collect();
-    let mut faults = Vec::new();
-    for (family, on) in LOOP_FAMILIES.iter().zip(on) {
-        if !on {
-            continue;
+    if candidates.is_empty() || rng.random_range(0..4u32) == 0 {
+        Fault::UserAbort {
+            at_ms: Some(rng.random_range(0..horizon)),
+            on_event: None,
+            nth: None,
+            reason,
         }
-        let pair = || ["client".to_string(), "provider".to_string()];
-        let fault = match *family {
-            "network" => match rng.random_range(0..3u32) {
-                0 => Fault::Latency {
-                    at_ms: Some(rng.random_range(0..horizon)),
-                    on_event: None,
-                    nth: None,
-                    max_ms: rng.random_range(20..=500),
-                },
-                1 => Fault::Partition {
-                    between: pair(),
-                    at_ms: Some(rng.random_range(0..horizon)),
-                    on_event: None,
-                    nth: None,
-                    duration_ms: rng.random_range(100..=10_000),
-                },
-                _ => Fault::Hold {
-                    between: pair(),
-                    at_ms: Some(rng.random_range(0..horizon)),
-                    on_event: None,
-                    nth: None,
-                    duration_ms: rng.random_range(100..=10_000),
-                },
-            },
-            "process" => Fault::Crash {
-                host: "provider".into(),
-                at_ms: Some(rng.random_range(0..horizon)),
-                on_event: None,
-                nth: None,
-                restart_after_ms: Some(rng.random_range(50..=5_000)),
-            },
-            "provider" => {
-                let calls = baseline.provider_frames.len().max(1) as u32;
-                let call = rng.random_range(0..calls);
-                if rng.random_range(0..2u32) == 0 {
-                    let statuses = [429u16, 500, 503, 529];
-                    let status = statuses[rng.random_range(0..statuses.len())];
-                    Fault::ProviderError {
-                        call,
-                        status,
-                        retry_after_s: (status == 429).then(|| rng.random_range(1..=30)),
-                        message: None,
-                    }
-                } else {
-                    let frames = baseline
-                        .provider_frames
-                        .get(call as usize)
-                        .copied()
-                        .unwrap_or(1)
-                        .max(1);
-                    Fault::ProviderStream {
-                        call,
-                        frame: rng.random_range(1..=frames),
-                        action: STREAM_ACTIONS[rng.random_range(0..STREAM_ACTIONS.len())],
-                    }
-                }
-            }
-            "user" => {
-                let reason = Some(if Ratio::new(3, 4).draw(&mut rng) {
-                    AbortReason::User
-                } else {
-                    AbortReason::Signal
-                });
-                let candidates: Vec<&(String, u32)> = baseline
-                    .agent_events
-                    .iter()
-                    .filter(|(n, _)| ABORT_EVENTS.contains(&n.as_str()))
-                    .collect();
-                if candidates.is_empty() || rng.random_range(0..4u32) == 0 {
-                    Fault::UserAbort {
-                        at_ms: Some(rng.random_range(0..horizon)),
-                        on_event: None,
-                        nth: None,
-                        reason,
-                    }
-                } else {
-                    let (name, count) = candidates[rng.random_range(0..candidates.len())];
-                    Fault::UserAbort {
-                        at_ms: None,
-                        on_event: Some(name.clone()),
-                        nth: Some(rng.random_range(1..=*count)),
-                        reason,
-                    }
-                }
-            }
-            "tool" => {
-                let executions = baseline.tool_executions.max(1);
-                let execution = rng.random_range(1..=executions);
-                if rng.random_range(0..2u32) == 0 {
-                    // Paired with the user's abort: without one a hang is a hang forever.
-                    Fault::ToolHang {
-                        execution,
-                        abort_after_ms: Some(rng.random_range(1..=5_000)),
-                    }
-                } else {
-                    Fault::ToolGarbage {
-                        execution,
-                        value: Garbage::ALL[rng.random_range(0..Garbage::ALL.len())],
-                    }
-                }
-            }
-            _ => {
-                let event = LOOP_EVENT_TYPES[rng.random_range(0..7usize)];
-                Fault::ListenerThrows {
-                    event: Some(event.to_string()),
-                    nth: Some(rng.random_range(1..=3)),
-                    how: if rng.random_range(0..2u32) == 0 {
-                        ListenerFault::Error
-                    } else {
-                        ListenerFault::Panic
-                    },
-                }
-            }
-        };
-        faults.push(fault);
+    } else {
+        let (name, count) = candidates[rng.random_range(0..candidates.len())];
+        Fault::UserAbort {
+            at_ms: None,
+            on_event: Some(name.clone()),
+            nth: Some(rng.random_range(1..=*count)),
+            reason,
+        }
     }
-    faults
+}
+
+/// The `tool` family: one of the tool executions hangs past the abort, or returns garbage.
+fn tool_fault(rng: &mut ChaCha8Rng, tool_executions: u32) -> Fault {
+    let executions = tool_executions.max(1);
+    let execution = rng.random_range(1..=executions);
+    if rng.random_range(0..2u32) == 0 {
+        // Paired with the user's abort: without one a hang is a hang forever.
+        Fault::ToolHang {
+            execution,
+            abort_after_ms: Some(rng.random_range(1..=5_000)),
+        }
+    } else {
+        Fault::ToolGarbage {
+            execution,
+            value: Garbage::ALL[rng.random_range(0..Garbage::ALL.len())],
+        }
+    }
+}
+
+/// The `listener` family: the live listener throws (an error or a panic) on an event type.
+fn listener_fault(rng: &mut ChaCha8Rng) -> Fault {
+    let event = LOOP_EVENT_TYPES[rng.random_range(0..7usize)];
+    Fault::ListenerThrows {
+        event: Some(event.to_string()),
+        nth: Some(rng.random_range(1..=3)),
+        how: if rng.random_range(0..2u32) == 0 {
+            ListenerFault::Error
+        } else {
+            ListenerFault::Panic
+        },
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn baseline() -> LoopBaseline {
-        LoopBaseline {
+    fn baseline() -> Baseline {
+        Baseline {
             end_ms: 900,
             provider_frames: vec![20, 9],
             tool_executions: 4,

@@ -1,27 +1,27 @@
 //! The agent-loop world: (scenario, seed) → one turmoil simulation with two hosts, the fake
 //! provider (`provider`, cassette-fed and scripted) and the agent (`client`: the Kimi Code
 //! turn loop inside its host, `model::kimi::agent`), talking HTTP/SSE over the simulated
-//! network. Network and process faults run through the shared [`FaultRuntime`] (with its heal
-//! phase); provider faults through [`PlanHooks`]; user and tool faults through
+//! network. Network and process faults run through the harness's step/heal loop
+//! ([`world::run_to_end`]); provider faults through [`PlanHooks`]; user and tool faults through
 //! [`LoopPlanHooks`], the agent's [`AgentFaults`].
 //!
 //! Seeds: `derive_seed(seed, "turmoil" | "loop" | "loop-tools")`.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use crate::harness::env::SimEnv;
-use crate::harness::faults::{Fault, FaultRuntime, NowFn, PlanHooks, Trigger};
+use crate::harness::faults::{Fault, NowFn, PlanHooks, Trigger};
 use crate::harness::kimi::script::loop_responses;
-use crate::harness::letta::world::{EPOCH_UNIX_MS, PROVIDER_PORT, derive_seed};
 use crate::harness::scenario::{InputError, Scenario};
 use crate::harness::trace::{Trace, TraceEvent};
+use crate::harness::world::{self, EPOCH_UNIX_MS, PROVIDER_PORT, derive_seed, sim_now};
 use crate::model::kimi::agent::inject::{AbortReason, AgentFaults, ListenerFault, ToolAct};
 use crate::model::kimi::agent::tools::resolve_path;
 use crate::model::kimi::agent::{LoopAgentConfig, LoopTurnOutcome};
 use crate::model::kimi::turn_loop::LoopBugs;
 use crate::model::port::observe::Observation;
-use crate::model::provider::{self, ProviderConfig, ProviderState};
+use crate::model::provider::{ProviderConfig, ProviderState};
 use crate::model::tools::Workspace;
 
 /// Everything one agent-loop simulation produced.
@@ -86,12 +86,8 @@ pub fn initial_workspace(scenario: &Scenario) -> Workspace {
 /// Runs an agent-loop `scenario` once with `seed` on turmoil.
 pub fn run_once(scenario: &Scenario, seed: u64) -> Result<LoopRunOutput, InputError> {
     let trace = Trace::new();
-    let now: NowFn = Arc::new(|| turmoil::sim_elapsed().map_or(0, |d| d.as_millis() as u64));
-    let plan: Vec<Fault> = scenario
-        .faults
-        .iter()
-        .map(|f| f.get_ref().clone())
-        .collect();
+    let now = sim_now();
+    let plan = world::plan(scenario);
     let (responses, latencies) = loop_responses(scenario)?;
     let provider_config = Arc::new(ProviderConfig {
         port: PROVIDER_PORT,
@@ -103,28 +99,8 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<LoopRunOutput, InputEr
     let config = agent_config(scenario, seed, hooks, latencies)?;
     let workspace = Arc::new(Mutex::new(initial_workspace(scenario)));
 
-    let mut builder = turmoil::Builder::new();
-    builder
-        .rng_seed(derive_seed(seed, "turmoil"))
-        .epoch(UNIX_EPOCH + Duration::from_millis(EPOCH_UNIX_MS))
-        .tick_duration(Duration::from_millis(scenario.network.tick_ms))
-        .min_message_latency(Duration::from_millis(scenario.network.latency_ms[0]))
-        .max_message_latency(Duration::from_millis(scenario.network.latency_ms[1]))
-        .simulation_duration(Duration::from_millis(scenario.limits.sim_time_ms));
-    let mut sim = builder.build();
-    {
-        let trace = trace.clone();
-        sim.host("provider", move || {
-            let env = SimEnv::new("provider", trace.clone(), EPOCH_UNIX_MS);
-            let config = provider_config.clone();
-            let state = provider_state.clone();
-            async move {
-                provider::run(env, config, state)
-                    .await
-                    .map_err(|e| e.to_string().into())
-            }
-        });
-    }
+    let mut sim = world::simulation(scenario, seed);
+    world::provider_host(&mut sim, &trace, provider_config, provider_state);
     let outcomes: Arc<Mutex<Option<Vec<LoopTurnOutcome>>>> = Arc::new(Mutex::new(None));
     {
         let env = SimEnv::new("client", trace.clone(), EPOCH_UNIX_MS);
@@ -137,33 +113,8 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<LoopRunOutput, InputEr
         });
     }
 
-    let mut faults = FaultRuntime::new(&plan, scenario.network.latency_ms);
-    let heal_at = scenario.limits.heal_at_ms;
-    let deadline = heal_at.saturating_add(scenario.limits.liveness_ms);
-    let mut stopped = None;
-    loop {
-        match sim.step() {
-            Ok(true) => break,
-            Ok(false) => {}
-            Err(e) => {
-                stopped = Some(e.to_string());
-                break;
-            }
-        }
-        let now = sim.elapsed().as_millis() as u64;
-        if now >= heal_at {
-            faults.heal(&mut sim, now, &trace);
-        } else {
-            faults.on_step(&mut sim, now, &trace);
-        }
-        if now >= deadline {
-            stopped = Some(format!(
-                "not finished {} ms after the world healed at {heal_at} ms",
-                scenario.limits.liveness_ms
-            ));
-            break;
-        }
-    }
+    // The agent is turmoil's one client: the run is done when turmoil says its clients are.
+    let stopped = world::run_to_end(&mut sim, scenario, &plan, &trace, |done| done, |_, _| {});
     let end_ms = sim.elapsed().as_millis() as u64;
     // Read the trace before the hosts are torn down: a hung tool's future is dropped then,
     // outside simulated time.

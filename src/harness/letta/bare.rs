@@ -19,10 +19,9 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 
 use crate::cassette::TimedFrame;
-use crate::harness::letta::world::{
-    EPOCH_UNIX_MS, PROVIDER_PORT, RunOutput, SERVER_PORT, derive_seed,
-};
+use crate::harness::letta::world::{RunOutput, SERVER_PORT};
 use crate::harness::scenario::{InputError, Scenario};
+use crate::harness::world::{EPOCH_UNIX_MS, PROVIDER_PORT, derive_seed};
 use crate::model::letta::server::Exchange;
 use crate::model::port::http::Body;
 use crate::model::port::observe::Observation;

@@ -1,22 +1,16 @@
-//! The client invariants of DESIGN.md §5 (issue 4, docs/invariants.md): oracles over the trace
-//! of a Letta run with the faithful client. Pure: they read a finished trace and nothing else.
-//! `lock-safety` is shared with the agent loop (same statement, its own checker per system).
+//! The Letta client's oracles (DESIGN.md §5, docs/invariants.md) over the trace of a Letta run.
+//! Pure: they read a finished trace and nothing else. `lock-safety` is shared with the agent
+//! loop: same statement, its own checker per system.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::port::observe::{HistoryEntry, Observation};
 
-use crate::harness::invariants::{LOCK_SAFETY, Violation};
+use crate::harness::invariants::{
+    APPROVAL_ATTRIBUTION, ARGS_INTACT, BUDGET_RESPECTED, LOCK_SAFETY, NO_DOUBLE_EXECUTION,
+    RESULTS_ORDERED, STOP_REASON_CONSISTENT, STREAM_GAPLESS, Violation,
+};
 use crate::harness::trace::TraceEvent;
-
-pub const NO_DOUBLE_EXECUTION: &str = "no-double-execution";
-pub const STREAM_GAPLESS: &str = "stream-gapless";
-pub const STOP_REASON_CONSISTENT: &str = "stop-reason-consistent";
-pub const ARGS_INTACT: &str = "args-intact";
-pub const BUDGET_RESPECTED: &str = "budget-respected";
-pub const APPROVAL_ATTRIBUTION: &str = "approval-attribution";
-pub const RESULTS_ORDERED: &str = "results-ordered";
-// `lock-safety` is shared with the agent loop: same statement, its own checker per system.
 
 /// An invariant's checker.
 pub type Checker = fn(&[TraceEvent]) -> Vec<Violation>;
@@ -369,54 +363,83 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
                 detail,
                 retry_after_ms,
             } => {
-                let (budget, shared_kind) = match kind.as_str() {
-                    "transient" | "post_stream" => (3, true),
-                    "approval_pending" => (3, true),
-                    "busy" => (3, false),
-                    "empty_response" => (2, false),
-                    "shutdown_503" => (3, false),
-                    "quota_swap" => (1, false),
-                    "resume" => (if headless { 20 } else { 1 }, false),
-                    _ => (u32::MAX, false),
+                let retry = Retry {
+                    kind,
+                    attempt: *attempt,
+                    delay_ms: *delay_ms,
+                    detail,
+                    retry_after_ms: *retry_after_ms,
                 };
-                if shared_kind {
-                    shared += 1;
-                    if *attempt != shared || shared > 3 {
-                        out.push(v(
-                            BUDGET_RESPECTED,
-                            i,
-                            format!(
-                                "{kind} retry is attempt {attempt}, but it is retry {shared} of the turn's shared LLM budget of 3"
-                            ),
-                        ));
-                    }
-                } else {
-                    let prev = last.get(kind).copied().unwrap_or(0);
-                    // Counters may restart at 1 (busy resets on other pre-stream errors; 503
-                    // retries count per send), never skip or exceed their budget.
-                    if *attempt > budget || !(*attempt == 1 || *attempt == prev + 1) {
-                        out.push(v(
-                            BUDGET_RESPECTED,
-                            i,
-                            format!("{kind} retry attempt {attempt} (previous {prev}) breaks its budget of {budget}"),
-                        ));
-                    }
-                    last.insert(kind.clone(), *attempt);
-                }
-                if let Some(want) =
-                    documented_delay(kind, *attempt, detail, *retry_after_ms, headless)
-                    && want != *delay_ms
-                {
-                    out.push(v(
-                        BUDGET_RESPECTED,
-                        i,
-                        format!("{kind} retry attempt {attempt} waits {delay_ms} ms; the documented delay is {want} ms"),
-                    ));
-                }
+                let broken = retry_breaks(&retry, headless, &mut shared, &mut last);
+                out.extend(broken.into_iter().map(|m| v(BUDGET_RESPECTED, i, m)));
                 pending_wait = Some((i, e.t_ms, *delay_ms));
             }
             _ => {}
         }
+    }
+    out
+}
+
+/// One retry the client announced.
+struct Retry<'a> {
+    kind: &'a str,
+    attempt: u32,
+    delay_ms: u64,
+    detail: &'a str,
+    retry_after_ms: Option<u64>,
+}
+
+/// What a retry broke: its attempt against its budget (the turn's shared LLM budget, or its
+/// kind's own), its delay against the documented formula. `shared` and `last` are the turn's
+/// counters.
+fn retry_breaks(
+    retry: &Retry<'_>,
+    headless: bool,
+    shared: &mut u32,
+    last: &mut BTreeMap<String, u32>,
+) -> Vec<String> {
+    let Retry {
+        kind,
+        attempt,
+        delay_ms,
+        detail,
+        retry_after_ms,
+    } = *retry;
+    let mut out = Vec::new();
+    let (budget, shared_kind) = match kind {
+        "transient" | "post_stream" => (3, true),
+        "approval_pending" => (3, true),
+        "busy" => (3, false),
+        "empty_response" => (2, false),
+        "shutdown_503" => (3, false),
+        "quota_swap" => (1, false),
+        "resume" => (if headless { 20 } else { 1 }, false),
+        _ => (u32::MAX, false),
+    };
+    if shared_kind {
+        *shared += 1;
+        if attempt != *shared || *shared > 3 {
+            out.push(format!(
+                "{kind} retry is attempt {attempt}, but it is retry {shared} of the turn's shared LLM budget of 3"
+            ));
+        }
+    } else {
+        let prev = last.get(kind).copied().unwrap_or(0);
+        // Counters may restart at 1 (busy resets on other pre-stream errors; 503 retries count
+        // per send), never skip or exceed their budget.
+        if attempt > budget || !(attempt == 1 || attempt == prev + 1) {
+            out.push(format!(
+                "{kind} retry attempt {attempt} (previous {prev}) breaks its budget of {budget}"
+            ));
+        }
+        last.insert(kind.to_string(), attempt);
+    }
+    if let Some(want) = documented_delay(kind, attempt, detail, retry_after_ms, headless)
+        && want != delay_ms
+    {
+        out.push(format!(
+            "{kind} retry attempt {attempt} waits {delay_ms} ms; the documented delay is {want} ms"
+        ));
     }
     out
 }
@@ -469,37 +492,8 @@ pub fn approval_attribution(events: &[TraceEvent]) -> Vec<Violation> {
                 ..
             } => {
                 *resolved.entry(tool_call_id.clone()).or_default() += 1;
-                match decided.get(tool_call_id) {
-                    None => out.push(v(
-                        APPROVAL_ATTRIBUTION,
-                        i,
-                        format!("tool call {tool_call_id} was denied ({reason:?}) but the client never decided it"),
-                    )),
-                    Some((origin, decision)) => {
-                        if !decision.starts_with("deny") {
-                            out.push(v(
-                                APPROVAL_ATTRIBUTION,
-                                i,
-                                format!("tool call {tool_call_id} was decided {decision:?} but the model sees a denial"),
-                            ));
-                        } else if origin == "human" {
-                            if decision.strip_prefix("deny: ") != Some(reason.as_str()) {
-                                out.push(v(
-                                    APPROVAL_ATTRIBUTION,
-                                    i,
-                                    format!("the human denied {tool_call_id} with {decision:?}, but the model sees {reason:?}"),
-                                ));
-                            }
-                        } else if !origin_allows(origin, reason) {
-                            out.push(v(
-                                APPROVAL_ATTRIBUTION,
-                                i,
-                                format!(
-                                    "tool call {tool_call_id} was denied by {origin}, not by the user, but its reason {reason:?} is not that origin's text"
-                                ),
-                            ));
-                        }
-                    }
+                if let Some(m) = denial_problem(tool_call_id, reason, decided.get(tool_call_id)) {
+                    out.push(v(APPROVAL_ATTRIBUTION, i, m));
                 }
             }
             Observation::History {
@@ -532,6 +526,38 @@ pub fn approval_attribution(events: &[TraceEvent]) -> Vec<Violation> {
         }
     }
     out
+}
+
+/// What is wrong with the denial of `tool_call_id` the model sees, given the client's latest
+/// decision for it (origin, decision): no decision, a decision that was not a denial, or a
+/// reason that is not the decider's.
+fn denial_problem(
+    tool_call_id: &str,
+    reason: &str,
+    decided: Option<&(String, String)>,
+) -> Option<String> {
+    let Some((origin, decision)) = decided else {
+        return Some(format!(
+            "tool call {tool_call_id} was denied ({reason:?}) but the client never decided it"
+        ));
+    };
+    if !decision.starts_with("deny") {
+        Some(format!(
+            "tool call {tool_call_id} was decided {decision:?} but the model sees a denial"
+        ))
+    } else if origin == "human" {
+        (decision.strip_prefix("deny: ") != Some(reason)).then(|| {
+            format!(
+                "the human denied {tool_call_id} with {decision:?}, but the model sees {reason:?}"
+            )
+        })
+    } else if !origin_allows(origin, reason) {
+        Some(format!(
+            "tool call {tool_call_id} was denied by {origin}, not by the user, but its reason {reason:?} is not that origin's text"
+        ))
+    } else {
+        None
+    }
 }
 
 /// Parses `approval[tool:a,deny:b]+user` into the approval item ids, in order.

@@ -4,7 +4,10 @@
 pub mod bare;
 pub mod client_invariants;
 pub mod conformance;
+pub mod coverage;
 pub mod findings;
+pub mod invariants;
 pub mod probe;
+pub mod run;
 pub mod swarm;
 pub mod world;

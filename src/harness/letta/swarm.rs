@@ -1,35 +1,17 @@
-//! Swarm testing: per seed, draw which fault families are on and where their faults land, and
-//! turn that into an explicit plan (printed before the run, shrinkable, writable as a scenario).
-//!
-//! Faults are placed inside what a fault-free run of the same scenario did (its [`Baseline`]):
-//! a cut lands on a frame that exists, a crash at a time when something is happening. Every
-//! probability is an integer ratio drawn from the seeded PRNG (`derive_seed(seed, "swarm")`).
+//! The Letta system's swarm families: `network` (latency, partition or hold on the client–server
+//! or server–provider link), `process` (server or provider crash and restart), `provider` (an
+//! error status or a stream fault on a model call) and `stream` (a fault on a response the
+//! server streams to the client), placed inside what a fault-free run of the same scenario did.
+//! The PRNG is seeded with `derive_seed(seed, "swarm")`.
 
-use rand::{RngExt as _, SeedableRng};
+use rand::RngExt as _;
 use rand_chacha::ChaCha8Rng;
 
 use crate::harness::faults::Fault;
-use crate::harness::letta::world::derive_seed;
+use crate::harness::swarm::{crash_fault, draw_plan, network_fault, provider_fault};
 use crate::harness::trace::TraceEvent;
 use crate::model::port::inject::StreamFault;
 use crate::model::port::observe::Observation;
-
-/// A probability as an integer ratio `num / den`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ratio {
-    pub num: u32,
-    pub den: u32,
-}
-
-impl Ratio {
-    pub const fn new(num: u32, den: u32) -> Self {
-        Ratio { num, den }
-    }
-
-    pub fn draw(self, rng: &mut ChaCha8Rng) -> bool {
-        self.den > 0 && rng.random_range(0..self.den) < self.num
-    }
-}
 
 /// What a fault-free run did: where faults can land.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -39,9 +21,6 @@ pub struct Baseline {
     pub response_frames: Vec<u64>,
     /// Frames of each provider answer, in call order.
     pub provider_frames: Vec<u64>,
-    /// For an agent-loop run (`system = "agent-loop"`): what the agent did. [`plan`] then
-    /// draws from the agent-loop families instead (`loop_swarm`).
-    pub agent_loop: Option<crate::harness::kimi::swarm::LoopBaseline>,
 }
 
 impl Baseline {
@@ -61,24 +40,15 @@ impl Baseline {
                 _ => {}
             }
         }
-        let agent_loop = trace
-            .iter()
-            .any(|e| matches!(e.obs, Observation::LoopStepBegin { .. }))
-            .then(|| crate::harness::kimi::swarm::LoopBaseline::from_trace(trace, end_ms));
         Baseline {
             end_ms,
             response_frames: runs.into_iter().map(|(_, n)| n + 1).collect(),
             provider_frames,
-            agent_loop,
         }
     }
 }
 
-/// Per-family switches: each family is on for a seed with this probability.
-pub const FAMILY_ON: Ratio = Ratio::new(1, 2);
-
-/// The fault families a swarm draws from (DESIGN.md §3). User and tool faults arrive with the
-/// client model's interrupt and restart support.
+/// The fault families a Letta swarm draws from (DESIGN.md §3).
 pub const FAMILIES: [&str; 4] = ["network", "process", "provider", "stream"];
 
 const STREAM_ACTIONS: [StreamFault; 6] = [
@@ -92,95 +62,35 @@ const STREAM_ACTIONS: [StreamFault; 6] = [
 
 /// Draws the plan for `seed`: which families are on, and one fault from each.
 pub fn plan(seed: u64, baseline: &Baseline) -> Vec<Fault> {
-    if let Some(agent_loop) = &baseline.agent_loop {
-        // The agent-loop world has no server, and user, tool and listener faults.
-        return crate::harness::kimi::swarm::plan(seed, agent_loop);
-    }
-    let mut rng = ChaCha8Rng::seed_from_u64(derive_seed(seed, "swarm"));
     let horizon = baseline.end_ms.max(1);
-    let mut faults = Vec::new();
-    // Draw every switch first, so turning one family's placement logic never shifts another's.
-    let on: Vec<bool> = FAMILIES.iter().map(|_| FAMILY_ON.draw(&mut rng)).collect();
-    for (family, on) in FAMILIES.iter().zip(on) {
-        if !on {
-            continue;
+    draw_plan(seed, "swarm", &FAMILIES, |family, rng| match family {
+        "network" => network_fault(rng, horizon, pair),
+        "process" => {
+            let host = if rng.random_range(0..3u32) == 0 {
+                "provider"
+            } else {
+                "server"
+            };
+            crash_fault(rng, host.into(), horizon)
         }
-        let fault = match *family {
-            "network" => match rng.random_range(0..3u32) {
-                0 => Fault::Latency {
-                    at_ms: Some(rng.random_range(0..horizon)),
-                    on_event: None,
-                    nth: None,
-                    max_ms: rng.random_range(20..=500),
-                },
-                1 => Fault::Partition {
-                    between: pair(&mut rng),
-                    at_ms: Some(rng.random_range(0..horizon)),
-                    on_event: None,
-                    nth: None,
-                    duration_ms: rng.random_range(100..=10_000),
-                },
-                _ => Fault::Hold {
-                    between: pair(&mut rng),
-                    at_ms: Some(rng.random_range(0..horizon)),
-                    on_event: None,
-                    nth: None,
-                    duration_ms: rng.random_range(100..=10_000),
-                },
-            },
-            "process" => Fault::Crash {
-                host: if rng.random_range(0..3u32) == 0 {
-                    "provider".into()
-                } else {
-                    "server".into()
-                },
-                at_ms: Some(rng.random_range(0..horizon)),
-                on_event: None,
-                nth: None,
-                restart_after_ms: Some(rng.random_range(50..=5_000)),
-            },
-            "provider" => {
-                let calls = baseline.provider_frames.len().max(1) as u32;
-                let call = rng.random_range(0..calls);
-                if rng.random_range(0..2u32) == 0 {
-                    let statuses = [429u16, 500, 503, 529];
-                    let status = statuses[rng.random_range(0..statuses.len())];
-                    Fault::ProviderError {
-                        call,
-                        status,
-                        retry_after_s: (status == 429).then(|| rng.random_range(1..=30)),
-                        message: None,
-                    }
-                } else {
-                    let frames = baseline
-                        .provider_frames
-                        .get(call as usize)
-                        .copied()
-                        .unwrap_or(1)
-                        .max(1);
-                    Fault::ProviderStream {
-                        call,
-                        frame: rng.random_range(1..=frames),
-                        action: STREAM_ACTIONS[rng.random_range(0..STREAM_ACTIONS.len())],
-                    }
-                }
-            }
-            _ => {
-                let responses = baseline.response_frames.len().max(1);
-                let r = rng.random_range(0..responses);
-                let frames = baseline.response_frames.get(r).copied().unwrap_or(1).max(1);
-                Fault::ServerStream {
-                    response: r as u64 + 1,
-                    frame: rng.random_range(1..=frames),
-                    action: STREAM_ACTIONS[rng.random_range(0..STREAM_ACTIONS.len())],
-                }
-            }
-        };
-        faults.push(fault);
-    }
-    faults
+        "provider" => provider_fault(rng, &baseline.provider_frames, &STREAM_ACTIONS),
+        _ => stream_fault(rng, &baseline.response_frames),
+    })
 }
 
+/// The `stream` family: one of the server's streamed responses breaks at one of its frames.
+fn stream_fault(rng: &mut ChaCha8Rng, response_frames: &[u64]) -> Fault {
+    let responses = response_frames.len().max(1);
+    let r = rng.random_range(0..responses);
+    let frames = response_frames.get(r).copied().unwrap_or(1).max(1);
+    Fault::ServerStream {
+        response: r as u64 + 1,
+        frame: rng.random_range(1..=frames),
+        action: STREAM_ACTIONS[rng.random_range(0..STREAM_ACTIONS.len())],
+    }
+}
+
+/// The link a partition or hold cuts: client–server or server–provider.
 fn pair(rng: &mut ChaCha8Rng) -> [String; 2] {
     if rng.random_range(0..2u32) == 0 {
         ["client".into(), "server".into()]
@@ -198,7 +108,6 @@ mod tests {
             end_ms: 240,
             response_frames: vec![11, 7],
             provider_frames: vec![15, 9],
-            agent_loop: None,
         }
     }
 
@@ -216,13 +125,5 @@ mod tests {
         }
         // Each family is on half the time: about 15 in 16 plans have at least one fault.
         assert!((170..=199).contains(&nonempty), "{nonempty}");
-    }
-
-    #[test]
-    fn ratios_are_exact_integer_draws() {
-        let mut rng = ChaCha8Rng::seed_from_u64(1);
-        assert!(!Ratio::new(0, 5).draw(&mut rng));
-        assert!(Ratio::new(5, 5).draw(&mut rng));
-        assert!(!Ratio::new(1, 0).draw(&mut rng));
     }
 }

@@ -1,0 +1,108 @@
+//! The agent loop's coverage goals: situations of the turn loop a sweep should reach.
+
+use crate::harness::coverage::{Goal, any, is_fault};
+use crate::harness::trace::TraceEvent;
+use crate::model::port::observe::Observation;
+
+fn tool_result_says(t: &[TraceEvent], text: &str) -> bool {
+    any(
+        t,
+        |o| matches!(o, Observation::LoopToolResult { output, .. } if output.contains(text)),
+    )
+}
+
+/// The goals of an agent-loop sweep, in report order.
+pub const GOALS: &[Goal] = &[
+    Goal {
+        id: "loop-tools-overlapped",
+        what: "two tool executions of a batch ran at the same time",
+        reached: |t| {
+            let mut running = 0usize;
+            t.iter().any(|e| {
+                match &e.obs {
+                    Observation::LoopToolStart { .. } => running += 1,
+                    Observation::LoopToolEnd { .. } => running = running.saturating_sub(1),
+                    _ => {}
+                }
+                running >= 2
+            })
+        },
+    },
+    Goal {
+        id: "loop-conflict-waited",
+        what: "a tool started only when a conflicting one ended",
+        reached: |t| {
+            t.windows(2).any(|w| {
+                matches!(w[0].obs, Observation::LoopToolEnd { .. })
+                    && matches!(w[1].obs, Observation::LoopToolStart { .. })
+                    && w[0].t_ms == w[1].t_ms
+            })
+        },
+    },
+    Goal {
+        id: "loop-step-retried",
+        what: "a model call failed and was retried (step.retrying)",
+        reached: |t| any(t, |o| matches!(o, Observation::LoopRetrying { .. })),
+    },
+    Goal {
+        id: "loop-aborted-in-tools",
+        what: "the user aborted a turn while a tool ran",
+        reached: |t| {
+            let mut running = 0usize;
+            t.iter().any(|e| {
+                match &e.obs {
+                    Observation::LoopToolStart { .. } => running += 1,
+                    Observation::LoopToolEnd { .. } => running = running.saturating_sub(1),
+                    Observation::LoopUserAbort { .. } if running > 0 => return true,
+                    _ => {}
+                }
+                false
+            })
+        },
+    },
+    Goal {
+        id: "loop-step-left-open",
+        what: "a run ended with a step.begin and no step.end (the partial envelope)",
+        reached: |t| {
+            let mut open = false;
+            t.iter().any(|e| {
+                match &e.obs {
+                    Observation::LoopStepBegin { .. } => open = true,
+                    Observation::LoopStepEnd { .. } => open = false,
+                    Observation::LoopInterrupted { .. } if open => return true,
+                    _ => {}
+                }
+                false
+            })
+        },
+    },
+    Goal {
+        id: "loop-grace-timeout",
+        what: "a tool that ignored the abort was cut off by the grace timeout",
+        reached: |t| tool_result_says(t, "aborted by grace timeout"),
+    },
+    Goal {
+        id: "loop-garbage-coerced",
+        what: "a tool returned something that is not a tool result",
+        reached: |t| {
+            tool_result_says(t, "instead of a tool result")
+                || tool_result_says(t, "returned no result")
+                || tool_result_says(t, "malformed")
+        },
+    },
+    Goal {
+        id: "loop-listener-threw",
+        what: "the live listener threw and the turn went on",
+        reached: |t| any(t, |o| is_fault(o, "listener_throws")),
+    },
+    Goal {
+        id: "loop-turn-failed",
+        what: "a turn failed (runTurn threw)",
+        reached: |t| {
+            any(
+                t,
+                |o| matches!(o, Observation::TurnEnd { outcome, .. } if outcome.starts_with("failed")),
+            )
+        },
+    },
+];

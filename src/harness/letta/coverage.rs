@@ -1,0 +1,154 @@
+//! The Letta system's coverage goals: situations of the approval loop a sweep should reach.
+
+use crate::harness::coverage::{Goal, any, is_fault};
+use crate::harness::letta::invariants::pending_tool_calls;
+use crate::model::port::observe::{HistoryEntry, Observation};
+
+/// The goals of a Letta sweep, in report order.
+pub const GOALS: &[Goal] = &[
+    Goal {
+        id: "tool-executed",
+        what: "a client tool ran and its result went back",
+        reached: |t| any(t, |o| matches!(o, Observation::ToolExecuted { .. })),
+    },
+    Goal {
+        id: "approval-denied",
+        what: "a tool call was denied",
+        reached: |t| {
+            any(t, |o| {
+                matches!(
+                    o,
+                    Observation::History {
+                        entry: HistoryEntry::Denial { .. },
+                        ..
+                    }
+                )
+            })
+        },
+    },
+    Goal {
+        id: "stream-cut-in-tool-args",
+        what: "a stream broke after some of a tool call's argument deltas had arrived",
+        reached: |t| {
+            any(t, |o| {
+                matches!(o, Observation::ClientDrained { stop_reason, approvals, .. }
+                    if stop_reason == "error" && !approvals.is_empty())
+            })
+        },
+    },
+    Goal {
+        id: "busy-409",
+        what: "the server answered 409 busy",
+        reached: |t| {
+            any(t, |o| {
+                matches!(o, Observation::ServerRequest { status: 409, .. })
+            })
+        },
+    },
+    Goal {
+        id: "approval-pending-conflict",
+        what: "a message was refused because an approval was pending",
+        reached: |t| {
+            any(t, |o| {
+                matches!(o, Observation::TurnEnd { outcome, .. } if outcome.contains("waiting for approval"))
+                    || matches!(o, Observation::ClientRecovery { kind, .. } if kind == "approval_pending")
+                    || matches!(o, Observation::ClientRetry { kind, .. } if kind == "approval_pending")
+            })
+        },
+    },
+    Goal {
+        id: "client-resumed",
+        what: "the client resumed a broken stream (run stream or otid)",
+        reached: |t| any(t, |o| matches!(o, Observation::ClientResume { .. })),
+    },
+    Goal {
+        id: "resume-inside-tool-args",
+        what: "a resume began while a tool call's arguments were half received",
+        reached: |t| {
+            t.windows(2).any(|w| {
+                matches!(&w[0].obs, Observation::ClientDrained { stop_reason, approvals, .. }
+                    if stop_reason == "error" && !approvals.is_empty())
+                    && matches!(w[1].obs, Observation::ClientResume { .. })
+            })
+        },
+    },
+    Goal {
+        id: "client-restarted-with-approval-pending",
+        what: "the client restarted while the server held a pending approval",
+        reached: |t| {
+            t.iter().enumerate().any(|(i, e)| {
+                matches!(e.obs, Observation::ClientStarted { restart, .. } if restart > 0)
+                    && !pending_tool_calls(&t[..i]).is_empty()
+            })
+        },
+    },
+    Goal {
+        id: "stale-approval-denied",
+        what: "the client closed a stale pending approval with the recovery denial",
+        reached: |t| {
+            any(
+                t,
+                |o| matches!(o, Observation::ClientDecision { origin, .. } if origin == "stale-recovery"),
+            )
+        },
+    },
+    Goal {
+        id: "stall-reconciler",
+        what: "a silent stream was ended by the run-status check",
+        reached: |t| {
+            any(t, |o| {
+                matches!(o, Observation::ClientStreamEnd { how }
+                    if how == "stall-reconciler" || how == "stall-no-run-id")
+            })
+        },
+    },
+    Goal {
+        id: "client-retried",
+        what: "the client waited and retried (busy, 503, llm error, empty response)",
+        reached: |t| any(t, |o| matches!(o, Observation::ClientRetry { .. })),
+    },
+    Goal {
+        id: "provider-error",
+        what: "a model call failed (error status or broken stream)",
+        reached: |t| {
+            any(
+                t,
+                |o| matches!(o, Observation::ProviderResult { outcome, .. } if outcome.starts_with("error")),
+            )
+        },
+    },
+    Goal {
+        id: "server-restarted-with-approval-pending",
+        what: "the server restarted while a tool call awaited approval",
+        reached: |t| {
+            t.iter().enumerate().any(|(i, e)| {
+                is_fault(&e.obs, "restart server") && !pending_tool_calls(&t[..i]).is_empty()
+            })
+        },
+    },
+    Goal {
+        id: "partition-healed",
+        what: "a partition was repaired",
+        reached: |t| any(t, |o| is_fault(o, "repair ")),
+    },
+    Goal {
+        id: "terminal-eof-guard",
+        what: "the client stopped waiting for a body that did not close after its stop reason",
+        reached: |t| {
+            any(
+                t,
+                |o| matches!(o, Observation::ClientStreamEnd { how } if how == "terminal-eof-guard"),
+            )
+        },
+    },
+    Goal {
+        id: "turn-ended-in-error",
+        what: "a turn ended with an error",
+        reached: |t| {
+            any(
+                t,
+                |o| matches!(o, Observation::TurnEnd { outcome, .. } if outcome.starts_with("error")),
+            )
+        },
+    },
+];

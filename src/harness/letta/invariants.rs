@@ -1,0 +1,238 @@
+//! The Letta server's oracles over the trace (DESIGN.md §5, docs/invariants.md):
+//! `tool-call-resolved`, `one-run-per-request`, `durable-ack`, `history-valid`, and the tool
+//! calls a run leaves awaiting approval. Pure: they read a finished trace and nothing else.
+
+use std::collections::BTreeMap;
+
+use crate::harness::invariants::{
+    DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, TOOL_CALL_RESOLVED, Violation,
+};
+use crate::harness::trace::TraceEvent;
+use crate::model::port::observe::{HistoryEntry, Observation};
+
+/// `tool-call-resolved`: every tool call the server asked the client about gets exactly one
+/// resolution (a tool return or a denial) in the server's history, and none is left dangling
+/// when a new turn starts. Calls still pending when the run ends are not violations here (a
+/// paused turn is legitimate); they are listed by [`pending_tool_calls`].
+pub fn tool_call_resolved(events: &[TraceEvent]) -> Vec<Violation> {
+    #[derive(PartialEq)]
+    enum State {
+        Open,
+        Resolved(usize),
+    }
+    let mut out = Vec::new();
+    // conversation → (tool_call_id → state), in the order calls were made.
+    let mut calls: BTreeMap<String, Vec<(String, State)>> = BTreeMap::new();
+    for (i, e) in events.iter().enumerate() {
+        let Observation::History {
+            conversation_id,
+            entry,
+        } = &e.obs
+        else {
+            continue;
+        };
+        let conv = calls.entry(conversation_id.clone()).or_default();
+        match entry {
+            HistoryEntry::ToolCall { tool_call_id, .. } => {
+                conv.push((tool_call_id.clone(), State::Open));
+            }
+            HistoryEntry::ToolReturn { tool_call_id, .. }
+            | HistoryEntry::Denial { tool_call_id, .. }
+            | HistoryEntry::Settled { tool_call_id, .. } => {
+                match conv.iter_mut().rev().find(|(id, _)| id == tool_call_id) {
+                    None => out.push(Violation {
+                        invariant: TOOL_CALL_RESOLVED,
+                        event: Some(i),
+                        message: format!(
+                            "conversation {conversation_id}: resolution for tool call {tool_call_id}, which the server never asked about"
+                        ),
+                    }),
+                    Some((_, State::Resolved(first))) => out.push(Violation {
+                        invariant: TOOL_CALL_RESOLVED,
+                        event: Some(i),
+                        message: format!(
+                            "conversation {conversation_id}: tool call {tool_call_id} resolved twice (first at event {})",
+                            *first + 1
+                        ),
+                    }),
+                    Some((_, state)) => *state = State::Resolved(i),
+                }
+            }
+            HistoryEntry::User { .. } => {
+                for (id, state) in conv.iter() {
+                    if *state == State::Open {
+                        out.push(Violation {
+                            invariant: TOOL_CALL_RESOLVED,
+                            event: Some(i),
+                            message: format!(
+                                "conversation {conversation_id}: a new user turn started while tool call {id} was unresolved"
+                            ),
+                        });
+                    }
+                }
+                // Report each dangling call once.
+                for (_, state) in conv.iter_mut() {
+                    if *state == State::Open {
+                        *state = State::Resolved(i);
+                    }
+                }
+            }
+            HistoryEntry::Assistant { .. } => {}
+        }
+    }
+    out
+}
+
+/// Tool calls without a resolution at the end of the trace: (conversation, tool_call_id).
+pub fn pending_tool_calls(events: &[TraceEvent]) -> Vec<(String, String)> {
+    let mut open: Vec<(String, String)> = Vec::new();
+    for e in events {
+        if let Observation::History {
+            conversation_id,
+            entry,
+        } = &e.obs
+        {
+            match entry {
+                HistoryEntry::ToolCall { tool_call_id, .. } => {
+                    open.push((conversation_id.clone(), tool_call_id.clone()))
+                }
+                HistoryEntry::ToolReturn { tool_call_id, .. }
+                | HistoryEntry::Denial { tool_call_id, .. }
+                | HistoryEntry::Settled { tool_call_id, .. } => {
+                    open.retain(|(c, id)| !(c == conversation_id && id == tool_call_id))
+                }
+                HistoryEntry::User { .. } => open.retain(|(c, _)| c != conversation_id),
+                HistoryEntry::Assistant { .. } => {}
+            }
+        }
+    }
+    open
+}
+
+/// `one-run-per-request`: the server never starts two runs for one request token (the same
+/// otids, letta-protocol.md §2.4). Runs without a token (foreground, local) are not compared.
+pub fn one_run_per_request(events: &[TraceEvent]) -> Vec<Violation> {
+    let mut seen: BTreeMap<&str, (&str, usize)> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        let Observation::RunStarted {
+            run_id,
+            request_token,
+            ..
+        } = &e.obs
+        else {
+            continue;
+        };
+        if request_token.is_empty() {
+            continue;
+        }
+        match seen.get(request_token.as_str()) {
+            Some((first, at)) => out.push(Violation {
+                invariant: ONE_RUN_PER_REQUEST,
+                event: Some(i),
+                message: format!(
+                    "request token {request_token} started a second run {run_id}; run {first} (event {}) already serves it",
+                    at + 1
+                ),
+            }),
+            None => {
+                seen.insert(request_token, (run_id, i));
+            }
+        }
+    }
+    out
+}
+
+/// `durable-ack`: what the server acknowledged before a crash is still in its store after the
+/// restart. Acknowledged = a history entry written (a message echoed), a run started, a chunk
+/// recorded; the restarted server reports what its store holds (`server_recovered`), and every
+/// conversation must hold at least as many history entries, and every run at least as many
+/// chunks, as were acknowledged before.
+pub fn durable_ack(events: &[TraceEvent]) -> Vec<Violation> {
+    let mut histories: BTreeMap<String, u64> = BTreeMap::new();
+    let mut chunks: BTreeMap<String, u64> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        match &e.obs {
+            Observation::History {
+                conversation_id, ..
+            } => *histories.entry(conversation_id.clone()).or_default() += 1,
+            Observation::RunStarted { run_id, .. } => {
+                chunks.entry(run_id.clone()).or_default();
+            }
+            Observation::ChunkRecorded { run_id, seq_id, .. } => {
+                let c = chunks.entry(run_id.clone()).or_default();
+                *c = (*c).max(*seq_id);
+            }
+            Observation::ServerRecovered {
+                histories: held,
+                runs,
+                ..
+            } => {
+                let parse = |list: &[String]| -> BTreeMap<String, u64> {
+                    list.iter()
+                        .filter_map(|s| s.rsplit_once('='))
+                        .map(|(k, v)| (k.to_string(), v.parse().unwrap_or(0)))
+                        .collect()
+                };
+                let held = parse(held);
+                let runs = parse(runs);
+                for (conv, acked) in &histories {
+                    let have = held.get(conv).copied().unwrap_or(0);
+                    if have < *acked {
+                        out.push(Violation {
+                            invariant: DURABLE_ACK,
+                            event: Some(i),
+                            message: format!(
+                                "conversation {conv}: {acked} history entries acknowledged before the crash, {have} after the restart"
+                            ),
+                        });
+                    }
+                }
+                for (run, acked) in &chunks {
+                    match runs.get(run) {
+                        None => out.push(Violation {
+                            invariant: DURABLE_ACK,
+                            event: Some(i),
+                            message: format!("run {run} was started before the crash and is gone after the restart"),
+                        }),
+                        Some(have) if have < acked => out.push(Violation {
+                            invariant: DURABLE_ACK,
+                            event: Some(i),
+                            message: format!(
+                                "run {run}: {acked} chunks recorded before the crash, {have} after the restart"
+                            ),
+                        }),
+                        Some(_) => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `history-valid`: every request the server sent the provider was valid for it; the fake
+/// provider validates as the real API does (a tool use without its result is a 400) and
+/// reports each refusal.
+pub fn history_valid(events: &[TraceEvent]) -> Vec<Violation> {
+    events
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match &e.obs {
+            Observation::ProviderRejected {
+                call,
+                status,
+                message,
+            } => Some(Violation {
+                invariant: HISTORY_VALID,
+                event: Some(i),
+                message: format!(
+                    "the provider refused model call #{call} with {status}: {message}"
+                ),
+            }),
+            _ => None,
+        })
+        .collect()
+}

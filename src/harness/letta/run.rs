@@ -1,0 +1,156 @@
+//! What a Letta run adds to the harness's run flow: its world run, its invariants (the server's
+//! on every run, `durable-ack` when the plan crashes the server, the client's on every run),
+//! its liveness diagnosis, and the expected failures of a client profile (docs/findings.md).
+
+use crate::harness::faults::Fault;
+use crate::harness::invariants::{
+    DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, TOOL_CALL_RESOLVED, Violation,
+};
+use crate::harness::letta::client_invariants::client_invariants;
+use crate::harness::letta::invariants::{
+    durable_ack, history_valid, one_run_per_request, pending_tool_calls, tool_call_resolved,
+};
+use crate::harness::letta::{findings, world};
+use crate::harness::report::Expectations;
+use crate::harness::scenario::{InputError, Scenario};
+use crate::harness::trace::TraceEvent;
+use crate::harness::world::WorldRun;
+use crate::model::port::observe::Observation;
+
+/// Runs the Letta world once and reads what the run flow needs off it.
+pub fn run_world(scenario: &Scenario, seed: u64) -> Result<WorldRun, InputError> {
+    let out = world::run_once(scenario, seed)?;
+    Ok(WorldRun {
+        outcomes: out
+            .outcomes
+            .as_ref()
+            .map(|o| o.iter().map(ToString::to_string).collect()),
+        pending: pending_tool_calls(&out.trace),
+        trace: out.trace,
+        stopped: out.stopped,
+        end_ms: out.end_ms,
+        requests: out.requests,
+    })
+}
+
+/// The invariants of a Letta run, in report order.
+pub fn invariants(
+    scenario: &Scenario,
+    trace: &[TraceEvent],
+) -> Vec<(&'static str, Vec<Violation>)> {
+    let mut checked = vec![
+        (TOOL_CALL_RESOLVED, tool_call_resolved(trace)),
+        (ONE_RUN_PER_REQUEST, one_run_per_request(trace)),
+        (HISTORY_VALID, history_valid(trace)),
+    ];
+    let crashes_server = scenario
+        .faults
+        .iter()
+        .any(|f| matches!(f.get_ref(), Fault::Crash { host, .. } if host == "server"));
+    if crashes_server {
+        checked.push((DURABLE_ACK, durable_ack(trace)));
+    }
+    for (id, check) in client_invariants() {
+        checked.push((id, check(trace)));
+    }
+    checked
+}
+
+/// The scenario's `[[expect]]` entries that apply to its client profile, mode and server
+/// profile, held against the invariants: an expected failure is reported, not counted, and one
+/// that does not happen is itself a failure (the finding no longer reproduces). A `sometimes`
+/// entry is expected only on a run whose trace shows the finding's signature.
+pub fn expectations(
+    scenario: &Scenario,
+    invariants: &[(&'static str, Vec<Violation>)],
+    trace: &[TraceEvent],
+) -> Expectations {
+    let profile = scenario.scenario.client_profile.get_ref();
+    let mode = scenario.client.mode.get_ref();
+    let server = scenario.server.profile.get_ref();
+    let mut out = Expectations::default();
+    for e in &scenario.expect {
+        let e = e.get_ref();
+        if !e.applies(profile, mode, server) {
+            continue;
+        }
+        let Some((id, violations)) = invariants
+            .iter()
+            .find(|(id, _)| *id == e.invariant.as_str())
+        else {
+            continue;
+        };
+        let failed = !violations.is_empty();
+        if e.sometimes {
+            if failed && findings::shows(&e.finding, trace) {
+                out.expected.push((id, e.finding.clone(), true));
+            }
+            continue;
+        }
+        out.unexpected_pass |= !failed;
+        out.expected.push((id, e.finding.clone(), failed));
+    }
+    out
+}
+
+/// Where the client was when the run ran out of time: the turn, what it was waiting for, the
+/// tool calls left awaiting approval and its last event.
+pub fn liveness_diagnosis(run: &WorldRun, scenario: &Scenario) -> String {
+    let last_client = run.trace.iter().rev().find(|e| e.host == "client");
+    let turn = run
+        .trace
+        .iter()
+        .rev()
+        .find_map(|e| match &e.obs {
+            Observation::TurnStart { turn, .. } => Some(*turn),
+            _ => None,
+        })
+        .unwrap_or(0);
+    let waiting = match last_client.map(|e| &e.obs) {
+        Some(Observation::ClientSend { path, .. }) => {
+            format!("waiting for the response to POST {path}")
+        }
+        Some(Observation::ClientResponse { .. }) | Some(Observation::ClientChunk { .. }) => {
+            format!("reading a stream ({})", last_chunk(&run.trace))
+        }
+        Some(_) | None => "between requests".into(),
+    };
+    let pending = pending_tool_calls(&run.trace);
+    let pending = if pending.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; tool calls awaiting approval: {}",
+            pending
+                .iter()
+                .map(|(_, id)| id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    format!(
+        "turn {turn} stuck {waiting}{pending}; the world healed at {} ms and the run stopped at {} ms ({}); last client event: {}",
+        scenario.limits.heal_at_ms,
+        run.end_ms,
+        run.stopped.as_deref().unwrap_or("stopped"),
+        last_client
+            .map(|e| e.render().trim().to_string())
+            .unwrap_or_else(|| "none".into())
+    )
+}
+
+/// The last chunk the client read: its run and sequence number.
+fn last_chunk(trace: &[TraceEvent]) -> String {
+    trace
+        .iter()
+        .rev()
+        .find_map(|e| match &e.obs {
+            Observation::ClientChunk { run_id, seq_id, .. } => Some(format!(
+                "run {} after seq {}",
+                run_id.as_deref().unwrap_or("?"),
+                seq_id.map_or("-".to_string(), |s| s.to_string())
+            )),
+            _ => None,
+        })
+        .unwrap_or_else(|| "no chunk yet".into())
+}

@@ -1,0 +1,143 @@
+//! Swarm testing: per seed, draw which fault families are on and where their faults land, and
+//! turn that into an explicit plan (printed before the run, shrinkable, writable as a scenario).
+//!
+//! This is what every system's swarm is made of: exact integer probabilities, the per-family
+//! switches, and the draws of the families systems share (network, process, provider). Each
+//! system's folder lists its own families and places them inside what a fault-free run of the
+//! same scenario did (its baseline). Every probability is an integer ratio drawn from a PRNG
+//! seeded with `derive_seed(seed, label)`.
+
+use rand::{RngExt as _, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::faults::Fault;
+use super::world::derive_seed;
+use crate::model::port::inject::StreamFault;
+
+/// A probability as an integer ratio `num / den`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ratio {
+    pub num: u32,
+    pub den: u32,
+}
+
+impl Ratio {
+    pub const fn new(num: u32, den: u32) -> Self {
+        Ratio { num, den }
+    }
+
+    pub fn draw(self, rng: &mut ChaCha8Rng) -> bool {
+        self.den > 0 && rng.random_range(0..self.den) < self.num
+    }
+}
+
+/// Per-family switches: each family is on for a seed with this probability.
+pub const FAMILY_ON: Ratio = Ratio::new(1, 2);
+
+/// The plan for `seed`: the PRNG seeded from `label`, each of `families` switched on with
+/// [`FAMILY_ON`], and one fault from each family that is on, drawn by `fault`. Every switch is
+/// drawn first, so changing one family's placement never shifts another's switch.
+pub fn draw_plan(
+    seed: u64,
+    label: &str,
+    families: &[&'static str],
+    mut fault: impl FnMut(&'static str, &mut ChaCha8Rng) -> Fault,
+) -> Vec<Fault> {
+    let mut rng = ChaCha8Rng::seed_from_u64(derive_seed(seed, label));
+    let on: Vec<bool> = families.iter().map(|_| FAMILY_ON.draw(&mut rng)).collect();
+    let mut faults = Vec::new();
+    for (family, on) in families.iter().zip(on) {
+        if on {
+            faults.push(fault(family, &mut rng));
+        }
+    }
+    faults
+}
+
+/// The `network` family: extra latency, a partition or a hold, at a time before `horizon`;
+/// `between` draws the two hosts a partition or hold separates.
+pub fn network_fault(
+    rng: &mut ChaCha8Rng,
+    horizon: u64,
+    mut between: impl FnMut(&mut ChaCha8Rng) -> [String; 2],
+) -> Fault {
+    match rng.random_range(0..3u32) {
+        0 => Fault::Latency {
+            at_ms: Some(rng.random_range(0..horizon)),
+            on_event: None,
+            nth: None,
+            max_ms: rng.random_range(20..=500),
+        },
+        1 => Fault::Partition {
+            between: between(rng),
+            at_ms: Some(rng.random_range(0..horizon)),
+            on_event: None,
+            nth: None,
+            duration_ms: rng.random_range(100..=10_000),
+        },
+        _ => Fault::Hold {
+            between: between(rng),
+            at_ms: Some(rng.random_range(0..horizon)),
+            on_event: None,
+            nth: None,
+            duration_ms: rng.random_range(100..=10_000),
+        },
+    }
+}
+
+/// The `process` family: `host` crashes at a time before `horizon` and restarts.
+pub fn crash_fault(rng: &mut ChaCha8Rng, host: String, horizon: u64) -> Fault {
+    Fault::Crash {
+        host,
+        at_ms: Some(rng.random_range(0..horizon)),
+        on_event: None,
+        nth: None,
+        restart_after_ms: Some(rng.random_range(50..=5_000)),
+    }
+}
+
+/// The `provider` family: one model call (of those a fault-free run made, `provider_frames`
+/// frames each) fails with an error status, or its stream breaks at one of its frames with
+/// one of `actions`.
+pub fn provider_fault(
+    rng: &mut ChaCha8Rng,
+    provider_frames: &[u64],
+    actions: &[StreamFault],
+) -> Fault {
+    let calls = provider_frames.len().max(1) as u32;
+    let call = rng.random_range(0..calls);
+    if rng.random_range(0..2u32) == 0 {
+        let statuses = [429u16, 500, 503, 529];
+        let status = statuses[rng.random_range(0..statuses.len())];
+        Fault::ProviderError {
+            call,
+            status,
+            retry_after_s: (status == 429).then(|| rng.random_range(1..=30)),
+            message: None,
+        }
+    } else {
+        let frames = provider_frames
+            .get(call as usize)
+            .copied()
+            .unwrap_or(1)
+            .max(1);
+        Fault::ProviderStream {
+            call,
+            frame: rng.random_range(1..=frames),
+            action: actions[rng.random_range(0..actions.len())],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratios_are_exact_integer_draws() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        assert!(!Ratio::new(0, 5).draw(&mut rng));
+        assert!(Ratio::new(5, 5).draw(&mut rng));
+        assert!(!Ratio::new(1, 0).draw(&mut rng));
+    }
+}

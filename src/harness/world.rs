@@ -1,0 +1,145 @@
+//! What every system's world is made of: the seeds, the simulated epoch and ports, the turmoil
+//! simulation a scenario configures, the fake provider's host, the step/heal loop that drives
+//! the simulation to its end, and the run result the generic run flow reads.
+//!
+//! Seeds: one run seed; every consumer gets a seed derived from it by name
+//! ([`derive_seed`]), so adding a consumer never shifts another's stream.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, UNIX_EPOCH};
+
+use sha2::{Digest, Sha256};
+
+use super::env::SimEnv;
+use super::faults::{Fault, FaultRuntime, NowFn};
+use super::scenario::Scenario;
+use super::trace::{Trace, TraceEvent};
+use crate::model::letta::client::backend::RequestRecord;
+use crate::model::provider::{self, ProviderConfig, ProviderState};
+
+/// Unix time of simulated time zero: 2026-01-01T00:00:00Z. Fixed so dates in bodies replay
+/// (turmoil's default epoch is the wall clock, turmoil-hyper-probe.md §4).
+pub const EPOCH_UNIX_MS: u64 = 1_767_225_600_000;
+
+/// The fake provider's port on its host.
+pub const PROVIDER_PORT: u16 = 9000;
+
+/// A seed for `label` derived from the run seed: the first 8 bytes of SHA-256(seed ‖ label).
+pub fn derive_seed(seed: u64, label: &str) -> u64 {
+    let mut h = Sha256::new();
+    h.update(seed.to_le_bytes());
+    h.update(label.as_bytes());
+    let d = h.finalize();
+    u64::from_le_bytes(d[..8].try_into().expect("8 bytes"))
+}
+
+/// Simulated time in milliseconds, read inside the running simulation (0 outside it).
+pub fn sim_now() -> NowFn {
+    Arc::new(|| turmoil::sim_elapsed().map_or(0, |d| d.as_millis() as u64))
+}
+
+/// The scenario's fault plan, as a list.
+pub fn plan(scenario: &Scenario) -> Vec<Fault> {
+    scenario
+        .faults
+        .iter()
+        .map(|f| f.get_ref().clone())
+        .collect()
+}
+
+/// The turmoil simulation of a scenario and seed: seeded, at the fixed epoch, with the
+/// scenario's tick, latency range and time budget.
+pub fn simulation(scenario: &Scenario, seed: u64) -> turmoil::Sim<'static> {
+    let mut builder = turmoil::Builder::new();
+    builder
+        .rng_seed(derive_seed(seed, "turmoil"))
+        .epoch(UNIX_EPOCH + Duration::from_millis(EPOCH_UNIX_MS))
+        .tick_duration(Duration::from_millis(scenario.network.tick_ms))
+        .min_message_latency(Duration::from_millis(scenario.network.latency_ms[0]))
+        .max_message_latency(Duration::from_millis(scenario.network.latency_ms[1]))
+        .simulation_duration(Duration::from_millis(scenario.limits.sim_time_ms));
+    builder.build()
+}
+
+/// Adds the fake provider as host `provider`. turmoil re-runs the closure on a restart: the
+/// config is shared, the provider's durable state survives.
+pub fn provider_host(
+    sim: &mut turmoil::Sim<'_>,
+    trace: &Trace,
+    config: Arc<ProviderConfig>,
+    state: Arc<Mutex<ProviderState>>,
+) {
+    let trace = trace.clone();
+    sim.host("provider", move || {
+        let env = SimEnv::new("provider", trace.clone(), EPOCH_UNIX_MS);
+        let config = config.clone();
+        let state = state.clone();
+        async move {
+            provider::run(env, config, state)
+                .await
+                .map_err(|e| e.to_string().into())
+        }
+    });
+}
+
+/// Steps `sim` until `done` says the system finished, a host fails, or time runs out, running
+/// the fault plan on every step and healing the world from `heal_at_ms` on. `done` gets what
+/// turmoil's step said (every client host finished); `each_step` runs after every step, before
+/// the faults, for what a system does between steps. Returns why the run stopped early, if it
+/// did.
+pub fn run_to_end(
+    sim: &mut turmoil::Sim<'_>,
+    scenario: &Scenario,
+    plan: &[Fault],
+    trace: &Trace,
+    mut done: impl FnMut(bool) -> bool,
+    mut each_step: impl FnMut(&mut turmoil::Sim<'_>, &mut FaultRuntime),
+) -> Option<String> {
+    let mut faults = FaultRuntime::new(plan, scenario.network.latency_ms);
+    let heal_at = scenario.limits.heal_at_ms;
+    let deadline = heal_at.saturating_add(scenario.limits.liveness_ms);
+    let budget = Duration::from_millis(scenario.limits.sim_time_ms);
+    loop {
+        let clients_finished = match sim.step() {
+            Ok(finished) => finished,
+            Err(e) => return Some(e.to_string()),
+        };
+        if done(clients_finished) {
+            return None;
+        }
+        // turmoil checks its duration only while a client host runs; a system whose process
+        // is a host (so it can crash and restart) is held to the budget here.
+        if sim.elapsed() > budget {
+            return Some(format!("Ran for duration: {budget:?} without completing"));
+        }
+        each_step(sim, &mut faults);
+        let now = sim.elapsed().as_millis() as u64;
+        if now >= heal_at {
+            faults.heal(sim, now, trace);
+        } else {
+            faults.on_step(sim, now, trace);
+        }
+        if now >= deadline {
+            return Some(format!(
+                "not finished {} ms after the world healed at {heal_at} ms",
+                scenario.limits.liveness_ms
+            ));
+        }
+    }
+}
+
+/// What the generic run flow reads off one world run, whichever system ran it.
+#[derive(Debug, Clone)]
+pub struct WorldRun {
+    pub trace: Vec<TraceEvent>,
+    /// Each turn's outcome, rendered; `None` if the system never finished its turns.
+    pub outcomes: Option<Vec<String>>,
+    /// Why the simulation stopped early (time budget, host error).
+    pub stopped: Option<String>,
+    /// Simulated time at the end.
+    pub end_ms: u64,
+    /// Tool calls awaiting approval at the end: (conversation, tool call id).
+    pub pending: Vec<(String, String)>,
+    /// The client's requests in order (the conformance log), for a system that keeps one.
+    pub requests: Vec<RequestRecord>,
+}
