@@ -1,5 +1,5 @@
 //! Mid-stream resume (letta-protocol.md §4.4, §2.5-2.6): run id discovery, `canResume`, the
-//! resume loop with its policy, the approval merge across the resume boundary, and
+//! resume loop with its policy, the approval merge after a successful resume, and
 //! `isReplayableRun`.
 
 use std::time::Duration;
@@ -12,7 +12,7 @@ use super::policy::{
     is_approval_pending_conflict,
 };
 use super::stream::{DrainOptions, DrainResult, Interrupt, Transcript, drain, mark_stream_error};
-use super::stream_processor::Approval;
+use super::stream_processor::{Approval, merge_approvals};
 use crate::model::port::observe::Observation;
 use crate::wire::letta::StopReason;
 
@@ -169,34 +169,6 @@ pub async fn discover_fallback_run_id<B: Backend>(
         .await
         .ok()
         .flatten()
-}
-
-/// Prefix + suffix merge by `tool_call_id`: arguments appended, the name filled if empty,
-/// new ids appended (letta-protocol.md §4.4 step 7).
-pub fn merge_approvals(
-    prefix: &[Approval],
-    suffix: &[Approval],
-    braces_fallback: bool,
-) -> Vec<Approval> {
-    let mut out = prefix.to_vec();
-    for s in suffix {
-        match out.iter_mut().find(|a| a.tool_call_id == s.tool_call_id) {
-            Some(a) => {
-                if a.tool_name.is_empty() {
-                    a.tool_name = s.tool_name.clone();
-                }
-                if braces_fallback && a.tool_args.is_empty() {
-                    a.tool_args = "{}".into();
-                }
-                a.tool_args.push_str(&s.tool_args);
-                if s.message_id.is_some() {
-                    a.message_id = s.message_id.clone();
-                }
-            }
-            None => out.push(s.clone()),
-        }
-    }
-    out
 }
 
 /// The merge after a successful resume (letta-protocol.md §4.4 step 8). Returns the stop reason

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use super::policy::{
     INTERRUPTED_BY_USER, STALL_RECONCILER_STATUS, STREAM_ERROR, TERMINAL_EOF_STATUS,
 };
-use super::stream_processor::{Approval, ErrorInfo, Processed, StreamProcessor};
+use super::stream_processor::{Approval, ErrorInfo, Processed, StreamProcessor, merge_approvals};
 use crate::model::port::observe::Observation;
 use crate::wire::letta::{LettaChunk, StopReason};
 use crate::wire::sse::{SseDecoder, SseFrame};
@@ -830,7 +830,7 @@ fn torn_call(proc: &StreamProcessor, opts: &DrainOptions) -> Option<String> {
         return None;
     }
     let current: Vec<Approval> = proc.approvals().cloned().collect();
-    super::resume::merge_approvals(&opts.prior_approvals, &current, false)
+    merge_approvals(&opts.prior_approvals, &current, false)
         .into_iter()
         .find(|a| {
             !a.tool_args.trim().is_empty() && serde_json::from_str::<Value>(&a.tool_args).is_err()

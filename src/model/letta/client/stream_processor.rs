@@ -1,6 +1,7 @@
 //! The per-drain chunk processor of letta-code (letta-protocol.md §4.1), as a pure state
 //! machine: it decides, for each chunk in order, whether it is output, and tracks run id,
-//! seq id, pending approvals and the stop reason.
+//! seq id, pending approvals and the stop reason. The [`Approval`] it collects lives here, with
+//! the merge of approvals continued across a cut ([`merge_approvals`], §4.4 step 7).
 
 use indexmap::IndexMap;
 use serde_json::Value;
@@ -14,6 +15,34 @@ pub struct Approval {
     pub tool_name: String,
     pub tool_args: String,
     pub message_id: Option<String>,
+}
+
+/// Prefix + suffix merge by `tool_call_id`: arguments appended, the name filled if empty,
+/// new ids appended (letta-protocol.md §4.4 step 7).
+pub fn merge_approvals(
+    prefix: &[Approval],
+    suffix: &[Approval],
+    braces_fallback: bool,
+) -> Vec<Approval> {
+    let mut out = prefix.to_vec();
+    for s in suffix {
+        match out.iter_mut().find(|a| a.tool_call_id == s.tool_call_id) {
+            Some(a) => {
+                if a.tool_name.is_empty() {
+                    a.tool_name = s.tool_name.clone();
+                }
+                if braces_fallback && a.tool_args.is_empty() {
+                    a.tool_args = "{}".into();
+                }
+                a.tool_args.push_str(&s.tool_args);
+                if s.message_id.is_some() {
+                    a.message_id = s.message_id.clone();
+                }
+            }
+            None => out.push(s.clone()),
+        }
+    }
+    out
 }
 
 /// Error information from an `error_message` chunk or a bare `{error: ...}` object (§4.1 rule 5).

@@ -12,70 +12,20 @@ use bytes::Bytes;
 use hyper::{Method, Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::send::{Endpoint, open_calls, send_message};
-use super::store::{Agent, Conversation, IdKind, Message, MessageBody};
+use super::errors::{
+    conflict, detail, method_not_allowed, not_found, not_found_agent, not_found_conversation,
+    not_found_run, unprocessable,
+};
+use super::send::{Endpoint, send_message};
+use super::store::{Agent, Conversation, DEFAULT_USER, IdKind, Message, MessageBody};
 use super::{
-    OTID_ATTACH_POLLS_MS, Profile, ServerConfig, SharedStore, conflict, detail, finish_run, ids,
-    no_run_for_otid, record, settle_unresolved, stream,
+    OTID_ATTACH_POLLS_MS, Profile, ServerConfig, SharedStore, finish_run, ids, no_run_for_otid,
+    record, settle_unresolved, stream,
 };
 use crate::model::port::env::Env;
 use crate::model::port::http::{self as mhttp, Body};
 use crate::model::port::observe::Observation;
 use crate::wire::letta::{LettaChunk, StopReason, StopReasonChunk};
-
-/// The user every object of a single-user Letta server belongs to (captures/letta_e2e: every
-/// `created_by_id`).
-const DEFAULT_USER: &str = "user-00000000-0000-4000-8000-000000000000";
-
-/// 422 for a body that is not valid JSON or not the expected shape (FastAPI's validation
-/// answer: `detail` is a list of errors).
-pub(crate) fn unprocessable(msg: &str) -> Response<Body> {
-    mhttp::json_response(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        &json!({"detail": [{"type": "json_invalid", "loc": ["body"], "msg": msg}]}),
-    )
-}
-
-/// Unknown conversation. Letta 0.16.8's text is not captured; this one names the id the way
-/// its other not-found errors do (docs/server.md, "Deliberate differences").
-pub(crate) fn not_found_conversation(id: &str) -> Response<Body> {
-    detail(
-        StatusCode::NOT_FOUND,
-        &format!("Conversation not found with id='{id}'"),
-    )
-}
-
-pub(crate) fn not_found_agent(id: &str) -> Response<Body> {
-    detail(
-        StatusCode::NOT_FOUND,
-        &format!("Agent not found with id='{id}'"),
-    )
-}
-
-/// Unknown run (capture f5). The actor's `updated_at` is a Python `datetime` repr there; the
-/// `letta-oss-0.16` profile prints the server's time zero that way (the default user is made at
-/// start-up), the other profiles print `None`.
-pub(crate) fn not_found_run(config: &ServerConfig, epoch_ms: u64, id: &str) -> Response<Body> {
-    let updated_at = if config.profile.oss() {
-        ids::py_datetime(epoch_ms)
-    } else {
-        "None".to_string()
-    };
-    detail(
-        StatusCode::NOT_FOUND,
-        &format!(
-            "Run not found with id='['{id}']', access level in ['read'] for actor='id='{DEFAULT_USER}' organization_id='org-00000000-0000-4000-8000-000000000000' name='default_user' created_at=None updated_at={updated_at} is_deleted=False'"
-        ),
-    )
-}
-
-fn not_found() -> Response<Body> {
-    detail(StatusCode::NOT_FOUND, "Not Found")
-}
-
-fn method_not_allowed() -> Response<Body> {
-    detail(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed")
-}
 
 /// Query parameters in order (repeated keys kept), percent-decoded.
 pub(crate) fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
@@ -692,7 +642,7 @@ fn compact<E: Env>(
     if !st.conversations.contains_key(conv_id) {
         return not_found_conversation(conv_id);
     }
-    if !open_calls(&st, conv_id).is_empty() {
+    if !st.open_calls(conv_id).is_empty() {
         return conflict(config, json!({"detail": super::APPROVAL_PENDING_DETAIL}));
     }
     let msgs: Vec<Message> = st

@@ -16,6 +16,7 @@
 //! `provider_call` (the run task).
 
 mod api;
+mod errors;
 pub mod ids;
 mod provider_call;
 mod send;
@@ -30,6 +31,7 @@ use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use serde_json::{Value, json};
 
+use self::errors::detail;
 use crate::model::port::env::Env;
 use crate::model::port::http::{self, Body};
 use crate::model::port::observe::{HistoryEntry, Observation};
@@ -448,27 +450,6 @@ pub struct RequestRecord {
 
 /// Called once per request after its response head is ready.
 pub type RequestLog = Arc<dyn Fn(RequestRecord) + Send + Sync>;
-
-/// `{"detail": text}` with `status`.
-pub(crate) fn detail(status: StatusCode, text: &str) -> Response<Body> {
-    http::json_response(status, &json!({ "detail": text }))
-}
-
-/// A deliberate 409: `{"detail": …}` plus `x-should-retry: false`, so SDKs (which retry 409 by
-/// default, reference B.6) hand it to the caller at once. Letta 0.16.8 sends no such header
-/// (captures/letta_e2e flow e; captures/letta_server e1/d3 headers); this is a deliberate
-/// difference of the cloud and local profiles, docs/server.md, and `letta-oss-0.16` omits it.
-pub(crate) fn conflict(config: &ServerConfig, body: Value) -> Response<Body> {
-    let mut resp = http::json_response(StatusCode::CONFLICT, &body);
-    if config.profile.oss() {
-        return resp;
-    }
-    resp.headers_mut().insert(
-        "x-should-retry",
-        hyper::header::HeaderValue::from_static("false"),
-    );
-    resp
-}
 
 /// Ends a run with an error: the stop_reason frame, then the error frame (`event: error` in
 /// the cloud profile; a plain `error_message` chunk before the stop_reason in the local one,

@@ -24,11 +24,11 @@ use hyper::{Response, StatusCode};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use super::errors::{conflict, detail, not_found_agent, not_found_conversation, unprocessable};
 use super::store::{IdKind, Message, MessageBody, Run};
 use super::{
-    ApprovalConflict, Profile, SendFault, ServerConfig, SharedStore, StoredToolCall, conflict,
-    detail, fail_run, ids, plant_pending_approval, provider_call, record, settle_unresolved,
-    stream,
+    ApprovalConflict, Profile, SendFault, ServerConfig, SharedStore, StoredToolCall, fail_run, ids,
+    plant_pending_approval, provider_call, record, settle_unresolved, stream,
 };
 use crate::model::port::env::Env;
 use crate::model::port::http::{self, Body};
@@ -155,7 +155,7 @@ pub(crate) fn send_message<E: Env>(
 ) -> Response<Body> {
     let mut req: SendMessageRequest = match serde_json::from_slice(body) {
         Ok(r) => r,
-        Err(e) => return super::api::unprocessable(&e.to_string()),
+        Err(e) => return unprocessable(&e.to_string()),
     };
     let oss = config.profile.oss();
     let streaming_field = serde_json::from_slice::<Value>(body)
@@ -187,7 +187,7 @@ pub(crate) fn send_message<E: Env>(
     let local = config.profile == Profile::Local;
     let mut st = store.lock().unwrap();
     if endpoint != Endpoint::Conversations && !st.agents.contains_key(conv_path_id) {
-        return super::api::not_found_agent(conv_path_id);
+        return not_found_agent(conv_path_id);
     }
     let conv_id = if conv_path_id == "default" {
         match &req.agent_id {
@@ -203,11 +203,11 @@ pub(crate) fn send_message<E: Env>(
         conv_path_id.to_string()
     };
     let Some(conv) = st.conversations.get(&conv_id) else {
-        return super::api::not_found_conversation(&conv_id);
+        return not_found_conversation(&conv_id);
     };
     let agent_id = conv.agent_id.clone();
     if !st.agents.contains_key(&agent_id) {
-        return super::api::not_found_agent(&agent_id);
+        return not_found_agent(&agent_id);
     }
     let now = env.now_ms();
     st.ensure_system_message(config.profile, &conv_id, now);
@@ -566,7 +566,7 @@ fn write_history<E: Env>(
     if let Some(items) = approvals {
         // Which ids may be answered: the pending set (cloud, validated above), or any call
         // without a result yet (local, letta-protocol.md §7.3).
-        let answerable: Vec<String> = open_calls(st, conv_id).into_iter().map(|c| c.id).collect();
+        let answerable: Vec<String> = st.open_calls(conv_id).into_iter().map(|c| c.id).collect();
         let raw: Vec<Value> = items
             .iter()
             .map(|i| serde_json::to_value(i).expect("json"))
@@ -754,29 +754,6 @@ fn tool_return_chunk(m: &Message, epoch_ms: u64) -> Option<LettaChunk> {
             })]),
         },
     ))
-}
-
-/// Tool calls of a conversation that have no result yet, in order.
-pub(crate) fn open_calls(st: &super::Store, conv_id: &str) -> Vec<StoredToolCall> {
-    let msgs = st.conversation_messages(conv_id);
-    let resolved: Vec<&str> = msgs
-        .iter()
-        .filter_map(|m| match &m.body {
-            MessageBody::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
-            _ => None,
-        })
-        .collect();
-    let mut out = Vec::new();
-    for m in &msgs {
-        if let MessageBody::Assistant { tool_calls, .. } = &m.body {
-            for c in tool_calls {
-                if !resolved.contains(&c.id.as_str()) {
-                    out.push(c.clone());
-                }
-            }
-        }
-    }
-    out
 }
 
 pub(crate) fn ping_chunk(id: &str, date: &str) -> LettaChunk {
