@@ -12,16 +12,21 @@
 //!
 //! The HTTP surface, the three profiles (`cloud`, `local`, `letta-oss-0.16`) and the durable
 //! store are documented in docs/server.md. Module map: [`store`] (state and durability), `send` (the message
-//! endpoint), `stream` (response framing and replay), `api` (every other route),
-//! `provider_call` (the run task).
+//! endpoint), `stream` (response framing and replay), `api` (every other route, with `parse`
+//! for what a request carries, `views` for the JSON of stored objects, `cancel`, `compact` and
+//! `errors` for the error answers), `provider_call` (the run task).
 
 mod api;
+mod cancel;
+mod compact;
 mod errors;
 pub mod ids;
+mod parse;
 mod provider_call;
 mod send;
 pub mod store;
 mod stream;
+mod views;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

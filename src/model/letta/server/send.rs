@@ -475,7 +475,7 @@ pub(crate) fn send_message<E: Env>(
         .cloned()
         .collect();
     let agent = st.agents.get(&agent_id).expect("checked above");
-    let job = provider_call::RunJob {
+    let job = provider_call::request::RunJob {
         run_id: run_id.clone(),
         conversation_id: conv_id,
         model: agent.model.clone(),
@@ -501,7 +501,7 @@ pub(crate) fn spawn_run<E: Env>(
     env: &E,
     config: &Arc<ServerConfig>,
     store: &SharedStore,
-    job: provider_call::RunJob,
+    job: provider_call::request::RunJob,
 ) {
     let task_env = env.clone();
     let task_store = store.clone();
