@@ -752,6 +752,52 @@ pub async fn drain<S: ChunkSource, L: RunStatusLookup>(
         }
     };
 
+    finish(
+        proc,
+        ReadEnd {
+            how,
+            cancelled,
+            fallback_error,
+            thrown,
+            error_info,
+            guard_fired,
+            stall_fired,
+        },
+        opts,
+        transcript,
+        observe,
+    )
+}
+
+/// How a read ended: the loop's outcome, settled by [`finish`].
+struct ReadEnd {
+    how: String,
+    cancelled: bool,
+    fallback_error: Option<String>,
+    thrown: Option<Thrown>,
+    error_info: Option<ErrorInfo>,
+    guard_fired: bool,
+    stall_fired: bool,
+}
+
+/// The end of a drain: its stop reason settled, the transcript cleaned up, the result
+/// reported.
+fn finish(
+    mut proc: StreamProcessor,
+    end: ReadEnd,
+    opts: &DrainOptions,
+    transcript: &mut Transcript,
+    observe: &dyn Fn(Observation),
+) -> DrainResult {
+    let ReadEnd {
+        how,
+        cancelled,
+        fallback_error,
+        thrown,
+        error_info,
+        guard_fired,
+        stall_fired,
+    } = end;
     // Exception handling (§4.2): the streamed stop reason wins over the generic error.
     let saw_stop_chunk = proc.stop_reason.is_some();
     let mut stop_reason = match (&proc.stop_reason, cancelled) {

@@ -14,12 +14,14 @@
 //! store are documented in docs/server.md. Module map: [`store`] (state and durability), `send` (the message
 //! endpoint), `stream` (response framing and replay), `api` (every other route, with `parse`
 //! for what a request carries, `views` for the JSON of stored objects, `cancel`, `compact` and
-//! `errors` for the error answers), `provider_call` (the run task).
+//! `errors` for the error answers), `history` (a send written into the conversation),
+//! `provider_call` (the run task).
 
 mod api;
 mod cancel;
 mod compact;
 mod errors;
+mod history;
 pub mod ids;
 mod parse;
 mod provider_call;
