@@ -211,7 +211,7 @@ pub enum SendFault {
     /// A pending approval appears on the conversation now (as if another client had left one),
     /// and this send is answered with the 409 approval-pending conflict (reference B.5.3).
     ApprovalAppears(StoredToolCall),
-    // ---- client-model (issue 4): answers only the client flows need --------------------
+    // ---- answers only the client flows need --------------------------------------------
     /// The send starts its run as usual, then is answered 409 busy naming that very run (a
     /// duplicate the server did not dedupe): the client's attach by otid finds its own run.
     BusyOwnRun,
@@ -680,7 +680,6 @@ pub fn plant_pending_approval(
     conv.pending_message_id = Some(msg_id);
 }
 
-// ---- client-model (issue 4) -----------------------------------------------------------
 /// The history a [`plant_pending_approval`] wrote, as trace observations (a user message, then
 /// the tool call): `tool-call-resolved` only accepts resolutions of calls the trace shows the
 /// server asking about, and a client that closes a planted call resolves it.
@@ -700,7 +699,6 @@ pub fn planted_history(conversation_id: &str, call: &StoredToolCall) -> [Observa
         },
     ]
 }
-// ---- end client-model ------------------------------------------------------------------
 
 /// The client tools of a request, for the provider request's tool list.
 pub(crate) fn tool_defs(tools: &[ClientTool]) -> Vec<Value> {

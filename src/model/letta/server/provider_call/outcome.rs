@@ -59,7 +59,6 @@ pub(super) fn finish_turn<E: Env>(
         provider_stop,
         mut usage,
     } = turn;
-    // ---- client-model (issue 4) ---------------------------------------------------------
     // An empty model answer (no text, no tool calls, not cut by max tokens) fails the run as
     // `llm_api_error` whose detail carries "empty content in": the shape letta-code's
     // empty-response retry recognises (letta-protocol.md §3.7, §3.10 step 6; the legacy error
@@ -82,7 +81,6 @@ pub(super) fn finish_turn<E: Env>(
         );
         return;
     }
-    // ---- end client-model ---------------------------------------------------------------
     let now = env.now_ms();
     st.push_message(
         &job.conversation_id,

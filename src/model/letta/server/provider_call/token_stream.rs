@@ -332,10 +332,9 @@ impl<E: Env> Translation<'_, E> {
                 self.stop_seen = true;
                 // A message that ends `tool_use` closes every call whose arguments are whole
                 // JSON, block close seen or not: the provider SDKs build the final message from
-                // each block's start and deltas, so a lost `content_block_stop` loses nothing.
-                // (A swarm `provider_stream` drop found the difference: the client had been
-                // shown a call the run then did not ask for.) A call cut by max_tokens stays
-                // open.
+                // each block's start and deltas, so a lost `content_block_stop` loses nothing,
+                // and the client is never shown a call the run then does not ask for. A call cut
+                // by max_tokens stays open.
                 if reason == ProviderStop::ToolUse {
                     for i in 0..self.calls.len() {
                         if !self.calls[i].complete && whole_json(&self.calls[i].arguments) {
@@ -405,7 +404,7 @@ impl<E: Env> Translation<'_, E> {
             .collect();
         // A message that stopped without saying why while a tool call was still open lost its
         // `message_delta`: the client has been shown a call the run cannot ask for, so the run
-        // fails like a stream without a stop (a swarm `provider_stream` drop found it).
+        // fails like a stream without a stop.
         let open_call_without_reason = provider_stop.is_none() && calls.iter().any(|c| !c.complete);
         if provider_error.is_some() || !stop_seen || open_call_without_reason {
             let detail = provider_error.unwrap_or_else(|| {
