@@ -1,5 +1,5 @@
-//! Budgets and constants (letta-protocol.md §3.3, §3.4, §3.8, §3.9, §4.4): the retry budgets of
-//! a turn and how they reset, and the resume policies.
+//! Budgets and constants (letta-protocol.md §3.3, §3.4, §3.8, §3.9, §4.4): the retry budgets
+//! of a turn and how they reset, and the resume policies.
 
 /// `LLM_API_ERROR_MAX_RETRIES`: shared by pre-stream transient retries, TUI approval-pending
 /// recovery and post-stream retries (letta-protocol.md §3.9).

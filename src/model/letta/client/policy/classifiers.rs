@@ -1,5 +1,6 @@
-//! §3.2 classifiers: case-insensitive substring tests on the detail string (approval pending,
-//! conversation busy, invalid tool call ids, empty response, the display-busy patterns).
+//! The classifiers of letta-protocol.md §3.2: case-insensitive substring tests on the detail
+//! string (approval pending, conversation busy, invalid tool call ids, empty response, the
+//! display-busy patterns).
 
 use serde_json::Value;
 

@@ -1,5 +1,5 @@
-//! §3.8 delays: the retry delay of each category, `Retry-After`, and the SDK's own retry
-//! layer (§3.9).
+//! The delays of letta-protocol.md §3.8: the retry delay of each category, `Retry-After`, and
+//! the SDK's own retry layer (§3.9).
 
 use super::budgets::{
     CLOUDFLARE_BASE_DELAY_MS, CONVERSATION_BUSY_BASE_DELAY_MS, EMPTY_RESPONSE_STEP_MS,

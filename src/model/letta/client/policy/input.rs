@@ -1,5 +1,5 @@
-//! §3.11 stale approval recovery and otid refresh (§2.4): the input of the next request, and
-//! what a request's items hold.
+//! Stale approval recovery and otid refresh (letta-protocol.md §3.11, §2.4): the input of the
+//! next request, and what a request's items hold.
 
 use serde_json::Value;
 

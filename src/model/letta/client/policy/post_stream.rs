@@ -1,4 +1,4 @@
-//! §3.10 post-stream decision order, of the TUI and of headless mode.
+//! The post-stream decision order of letta-protocol.md §3.10, of the TUI and of headless mode.
 
 use serde_json::Value;
 

@@ -1,4 +1,4 @@
-//! §3.4 pre-stream actions: `getPreStreamErrorAction`.
+//! The pre-stream actions of letta-protocol.md §3.4: `getPreStreamErrorAction`.
 
 use serde_json::Value;
 

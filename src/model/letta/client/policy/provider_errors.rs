@@ -1,5 +1,6 @@
-//! §3.5-3.6 pattern tables: which provider and run errors are retryable, with the helpers that
-//! read them (4xx ranges, Z.ai codes, quota limits, 429 reasons, Cloudflare edge pages).
+//! The pattern tables of letta-protocol.md §3.5-3.6: which provider and run errors are
+//! retryable, with the helpers that read them (4xx ranges, Z.ai codes, quota limits, 429
+//! reasons, Cloudflare edge pages).
 
 use super::classifiers::is_word_byte;
 

@@ -1,5 +1,5 @@
-//! §3.7 decision functions: whether a pre-stream error, a run's error metadata or a stop
-//! reason is retried, and the empty-response and approval-recovery checks.
+//! The decision functions of letta-protocol.md §3.7: whether a pre-stream error, a run's error
+//! metadata or a stop reason is retried, and the empty-response and approval-recovery checks.
 
 use serde_json::Value;
 

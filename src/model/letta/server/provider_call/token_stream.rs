@@ -162,8 +162,8 @@ impl<E: Env> Translation<'_, E> {
         )
     }
 
-    // The provider closed a tool call: it is a call now. Local streams show it here, as one
-    // complete chunk per tool call with no otid (letta-protocol.md §7.6).
+    /// The provider closed a tool call: it is a call now. Local streams show it here, as one
+    /// complete chunk per tool call with no otid (letta-protocol.md §7.6).
     fn close_call(&mut self, st: &mut Store, i: usize) {
         self.calls[i].complete = true;
         if self.local {
