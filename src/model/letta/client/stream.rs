@@ -368,42 +368,22 @@ pub async fn drain<S: ChunkSource, L: RunStatusLookup>(
                         // Re-arm the stall timer on every chunk, pings included.
                         stall_at = Instant::now() + stall;
                         silence_at = Instant::now() + silence;
-                        let processed = proc.process(&chunk);
-                        if let Some((expected, got)) = processed.gap {
-                            // (reference) A lost frame: the stream is broken; resume replays
-                            // from the last contiguous seq id.
-                            fallback_error = Some(format!(
-                                "Stream gap: expected seq_id {expected}, got {got}"
-                            ));
-                            source.abort();
-                            break "gap".into();
-                        }
-                        if !processed.skipped {
-                            observe(Observation::ClientChunk {
-                                run_id: chunk.run_id().map(str::to_string),
-                                seq_id: chunk.seq_id(),
-                                message_type: chunk.message_type().to_string(),
-                            });
-                        }
-                        if let Some(e) = &processed.error {
-                            error_info = Some(e.clone());
-                            if processed.output {
-                                fallback_error = Some(e.message.clone());
+                        let processed = match take_chunk(
+                            &mut proc,
+                            &chunk,
+                            opts,
+                            observe,
+                            &mut *hook,
+                            &mut error_info,
+                            &mut fallback_error,
+                        ) {
+                            Ok(processed) => processed,
+                            Err(gap) => {
+                                fallback_error = Some(gap);
+                                source.abort();
+                                break "gap".into();
                             }
-                        }
-                        if !processed.skipped {
-                            hook(&chunk, &processed);
-                        }
-                        if opts.torn_args_end_the_read
-                            && let Some(id) = torn_call(&proc, opts)
-                        {
-                            proc.stop_reason = None;
-                            fallback_error = Some(format!(
-                                "Stream gap: the arguments of tool call {id} are not whole JSON at the stop reason"
-                            ));
-                            source.abort();
-                            break "gap".into();
-                        }
+                        };
                         if proc.stop_reason.is_some() {
                             // (Re-)arm the terminal-EOF guard after every chunk once a stop
                             // reason has been seen.
@@ -494,6 +474,50 @@ pub async fn drain<S: ChunkSource, L: RunStatusLookup>(
         transcript,
         observe,
     )
+}
+
+/// One chunk through the processor: reported and handed to the hook unless skipped, its error
+/// kept. `Err` with the read's error when the stream is broken: a lost frame (reference: the
+/// resume replays from the last contiguous seq id) or, at the stop reason, a tool call's
+/// arguments torn (see `DrainOptions::torn_args_end_the_read`).
+fn take_chunk(
+    proc: &mut StreamProcessor,
+    chunk: &LettaChunk,
+    opts: &DrainOptions,
+    observe: &dyn Fn(Observation),
+    hook: ChunkHook<'_>,
+    error_info: &mut Option<ErrorInfo>,
+    fallback_error: &mut Option<String>,
+) -> Result<Processed, String> {
+    let processed = proc.process(chunk);
+    if let Some((expected, got)) = processed.gap {
+        return Err(format!("Stream gap: expected seq_id {expected}, got {got}"));
+    }
+    if !processed.skipped {
+        observe(Observation::ClientChunk {
+            run_id: chunk.run_id().map(str::to_string),
+            seq_id: chunk.seq_id(),
+            message_type: chunk.message_type().to_string(),
+        });
+    }
+    if let Some(e) = &processed.error {
+        *error_info = Some(e.clone());
+        if processed.output {
+            *fallback_error = Some(e.message.clone());
+        }
+    }
+    if !processed.skipped {
+        hook(chunk, &processed);
+    }
+    if opts.torn_args_end_the_read
+        && let Some(id) = torn_call(proc, opts)
+    {
+        proc.stop_reason = None;
+        return Err(format!(
+            "Stream gap: the arguments of tool call {id} are not whole JSON at the stop reason"
+        ));
+    }
+    Ok(processed)
 }
 
 /// How a read ended: the loop's outcome, settled by [`finish`].
