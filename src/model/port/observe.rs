@@ -28,7 +28,7 @@ pub enum HistoryEntry {
         tool_call_id: String,
         reason: String,
     },
-    // ---- server model (issue 3) --------------------------------------------------------
+    // ---- server model ------------------------------------------------------------------
     /// The server closed a tool call that had no result with an error result: a new local
     /// turn ("Turn did not complete") or a cancel ("Interrupted by user"), letta-protocol.md §7.2.
     Settled {
@@ -99,7 +99,7 @@ pub enum Observation {
         outcome: String,
     },
 
-    // ---- client (issue 4: the faithful client model) ----------------------------------
+    // ---- client -----------------------------------------------------------------------
     /// The client process started (`restart` counts restarts after a crash).
     ClientStarted {
         restart: u32,
@@ -209,7 +209,7 @@ pub enum Observation {
         how: String,
     },
 
-    // ---- server model (issue 3) --------------------------------------------------------
+    // ---- server model ------------------------------------------------------------------
     /// A request re-attached to an existing run instead of starting one: a duplicate request
     /// token (`request_token`) or `POST /v1/conversations/{id}/stream` (`conversation_stream`).
     RunAttached {
@@ -253,7 +253,7 @@ pub enum Observation {
         fault: String,
     },
 
-    // ---- agent loop (issue 5) ------------------------------------------------------------
+    // ---- agent loop ----------------------------------------------------------------------
     // The agent host of `system = "agent-loop"` (`model::kimi::agent`). Recorded loop events are
     // reported as its live listener hears them (after they were persisted); `turn_start` and
     // `turn_end` above delimit the user turns.

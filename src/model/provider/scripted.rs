@@ -237,12 +237,13 @@ async fn answer<E: Env>(
             &json!({"error": {"message": "fake upstream exploded (FAIL500)", "type": "server_error", "code": "fake_500"}}),
         );
     }
-    let model = body["model"].as_str().unwrap_or(&config.model).to_string();
-    let cid = format!("chatcmpl-fake{n:04}");
-    let created = (env.epoch_ms() + env.now_ms()) / 1000;
-    let usage = json!({"prompt_tokens": 100 + n, "completion_tokens": 12, "total_tokens": 112 + n});
-    let call_id = format!("call_fake{n:04}");
-    let args = r#"{"city": "Paris"}"#;
+    let reply = Reply {
+        model: body["model"].as_str().unwrap_or(&config.model).to_string(),
+        cid: format!("chatcmpl-fake{n:04}"),
+        created: (env.epoch_ms() + env.now_ms()) / 1000,
+        usage: json!({"prompt_tokens": 100 + n, "completion_tokens": 12, "total_tokens": 112 + n}),
+        call_id: format!("call_fake{n:04}"),
+    };
 
     if body["stream"].as_bool() != Some(true) {
         env.observe(Observation::ProviderServe {
@@ -251,99 +252,16 @@ async fn answer<E: Env>(
             status: 200,
             frames: 0,
         });
-        let (message, finish) = match &mode {
-            Mode::Tool(name) => (
-                json!({"role": "assistant", "content": null, "tool_calls": [
-                    {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}]}),
-                "tool_calls",
-            ),
-            Mode::Text(t) | Mode::Cut(t) | Mode::MidErr(t) | Mode::Slow(t) => {
-                (json!({"role": "assistant", "content": t}), "stop")
-            }
-            Mode::Fail500 => (Value::Null, "stop"),
-        };
-        return http::json_response(
-            StatusCode::OK,
-            &json!({"id": cid, "object": "chat.completion", "created": created, "model": model,
-                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                    "usage": usage}),
-        );
+        return reply.whole(&mode);
     }
 
-    let chunk = |delta: Value, finish: Value| -> Piece {
-        Piece::Data(
-            json!({"id": cid, "object": "chat.completion.chunk", "created": created,
-                   "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-            .to_string(),
-        )
-    };
     let delay = if matches!(mode, Mode::Slow(_)) {
         config.slow_delay
     } else {
         config.chunk_delay
     };
-    let mut pieces = vec![
-        chunk(json!({"role": "assistant", "content": null}), Value::Null),
-        Piece::Sleep(delay),
-    ];
-    let mut ends_early = false;
-    match &mode {
-        Mode::Tool(name) => {
-            pieces.push(chunk(
-                json!({"tool_calls": [{"index": 0, "id": call_id, "type": "function",
-                        "function": {"name": name, "arguments": ""}}]}),
-                Value::Null,
-            ));
-            for piece in [&args[..5], &args[5..12], &args[12..]] {
-                pieces.push(Piece::Sleep(delay));
-                pieces.push(chunk(
-                    json!({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}),
-                    Value::Null,
-                ));
-            }
-            pieces.push(Piece::Sleep(delay));
-            pieces.push(chunk(json!({}), json!("tool_calls")));
-        }
-        Mode::Text(t) | Mode::Cut(t) | Mode::MidErr(t) | Mode::Slow(t) => {
-            for (i, w) in t.split(' ').enumerate() {
-                let piece = if i == 0 {
-                    w.to_string()
-                } else {
-                    format!(" {w}")
-                };
-                pieces.push(chunk(json!({"content": piece}), Value::Null));
-                pieces.push(Piece::Sleep(delay));
-                if i == 3 && matches!(mode, Mode::Cut(_)) {
-                    pieces.push(Piece::Reset);
-                    ends_early = true;
-                    break;
-                }
-                if i == 3 && matches!(mode, Mode::MidErr(_)) {
-                    pieces.push(Piece::Data(
-                        json!({"error": {"message": "fake upstream error mid-stream (MIDERR)",
-                                "type": "server_error", "code": "fake_mid_stream"}})
-                        .to_string(),
-                    ));
-                    ends_early = true;
-                    break;
-                }
-            }
-            if !ends_early {
-                pieces.push(chunk(json!({}), json!("stop")));
-            }
-        }
-        Mode::Fail500 => {}
-    }
-    if !ends_early {
-        if body["stream_options"]["include_usage"].as_bool() == Some(true) {
-            pieces.push(Piece::Data(
-                json!({"id": cid, "object": "chat.completion.chunk", "created": created,
-                       "model": model, "choices": [], "usage": usage})
-                .to_string(),
-            ));
-        }
-        pieces.push(Piece::Data("[DONE]".into()));
-    }
+    let include_usage = body["stream_options"]["include_usage"].as_bool() == Some(true);
+    let pieces = reply.pieces(&mode, delay, include_usage);
     let frames = pieces
         .iter()
         .filter(|p| matches!(p, Piece::Data(_)))
@@ -354,6 +272,125 @@ async fn answer<E: Env>(
         status: 200,
         frames,
     });
+    streamed(pieces)
+}
+
+/// The arguments of the scripted tool call.
+const TOOL_ARGS: &str = r#"{"city": "Paris"}"#;
+
+/// The ids and counts of one answer.
+struct Reply {
+    model: String,
+    cid: String,
+    created: u64,
+    usage: Value,
+    call_id: String,
+}
+
+impl Reply {
+    /// A non-streaming chat completion.
+    fn whole(&self, mode: &Mode) -> Response<Body> {
+        let (message, finish) = match mode {
+            Mode::Tool(name) => (
+                json!({"role": "assistant", "content": null, "tool_calls": [
+                    {"id": self.call_id, "type": "function", "function": {"name": name, "arguments": TOOL_ARGS}}]}),
+                "tool_calls",
+            ),
+            Mode::Text(t) | Mode::Cut(t) | Mode::MidErr(t) | Mode::Slow(t) => {
+                (json!({"role": "assistant", "content": t}), "stop")
+            }
+            Mode::Fail500 => (Value::Null, "stop"),
+        };
+        http::json_response(
+            StatusCode::OK,
+            &json!({"id": self.cid, "object": "chat.completion", "created": self.created, "model": self.model,
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                    "usage": self.usage}),
+        )
+    }
+
+    /// One `chat.completion.chunk`.
+    fn chunk(&self, delta: Value, finish: Value) -> Piece {
+        Piece::Data(
+            json!({"id": self.cid, "object": "chat.completion.chunk", "created": self.created,
+                   "model": self.model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+            .to_string(),
+        )
+    }
+
+    /// The streamed answer: the role chunk, the tool call in three argument fragments or the
+    /// text word by word (cut or failed after the fourth word in those modes), the finish
+    /// chunk, usage when asked for, `[DONE]`.
+    fn pieces(&self, mode: &Mode, delay: Duration, include_usage: bool) -> Vec<Piece> {
+        let args = TOOL_ARGS;
+        let mut pieces = vec![
+            self.chunk(json!({"role": "assistant", "content": null}), Value::Null),
+            Piece::Sleep(delay),
+        ];
+        let mut ends_early = false;
+        match mode {
+            Mode::Tool(name) => {
+                pieces.push(self.chunk(
+                    json!({"tool_calls": [{"index": 0, "id": self.call_id, "type": "function",
+                            "function": {"name": name, "arguments": ""}}]}),
+                    Value::Null,
+                ));
+                for piece in [&args[..5], &args[5..12], &args[12..]] {
+                    pieces.push(Piece::Sleep(delay));
+                    pieces.push(self.chunk(
+                        json!({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}),
+                        Value::Null,
+                    ));
+                }
+                pieces.push(Piece::Sleep(delay));
+                pieces.push(self.chunk(json!({}), json!("tool_calls")));
+            }
+            Mode::Text(t) | Mode::Cut(t) | Mode::MidErr(t) | Mode::Slow(t) => {
+                for (i, w) in t.split(' ').enumerate() {
+                    let piece = if i == 0 {
+                        w.to_string()
+                    } else {
+                        format!(" {w}")
+                    };
+                    pieces.push(self.chunk(json!({"content": piece}), Value::Null));
+                    pieces.push(Piece::Sleep(delay));
+                    if i == 3 && matches!(mode, Mode::Cut(_)) {
+                        pieces.push(Piece::Reset);
+                        ends_early = true;
+                        break;
+                    }
+                    if i == 3 && matches!(mode, Mode::MidErr(_)) {
+                        pieces.push(Piece::Data(
+                            json!({"error": {"message": "fake upstream error mid-stream (MIDERR)",
+                                    "type": "server_error", "code": "fake_mid_stream"}})
+                            .to_string(),
+                        ));
+                        ends_early = true;
+                        break;
+                    }
+                }
+                if !ends_early {
+                    pieces.push(self.chunk(json!({}), json!("stop")));
+                }
+            }
+            Mode::Fail500 => {}
+        }
+        if !ends_early {
+            if include_usage {
+                pieces.push(Piece::Data(
+                    json!({"id": self.cid, "object": "chat.completion.chunk", "created": self.created,
+                           "model": self.model, "choices": [], "usage": self.usage})
+                    .to_string(),
+                ));
+            }
+            pieces.push(Piece::Data("[DONE]".into()));
+        }
+        pieces
+    }
+}
+
+/// The pieces as an SSE response body, sleeping where they say.
+fn streamed(pieces: Vec<Piece>) -> Response<Body> {
     let stream = futures::stream::unfold(pieces.into_iter(), |mut it| async move {
         loop {
             match it.next()? {

@@ -143,7 +143,7 @@ impl Workspace {
         (outcome, *n)
     }
 
-    // ---- agent-loop tools (issue 5) -------------------------------------------------------
+    // ---- agent-loop tools -----------------------------------------------------------------
     // `model::kimi::agent::tools` runs its Read/Write/Edit/Grep tools on this same workspace.
 
     /// Writes a file, creating it if needed.

@@ -5,7 +5,7 @@
 //! | upstream lock | Rust port |
 //! |---|---|
 //! | `runTurn`, `createLoopEventDispatcher` are functions | not a test: the crate would not compile otherwise (a runtime check could not fail) |
-//! | `RunTurnInput` rejects `context`, `config`, `turn`, `events`, `emit`, `emitLiveEvent`, `appendTranscriptRecord`, `limits`, `sinks` | struct fields are closed; `compile_fail` doctest on `run_turn::RunTurnInput` (`context`, `emit`) |
+//! | `RunTurnInput` rejects `context`, `config`, `turn`, `events`, `emit`, `emitLiveEvent`, `appendTranscriptRecord`, `limits`, `sinks` | struct fields are closed; `compile_fail` doctest on `input::RunTurnInput` (`context`, `emit`) |
 //! | `LLMChatParams` rejects `onDelta`, `onAtomicPart`, `onContentPart` | the callbacks are the four methods of `ChatStreamSink`; `compile_fail` doctest on `llm::ChatStreamSink` |
 //! | `LLMChatResponse` rejects `stopReason` | `compile_fail` doctest on `llm::ChatResponse` |
 //! | `LoopTurnStopReason` rejects `error`, `max_steps`, `tool_use` | `compile_fail` doctests on `types::TurnStopReason` |

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::util::*;
 
-fn counted(text: &'static str, counter: &Counter) -> run_turn::MessageBuilder {
+fn counted(text: &'static str, counter: &Counter) -> input::MessageBuilder {
     let counter = counter.clone();
     message_builder(move || {
         counter.bump();

@@ -93,7 +93,7 @@ async fn record_step_usage_stop_turn_runs_no_tools_and_writes_no_tool_records() 
     )])
     .tools(vec![echo(&executions)]);
     rig.input.record_step_usage = Some(Arc::new(|_usage| {
-        Box::pin(async { Ok(Some(run_turn::StepUsageDecision { stop_turn: true })) })
+        Box::pin(async { Ok(Some(input::StepUsageDecision { stop_turn: true })) })
     }));
     let result = rig.run().await.unwrap();
     assert_eq!(result.stop_reason, TurnStopReason::EndTurn);

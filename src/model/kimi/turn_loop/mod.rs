@@ -10,7 +10,7 @@
 //! tokio. See docs/agent-loop.md.
 //!
 //! Module map:
-//! - [`run_turn`](mod@run_turn): the turn loop and its input.
+//! - [`run_turn`](mod@run_turn): the turn loop; [`input`]: what a turn is given.
 //! - [`step`] — one provider step, stop-reason normalisation, projection fallbacks.
 //! - [`tool_call`] — the tool batch lifecycle, unexecuted calls, grace timeout.
 //! - [`scheduler`], [`access`] — conflict-aware execution scheduling.
@@ -30,6 +30,7 @@ pub mod errors;
 pub mod events;
 pub mod hooks;
 pub mod host;
+pub mod input;
 pub mod llm;
 pub mod log;
 pub mod provider;
@@ -53,10 +54,11 @@ pub use events::{
     LoopRecordedEvent, TranscriptSink,
 };
 pub use hooks::LoopHooks;
+pub use input::{RunTurnInput, message_builder};
 pub use llm::{ChatParams, ChatResponse, ChatStreamSink, Llm};
 pub use provider::{ChatProvider, ChatRequest, StreamingLlm};
 pub use result::{ExecutableToolResult, ToolOutput, ToolResult};
-pub use run_turn::{RunTurnInput, message_builder, run_turn};
+pub use run_turn::run_turn;
 pub use tool::{ExecutableTool, RunnableToolExecution, ToolExecuteContext, ToolExecution};
 pub use types::{
     ContentPart, FinishReason, Message, StepStopReason, TokenUsage, ToolCall, TurnResult,

@@ -14,11 +14,11 @@ use super::events::{
     StepBeginEvent, StepEndEvent, ToolCallDeltaEvent,
 };
 use super::hooks::{AfterStepContext, StepHookContext};
+use super::input::{MessageBuilder, RunTurnInput};
 use super::llm::{ChatResponse, ChatStreamSink, Projection, RequestLogFields, RequestTrace};
 use super::log::LogLevel;
 use super::provider::{is_image_format_error, is_recoverable_request_structure_error};
 use super::retry::{ChatWithRetryInput, chat_with_retry};
-use super::run_turn::{MessageBuilder, RunTurnInput};
 use super::tool::{SharedTool, tool_spec};
 use super::tool_call::{StepEnv, record_unexecuted_tool_calls, run_tool_call_batch};
 use super::types::{ContentPart, FinishReason, Message, StepStopReason, ToolSpec};

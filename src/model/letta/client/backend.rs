@@ -22,7 +22,8 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::policy::{self, api_error, transport_error};
-use super::stream::{ChunkSource, RunStatusLookup, SseSource};
+use super::sdk_stream::{ChunkSource, SseSource};
+use super::stream::RunStatusLookup;
 use crate::model::port::env::Env;
 use crate::model::port::http;
 use crate::model::port::observe::Observation;

@@ -8,20 +8,24 @@
 //! interrupts, and response-state reuse.
 //!
 //! Module map: [`policy`] (pure: every table, classifier, delay and budget of §3),
-//! [`stream_processor`] and [`stream`] (the drain of §4.1-4.3), [`resume`] (§4.4-4.5),
-//! [`approvals`] (§5, §2.3), [`resume_data`] (§6), [`response_state`] (§10.1), [`backend`] (the
-//! HTTP calls, logged for [`conformance`]), and this file plus [`turn`] (the turn loop).
+//! [`sdk_stream`] (the SDK's view of a stream, §1.1), [`stream_processor`] and [`stream`] (the
+//! drain of §4.1-4.3), [`resume`] (§4.4-4.5), [`approvals`] (§5, §2.3) and [`approval_batch`]
+//! (§5.3), [`resume_data`] (§6), [`response_state`] (§10.1), [`backend`] (the HTTP calls,
+//! logged for the harness's conformance check), and this file plus `turn` (the turn loop, one
+//! child per step).
 //!
 //! Two profiles (docs/client.md lists every difference): `reference` is the correct behaviour;
 //! `letta-code` reproduces the published client (0.32.18), quirks included. Two modes:
 //! `interactive` (the TUI loop) and `headless` (one-shot `-p`, one process per turn).
 
+pub mod approval_batch;
 pub mod approvals;
 pub mod backend;
 pub mod policy;
 pub mod response_state;
 pub mod resume;
 pub mod resume_data;
+pub mod sdk_stream;
 pub mod stream;
 pub mod stream_processor;
 mod turn;
@@ -353,7 +357,7 @@ pub struct Client<B: Backend> {
     /// (reference) Results of the tools this process ran, by tool call id: a call asked about
     /// again (an "Invalid tool call IDs" resync shows every server approval) is answered with
     /// its result instead of running twice.
-    tool_results: Arc<Mutex<std::collections::BTreeMap<String, approvals::ToolRun>>>,
+    tool_results: Arc<Mutex<std::collections::BTreeMap<String, approval_batch::ToolRun>>>,
 }
 
 /// The client over HTTP on an [`Env`].

@@ -1,5 +1,5 @@
 //! Mid-stream resume (letta-protocol.md §4.4, §2.5-2.6): run id discovery, `canResume`, the
-//! resume loop with its policy, the approval merge across the resume boundary, and
+//! resume loop with its policy, the approval merge after a successful resume, and
 //! `isReplayableRun`.
 
 use std::time::Duration;
@@ -12,7 +12,7 @@ use super::policy::{
     is_approval_pending_conflict,
 };
 use super::stream::{DrainOptions, DrainResult, Interrupt, Transcript, drain, mark_stream_error};
-use super::stream_processor::Approval;
+use super::stream_processor::{Approval, merge_approvals};
 use crate::model::port::observe::Observation;
 use crate::wire::letta::StopReason;
 
@@ -171,34 +171,6 @@ pub async fn discover_fallback_run_id<B: Backend>(
         .flatten()
 }
 
-/// Prefix + suffix merge by `tool_call_id`: arguments appended, the name filled if empty,
-/// new ids appended (letta-protocol.md §4.4 step 7).
-pub fn merge_approvals(
-    prefix: &[Approval],
-    suffix: &[Approval],
-    braces_fallback: bool,
-) -> Vec<Approval> {
-    let mut out = prefix.to_vec();
-    for s in suffix {
-        match out.iter_mut().find(|a| a.tool_call_id == s.tool_call_id) {
-            Some(a) => {
-                if a.tool_name.is_empty() {
-                    a.tool_name = s.tool_name.clone();
-                }
-                if braces_fallback && a.tool_args.is_empty() {
-                    a.tool_args = "{}".into();
-                }
-                a.tool_args.push_str(&s.tool_args);
-                if s.message_id.is_some() {
-                    a.message_id = s.message_id.clone();
-                }
-            }
-            None => out.push(s.clone()),
-        }
-    }
-    out
-}
-
 /// The merge after a successful resume (letta-protocol.md §4.4 step 8). Returns the stop reason
 /// and approvals to act on.
 ///
@@ -317,19 +289,7 @@ pub async fn drain_stream_with_resume<B: Backend>(
     let mut info = ResumeInfo::default();
 
     // 2. Run id discovery.
-    let mut source: Option<ResumeSource> = result.last_run_id.clone().map(ResumeSource::Run);
-    if source.is_none()
-        && result.stop_reason == StopReason::Error
-        && let Some(ctx) = ctx
-        && !interrupt.aborted()
-    {
-        source = match &ctx.stream_otid {
-            Some(o) => Some(ResumeSource::Otid(o.clone())),
-            None => discover_fallback_run_id(backend, ctx)
-                .await
-                .map(ResumeSource::Run),
-        };
-    }
+    let source = resume_source(backend, &result, ctx, interrupt).await;
     // 3-4.
     let approval_conflict = is_approval_pending_conflict(result.fallback_error.as_deref());
     let mut replay_generic_error = false;
@@ -371,17 +331,112 @@ pub async fn drain_stream_with_resume<B: Backend>(
     info.source = Some(source.clone());
 
     // 7. The resume loop.
-    let policy = opts.policy.unwrap_or(ResumePolicy::INTERACTIVE);
     let original_fallback = result.fallback_error.clone();
-    let mut original_approvals = result.approvals.clone();
-    let mut last_run_id = result.last_run_id.clone();
-    let mut next_seq = if opts.planted_resume_from_zero {
-        0
-    } else {
-        result.last_seq_id.unwrap_or(0)
+    let mut progress = Progress {
+        approvals: result.approvals.clone(),
+        last_run_id: result.last_run_id.clone(),
+        next_seq: if opts.planted_resume_from_zero {
+            0
+        } else {
+            result.last_seq_id.unwrap_or(0)
+        },
+        error: None,
     };
-    let mut resume_error: Option<String> = None;
-    let mut success: Option<DrainResult> = None;
+    let env = ResumeEnv {
+        backend,
+        interrupt,
+        transcript: &mut *transcript,
+        observe,
+        hook: &mut *hook,
+    };
+    let success = resume_loop(env, ctx, &source, opts, &mut info, &mut progress).await;
+
+    match success {
+        Some(cand) => {
+            // 8. Approval merge after a successful resume.
+            let (stop, approvals) = merge_after_resume(
+                &cand.stop_reason,
+                &progress.approvals,
+                &cand.approvals,
+                opts.planted_braces_args_fallback,
+                opts.keep_unresumed_approvals,
+            );
+            result = DrainResult {
+                stop_reason: stop,
+                approvals,
+                ..cand
+            };
+        }
+        None => {
+            // 9. Failure.
+            mark_stream_error(transcript);
+            result.fallback_error = original_fallback.or(progress.error);
+            result.approvals = progress.approvals;
+            result.last_run_id = progress.last_run_id;
+            result.last_seq_id = Some(progress.next_seq);
+        }
+    }
+    finish_interrupted(&mut result, transcript);
+    (result, info)
+}
+
+/// Step 2, run id discovery: the run the stream named, else (after an error, with a request
+/// context and no abort) the request's otid, else the run `discoverFallbackRunIdForResume`
+/// finds.
+async fn resume_source<B: Backend>(
+    backend: &B,
+    result: &DrainResult,
+    ctx: Option<&RequestContext>,
+    interrupt: &Interrupt,
+) -> Option<ResumeSource> {
+    let mut source: Option<ResumeSource> = result.last_run_id.clone().map(ResumeSource::Run);
+    if source.is_none()
+        && result.stop_reason == StopReason::Error
+        && let Some(ctx) = ctx
+        && !interrupt.aborted()
+    {
+        source = match &ctx.stream_otid {
+            Some(o) => Some(ResumeSource::Otid(o.clone())),
+            None => discover_fallback_run_id(backend, ctx)
+                .await
+                .map(ResumeSource::Run),
+        };
+    }
+    source
+}
+
+/// What the resume loop carries from one attempt to the next.
+struct Progress {
+    /// The approvals so far: the originals, continued by each failed attempt.
+    approvals: Vec<Approval>,
+    last_run_id: Option<String>,
+    /// The `starting_after` of the next attempt.
+    next_seq: u64,
+    /// Why the last attempt failed.
+    error: Option<String>,
+}
+
+/// Step 7, the resume loop: up to the policy's attempts, each a replay from `p.next_seq` by run
+/// id or by otid, with the policy's delay between them. The first attempt that ends in
+/// anything but `error` is the result; `None` when every attempt failed, a run turned out not
+/// replayable, or the turn was aborted.
+async fn resume_loop<B: Backend>(
+    env: ResumeEnv<'_, B>,
+    ctx: &RequestContext,
+    source: &ResumeSource,
+    opts: &ResumeOptions,
+    info: &mut ResumeInfo,
+    p: &mut Progress,
+) -> Option<DrainResult> {
+    let ResumeEnv {
+        backend,
+        interrupt,
+        transcript,
+        observe,
+        hook,
+    } = env;
+    let lookup = BackendLookup(backend);
+    let policy = opts.policy.unwrap_or(ResumePolicy::INTERACTIVE);
     let mut resume_opts = opts.drain.clone();
     resume_opts.skip_cancel_tools_on_error = true;
     resume_opts.is_resume = true;
@@ -394,7 +449,7 @@ pub async fn drain_stream_with_resume<B: Backend>(
         }
         info.attempts = attempt;
         transcript.interrupted = false;
-        let (path_kind, ident) = match &source {
+        let (path_kind, ident) = match source {
             ResumeSource::Run(r) => ("run", r.clone()),
             ResumeSource::Otid(o) => ("otid", o.clone()),
         };
@@ -402,19 +457,19 @@ pub async fn drain_stream_with_resume<B: Backend>(
             attempt,
             source: path_kind.into(),
             id: ident.clone(),
-            starting_after: next_seq,
+            starting_after: p.next_seq,
         });
-        let opened = match &source {
+        let opened = match source {
             ResumeSource::Run(run_id) => {
                 backend
                     .stream_run(
                         run_id,
-                        json!({"starting_after": next_seq, "batch_size": RESUME_BATCH_SIZE}),
+                        json!({"starting_after": p.next_seq, "batch_size": RESUME_BATCH_SIZE}),
                     )
                     .await
             }
             ResumeSource::Otid(otid) => {
-                let mut body = json!({"otid": otid, "starting_after": next_seq, "batch_size": RESUME_BATCH_SIZE});
+                let mut body = json!({"otid": otid, "starting_after": p.next_seq, "batch_size": RESUME_BATCH_SIZE});
                 if ctx.conversation_id == "default" {
                     body["agent_id"] = json!(ctx.agent_id);
                 }
@@ -423,9 +478,9 @@ pub async fn drain_stream_with_resume<B: Backend>(
                     .await
             }
         };
-        let run_for_check = last_run_id.clone();
-        resume_opts.starting_after = Some(next_seq);
-        resume_opts.prior_approvals = original_approvals.clone();
+        let run_for_check = p.last_run_id.clone();
+        resume_opts.starting_after = Some(p.next_seq);
+        resume_opts.prior_approvals = p.approvals.clone();
         match opened {
             Ok(mut stream) => {
                 let mut cand = drain(
@@ -439,24 +494,23 @@ pub async fn drain_stream_with_resume<B: Backend>(
                 )
                 .await;
                 if cand.last_run_id.is_none() {
-                    cand.last_run_id = last_run_id.clone();
+                    cand.last_run_id = p.last_run_id.clone();
                 }
                 if cand.last_seq_id.is_none() {
-                    cand.last_seq_id = Some(next_seq);
+                    cand.last_seq_id = Some(p.next_seq);
                 }
                 if cand.stop_reason != StopReason::Error {
-                    success = Some(cand);
-                    break;
+                    return Some(cand);
                 }
-                resume_error = Some(
+                p.error = Some(
                     cand.fallback_error
                         .clone()
                         .unwrap_or_else(|| RESUMED_STREAM_ENDED_UNEXPECTEDLY.into()),
                 );
-                next_seq = cand.last_seq_id.unwrap_or(next_seq);
-                last_run_id = cand.last_run_id.clone();
-                original_approvals = merge_approvals(
-                    &original_approvals,
+                p.next_seq = cand.last_seq_id.unwrap_or(p.next_seq);
+                p.last_run_id = cand.last_run_id.clone();
+                p.approvals = merge_approvals(
+                    &p.approvals,
                     &cand.approvals,
                     opts.planted_braces_args_fallback,
                 );
@@ -469,7 +523,7 @@ pub async fn drain_stream_with_resume<B: Backend>(
                 }
             }
             Err(e) => {
-                resume_error = Some(super::policy::extract_conflict_detail(&e));
+                p.error = Some(super::policy::extract_conflict_detail(&e));
                 if let Some(run_id) = run_for_check
                     && let Ok(run) = backend.retrieve_run(&run_id).await
                     && !is_replayable_run(&run)
@@ -485,7 +539,7 @@ pub async fn drain_stream_with_resume<B: Backend>(
                     kind: "resume".into(),
                     attempt,
                     delay_ms: delay,
-                    detail: resume_error.clone().unwrap_or_default(),
+                    detail: p.error.clone().unwrap_or_default(),
                     retry_after_ms: None,
                 });
                 let mut sig = interrupt.subscribe();
@@ -497,34 +551,7 @@ pub async fn drain_stream_with_resume<B: Backend>(
             }
         }
     }
-
-    match success {
-        Some(cand) => {
-            // 8. Approval merge after a successful resume.
-            let (stop, approvals) = merge_after_resume(
-                &cand.stop_reason,
-                &original_approvals,
-                &cand.approvals,
-                opts.planted_braces_args_fallback,
-                opts.keep_unresumed_approvals,
-            );
-            result = DrainResult {
-                stop_reason: stop,
-                approvals,
-                ..cand
-            };
-        }
-        None => {
-            // 9. Failure.
-            mark_stream_error(transcript);
-            result.fallback_error = original_fallback.or(resume_error);
-            result.approvals = original_approvals;
-            result.last_run_id = last_run_id;
-            result.last_seq_id = Some(next_seq);
-        }
-    }
-    finish_interrupted(&mut result, transcript);
-    (result, info)
+    None
 }
 
 /// Step 11: a complete `requires_approval` clears `interrupted`.

@@ -1,13 +1,12 @@
-//! Draining one stream (letta-protocol.md §4.2-4.3): the SDK's view of an SSE body as a
-//! [`ChunkSource`], the UI buffer the drain maintains ([`Transcript`]), the interrupt signal
-//! with its abort generation ([`Interrupt`]), and [`drain`] itself with the end_turn →
-//! requires_approval coercion, the terminal-EOF guard and the stall reconciler.
+//! Draining one stream (letta-protocol.md §4.2-4.3): the UI buffer the drain maintains
+//! ([`Transcript`]), the interrupt signal with its abort generation ([`Interrupt`]), and
+//! [`drain`] itself with the end_turn → requires_approval coercion, the terminal-EOF guard and
+//! the stall reconciler. What it reads is a [`ChunkSource`], the SDK's view of a stream.
 //!
 //! Every wait is bounded: the EOF guard after a stop reason, the stall reconciler before one,
 //! and an absolute silence bound (the SDK request timeout, `LETTA_REQUEST_TIMEOUT_MS` = 10 min,
 //! letta-protocol.md §2.8) that ends a read no keepalive or reconciler would end.
 
-use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -21,10 +20,10 @@ use tokio::time::Instant;
 use super::policy::{
     INTERRUPTED_BY_USER, STALL_RECONCILER_STATUS, STREAM_ERROR, TERMINAL_EOF_STATUS,
 };
-use super::stream_processor::{Approval, ErrorInfo, Processed, StreamProcessor};
+use super::sdk_stream::{ChunkSource, SdkEvent, Thrown};
+use super::stream_processor::{Approval, ErrorInfo, Processed, StreamProcessor, merge_approvals};
 use crate::model::port::observe::Observation;
 use crate::wire::letta::{LettaChunk, StopReason};
-use crate::wire::sse::{SseDecoder, SseFrame};
 
 /// `LETTA_STREAM_TERMINAL_EOF_GRACE_MS` default (letta-protocol.md §4.3).
 pub const TERMINAL_EOF_GRACE_MS: u64 = 2000;
@@ -40,278 +39,6 @@ pub const STALL_NO_RUN_ID: &str = "Stream stalled before its first chunk";
 pub const REQUEST_TIMEOUT_MS: u64 = 600_000;
 /// Run statuses the stall reconciler treats as active (letta-protocol.md §4.3).
 pub const ACTIVE_RUN_STATUSES: [&str; 4] = ["created", "not_started", "pending", "running"];
-
-// ---------------------------------------------------------------------------------------------
-// The SDK's view of a stream
-// ---------------------------------------------------------------------------------------------
-
-/// What the SDK's async iterator yields or throws (letta-protocol.md §1.1).
-#[derive(Debug, Clone, PartialEq)]
-pub enum SdkEvent {
-    Chunk(Box<LettaChunk>),
-    /// The iterator threw: an `event: error` (with `error` = its parsed JSON), a malformed
-    /// `data:` payload (SyntaxError), or a transport failure.
-    Thrown(Thrown),
-    /// The iterator ended: EOF (after `[DONE]` or not), or the consumer aborted it.
-    End,
-}
-
-/// A thrown error: the JSON the SDK attaches (`e.error`) and its message.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Thrown {
-    pub kind: ThrownKind,
-    pub message: String,
-    pub error: Option<Value>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ThrownKind {
-    ErrorEvent,
-    Parse,
-    Transport,
-}
-
-impl ThrownKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ThrownKind::ErrorEvent => "error-event",
-            ThrownKind::Parse => "parse-error",
-            ThrownKind::Transport => "transport-error",
-        }
-    }
-}
-
-/// A stream of SDK events. `next` must be cancel-safe: the drain races it against timers.
-pub trait ChunkSource {
-    fn next(&mut self) -> impl Future<Output = SdkEvent>;
-    /// Aborts the HTTP read: later `next` calls end the iteration without throwing.
-    fn abort(&mut self);
-}
-
-/// SDK semantics over SSE frames (letta-protocol.md §1.1): data-only events are chunks;
-/// `event: error` throws with the JSON's `message`; other named events are dropped; comments
-/// are ignored; after `[DONE]` everything is ignored until EOF; malformed JSON throws.
-#[derive(Debug, Default)]
-pub struct SdkFrames {
-    done_seen: bool,
-    finished: bool,
-}
-
-impl SdkFrames {
-    pub fn on_frame(&mut self, f: &SseFrame, out: &mut VecDeque<SdkEvent>) {
-        if self.finished {
-            return;
-        }
-        let Some(ev) = f.as_event() else { return };
-        if self.done_seen {
-            return;
-        }
-        if ev.is_done() {
-            self.done_seen = true;
-            return;
-        }
-        match ev.event.as_deref() {
-            Some("error") => {
-                let parsed: Value = serde_json::from_str(&ev.data)
-                    .unwrap_or_else(|_| Value::String(ev.data.clone()));
-                let message = parsed
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-                    .unwrap_or_else(|| ev.data.clone());
-                self.finished = true;
-                out.push_back(SdkEvent::Thrown(Thrown {
-                    kind: ThrownKind::ErrorEvent,
-                    message,
-                    error: Some(parsed),
-                }));
-            }
-            Some(_) => {}
-            None => match sdk_chunk(&ev.data) {
-                Ok(c) => out.push_back(SdkEvent::Chunk(Box::new(c))),
-                Err(e) => {
-                    self.finished = true;
-                    out.push_back(SdkEvent::Thrown(Thrown {
-                        kind: ThrownKind::Parse,
-                        message: format!("Could not parse message into JSON: {e}"),
-                        error: None,
-                    }));
-                }
-            },
-        }
-    }
-
-    pub fn finished(&self) -> bool {
-        self.finished
-    }
-}
-
-/// The SDK's `JSON.parse` of a data-only event (letta-protocol.md §1.1): only text that is not
-/// JSON throws. The SDK validates nothing, so a JSON value our typed decoder rejects is still a
-/// chunk: top-level `null` fields read as absent (a real keepalive ping carries `"date":null,
-/// "seq_id":null`, captures/letta_server f3), and anything else undecodable is kept as
-/// [`LettaChunk::Unknown`] for the processor's unknown-type rule.
-fn sdk_chunk(data: &str) -> Result<LettaChunk, serde_json::Error> {
-    let value: Value = serde_json::from_str(data)?;
-    if let Ok(c) = serde_json::from_value::<LettaChunk>(value.clone()) {
-        return Ok(c);
-    }
-    if let Value::Object(map) = &value {
-        let stripped: serde_json::Map<String, Value> = map
-            .iter()
-            .filter(|(_, v)| !v.is_null())
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        if let Ok(c) = serde_json::from_value::<LettaChunk>(Value::Object(stripped)) {
-            return Ok(c);
-        }
-    }
-    Ok(LettaChunk::Unknown(value))
-}
-
-/// An SSE response body read the way the SDK reads it.
-pub struct SseSource {
-    body: Option<hyper::body::Incoming>,
-    sse: SseDecoder,
-    sdk: SdkFrames,
-    queue: VecDeque<SdkEvent>,
-}
-
-impl SseSource {
-    pub fn new(body: hyper::body::Incoming) -> Self {
-        SseSource {
-            body: Some(body),
-            sse: SseDecoder::new(),
-            sdk: SdkFrames::default(),
-            queue: VecDeque::new(),
-        }
-    }
-}
-
-impl ChunkSource for SseSource {
-    async fn next(&mut self) -> SdkEvent {
-        use http_body_util::BodyExt;
-        loop {
-            if let Some(e) = self.queue.pop_front() {
-                return e;
-            }
-            if self.sdk.finished() {
-                self.body = None;
-                return SdkEvent::End;
-            }
-            let Some(body) = self.body.as_mut() else {
-                return SdkEvent::End;
-            };
-            match body.frame().await {
-                None => {
-                    self.body = None;
-                    for f in std::mem::take(&mut self.sse).finish() {
-                        self.sdk.on_frame(&f, &mut self.queue);
-                    }
-                    self.queue.push_back(SdkEvent::End);
-                }
-                Some(Err(e)) => {
-                    self.body = None;
-                    self.queue.push_back(SdkEvent::Thrown(Thrown {
-                        kind: ThrownKind::Transport,
-                        message: crate::model::port::http::error_chain(&e),
-                        error: None,
-                    }));
-                }
-                Some(Ok(frame)) => {
-                    if let Ok(bytes) = frame.into_data() {
-                        for f in self.sse.push(&bytes) {
-                            self.sdk.on_frame(&f, &mut self.queue);
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn abort(&mut self) {
-        // Dropping the body closes the connection.
-        self.body = None;
-        self.queue.clear();
-        self.sdk.finished = true;
-    }
-}
-
-/// How a scripted stream ends after its last event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ScriptEnd {
-    /// The iterator ends (EOF).
-    Eof,
-    /// The body never ends (a wedged read) until aborted.
-    Hang,
-}
-
-/// A stream of events at time offsets, for tests and mock backends (letta-tests-and-real-
-/// client.md A.1: "fake streams are async iterables of chunk objects").
-pub struct ScriptedSource {
-    events: VecDeque<(u64, SdkEvent)>,
-    end: ScriptEnd,
-    next_at: Option<Instant>,
-    aborted: bool,
-    /// Shared counter of `abort()` calls (tests count aborts).
-    pub aborts: std::sync::Arc<std::sync::atomic::AtomicU32>,
-}
-
-impl ScriptedSource {
-    /// `events`: (delay in ms after the previous event, event).
-    pub fn new(events: Vec<(u64, SdkEvent)>, end: ScriptEnd) -> Self {
-        ScriptedSource {
-            events: events.into(),
-            end,
-            next_at: None,
-            aborted: false,
-            aborts: Default::default(),
-        }
-    }
-
-    /// Chunks from JSON texts, all at once.
-    pub fn chunks(json: &[&str], end: ScriptEnd) -> Self {
-        Self::new(
-            json.iter()
-                .map(|j| {
-                    (
-                        0,
-                        SdkEvent::Chunk(Box::new(
-                            LettaChunk::from_json(j).expect("test chunk parses"),
-                        )),
-                    )
-                })
-                .collect(),
-            end,
-        )
-    }
-}
-
-impl ChunkSource for ScriptedSource {
-    async fn next(&mut self) -> SdkEvent {
-        if self.aborted {
-            return SdkEvent::End;
-        }
-        let Some((delay, _)) = self.events.front() else {
-            return match self.end {
-                ScriptEnd::Eof => SdkEvent::End,
-                ScriptEnd::Hang => std::future::pending().await,
-            };
-        };
-        let at = *self
-            .next_at
-            .get_or_insert_with(|| Instant::now() + Duration::from_millis(*delay));
-        tokio::time::sleep_until(at).await;
-        self.next_at = None;
-        self.events.pop_front().map_or(SdkEvent::End, |(_, e)| e)
-    }
-
-    fn abort(&mut self) {
-        self.aborted = true;
-        self.aborts
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // The interrupt signal (letta-protocol.md §9.1, §4.2)
@@ -641,42 +368,22 @@ pub async fn drain<S: ChunkSource, L: RunStatusLookup>(
                         // Re-arm the stall timer on every chunk, pings included.
                         stall_at = Instant::now() + stall;
                         silence_at = Instant::now() + silence;
-                        let processed = proc.process(&chunk);
-                        if let Some((expected, got)) = processed.gap {
-                            // (reference) A lost frame: the stream is broken; resume replays
-                            // from the last contiguous seq id.
-                            fallback_error = Some(format!(
-                                "Stream gap: expected seq_id {expected}, got {got}"
-                            ));
-                            source.abort();
-                            break "gap".into();
-                        }
-                        if !processed.skipped {
-                            observe(Observation::ClientChunk {
-                                run_id: chunk.run_id().map(str::to_string),
-                                seq_id: chunk.seq_id(),
-                                message_type: chunk.message_type().to_string(),
-                            });
-                        }
-                        if let Some(e) = &processed.error {
-                            error_info = Some(e.clone());
-                            if processed.output {
-                                fallback_error = Some(e.message.clone());
+                        let processed = match take_chunk(
+                            &mut proc,
+                            &chunk,
+                            opts,
+                            observe,
+                            &mut *hook,
+                            &mut error_info,
+                            &mut fallback_error,
+                        ) {
+                            Ok(processed) => processed,
+                            Err(gap) => {
+                                fallback_error = Some(gap);
+                                source.abort();
+                                break "gap".into();
                             }
-                        }
-                        if !processed.skipped {
-                            hook(&chunk, &processed);
-                        }
-                        if opts.torn_args_end_the_read
-                            && let Some(id) = torn_call(&proc, opts)
-                        {
-                            proc.stop_reason = None;
-                            fallback_error = Some(format!(
-                                "Stream gap: the arguments of tool call {id} are not whole JSON at the stop reason"
-                            ));
-                            source.abort();
-                            break "gap".into();
-                        }
+                        };
                         if proc.stop_reason.is_some() {
                             // (Re-)arm the terminal-EOF guard after every chunk once a stop
                             // reason has been seen.
@@ -752,6 +459,96 @@ pub async fn drain<S: ChunkSource, L: RunStatusLookup>(
         }
     };
 
+    finish(
+        proc,
+        ReadEnd {
+            how,
+            cancelled,
+            fallback_error,
+            thrown,
+            error_info,
+            guard_fired,
+            stall_fired,
+        },
+        opts,
+        transcript,
+        observe,
+    )
+}
+
+/// One chunk through the processor: reported and handed to the hook unless skipped, its error
+/// kept. `Err` with the read's error when the stream is broken: a lost frame (reference: the
+/// resume replays from the last contiguous seq id) or, at the stop reason, a tool call's
+/// arguments torn (see `DrainOptions::torn_args_end_the_read`).
+fn take_chunk(
+    proc: &mut StreamProcessor,
+    chunk: &LettaChunk,
+    opts: &DrainOptions,
+    observe: &dyn Fn(Observation),
+    hook: ChunkHook<'_>,
+    error_info: &mut Option<ErrorInfo>,
+    fallback_error: &mut Option<String>,
+) -> Result<Processed, String> {
+    let processed = proc.process(chunk);
+    if let Some((expected, got)) = processed.gap {
+        return Err(format!("Stream gap: expected seq_id {expected}, got {got}"));
+    }
+    if !processed.skipped {
+        observe(Observation::ClientChunk {
+            run_id: chunk.run_id().map(str::to_string),
+            seq_id: chunk.seq_id(),
+            message_type: chunk.message_type().to_string(),
+        });
+    }
+    if let Some(e) = &processed.error {
+        *error_info = Some(e.clone());
+        if processed.output {
+            *fallback_error = Some(e.message.clone());
+        }
+    }
+    if !processed.skipped {
+        hook(chunk, &processed);
+    }
+    if opts.torn_args_end_the_read
+        && let Some(id) = torn_call(proc, opts)
+    {
+        proc.stop_reason = None;
+        return Err(format!(
+            "Stream gap: the arguments of tool call {id} are not whole JSON at the stop reason"
+        ));
+    }
+    Ok(processed)
+}
+
+/// How a read ended: the loop's outcome, settled by [`finish`].
+struct ReadEnd {
+    how: String,
+    cancelled: bool,
+    fallback_error: Option<String>,
+    thrown: Option<Thrown>,
+    error_info: Option<ErrorInfo>,
+    guard_fired: bool,
+    stall_fired: bool,
+}
+
+/// The end of a drain: its stop reason settled, the transcript cleaned up, the result
+/// reported.
+fn finish(
+    mut proc: StreamProcessor,
+    end: ReadEnd,
+    opts: &DrainOptions,
+    transcript: &mut Transcript,
+    observe: &dyn Fn(Observation),
+) -> DrainResult {
+    let ReadEnd {
+        how,
+        cancelled,
+        fallback_error,
+        thrown,
+        error_info,
+        guard_fired,
+        stall_fired,
+    } = end;
     // Exception handling (§4.2): the streamed stop reason wins over the generic error.
     let saw_stop_chunk = proc.stop_reason.is_some();
     let mut stop_reason = match (&proc.stop_reason, cancelled) {
@@ -830,7 +627,7 @@ fn torn_call(proc: &StreamProcessor, opts: &DrainOptions) -> Option<String> {
         return None;
     }
     let current: Vec<Approval> = proc.approvals().cloned().collect();
-    super::resume::merge_approvals(&opts.prior_approvals, &current, false)
+    merge_approvals(&opts.prior_approvals, &current, false)
         .into_iter()
         .find(|a| {
             !a.tool_args.trim().is_empty() && serde_json::from_str::<Value>(&a.tool_args).is_err()

@@ -1,6 +1,7 @@
 //! The per-drain chunk processor of letta-code (letta-protocol.md §4.1), as a pure state
 //! machine: it decides, for each chunk in order, whether it is output, and tracks run id,
-//! seq id, pending approvals and the stop reason.
+//! seq id, pending approvals and the stop reason. The [`Approval`] it collects lives here, with
+//! the merge of approvals continued across a cut ([`merge_approvals`], §4.4 step 7).
 
 use indexmap::IndexMap;
 use serde_json::Value;
@@ -14,6 +15,34 @@ pub struct Approval {
     pub tool_name: String,
     pub tool_args: String,
     pub message_id: Option<String>,
+}
+
+/// Prefix + suffix merge by `tool_call_id`: arguments appended, the name filled if empty,
+/// new ids appended (letta-protocol.md §4.4 step 7).
+pub fn merge_approvals(
+    prefix: &[Approval],
+    suffix: &[Approval],
+    braces_fallback: bool,
+) -> Vec<Approval> {
+    let mut out = prefix.to_vec();
+    for s in suffix {
+        match out.iter_mut().find(|a| a.tool_call_id == s.tool_call_id) {
+            Some(a) => {
+                if a.tool_name.is_empty() {
+                    a.tool_name = s.tool_name.clone();
+                }
+                if braces_fallback && a.tool_args.is_empty() {
+                    a.tool_args = "{}".into();
+                }
+                a.tool_args.push_str(&s.tool_args);
+                if s.message_id.is_some() {
+                    a.message_id = s.message_id.clone();
+                }
+            }
+            None => out.push(s.clone()),
+        }
+    }
+    out
 }
 
 /// Error information from an `error_message` chunk or a bare `{error: ...}` object (§4.1 rule 5).
@@ -93,44 +122,8 @@ impl StreamProcessor {
     /// Applies the rules of letta-protocol.md §4.1, in order.
     pub fn process(&mut self, chunk: &LettaChunk) -> Processed {
         let seq = chunk.seq_id();
-        let skip = Processed {
-            output: false,
-            skipped: true,
-            error: None,
-            gap: None,
-        };
-        // 1. At or below the threshold: nothing is recorded.
-        if let (Some(s), Some(t)) = (seq, self.threshold)
-            && s <= t
-        {
-            return skip;
-        }
-        // 1'. (reference only) At or below the highest seq id of this drain: a repeated frame.
-        if self.drop_repeats
-            && let (Some(s), Some(m)) = (seq, self.max_seen)
-            && s <= m
-        {
-            return skip;
-        }
-        // 1''. (reference only) Beyond the next seq id: a lost frame. Runs number their chunks
-        // from 1 (docs/server.md "Runs and framing"); a resumed drain continues after its
-        // threshold.
-        if self.drop_repeats
-            && let Some(s) = seq
-        {
-            let base = self
-                .max_seen
-                .or(match (self.threshold, self.starting_after) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    (a, b) => a.or(b),
-                });
-            let expected = base.map_or(1, |m| m + 1);
-            if s > expected {
-                return Processed {
-                    gap: Some((expected, s)),
-                    ..skip
-                };
-            }
+        if let Some(refused) = self.refuse(seq) {
+            return refused;
         }
         if let Some(s) = seq {
             self.max_seen = Some(self.max_seen.map_or(s, |m| m.max(s)));
@@ -146,6 +139,57 @@ impl StreamProcessor {
         if let Some(s) = seq {
             self.last_seq_id = Some(s);
         }
+        self.classify(chunk)
+    }
+
+    /// Rules 1-1'': a chunk refused by its seq id (replayed, repeated, or past a gap), before
+    /// anything is recorded.
+    fn refuse(&self, seq: Option<u64>) -> Option<Processed> {
+        let skip = Processed {
+            output: false,
+            skipped: true,
+            error: None,
+            gap: None,
+        };
+        // 1. At or below the threshold: nothing is recorded.
+        if let (Some(s), Some(t)) = (seq, self.threshold)
+            && s <= t
+        {
+            return Some(skip);
+        }
+        // 1'. (reference only) At or below the highest seq id of this drain: a repeated frame.
+        if self.drop_repeats
+            && let (Some(s), Some(m)) = (seq, self.max_seen)
+            && s <= m
+        {
+            return Some(skip);
+        }
+        // 1''. (reference only) Beyond the next seq id: a lost frame. Runs number their chunks
+        // from 1 (docs/server.md "Runs and framing"); a resumed drain continues after its
+        // threshold.
+        if self.drop_repeats
+            && let Some(s) = seq
+        {
+            let base = self
+                .max_seen
+                .or(match (self.threshold, self.starting_after) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                });
+            let expected = base.map_or(1, |m| m + 1);
+            if s > expected {
+                return Some(Processed {
+                    gap: Some((expected, s)),
+                    ..skip
+                });
+            }
+        }
+        None
+    }
+
+    /// Rules 4-9: what an admitted chunk is (output or not, an error, a settled or collected
+    /// approval, the stop reason).
+    fn classify(&mut self, chunk: &LettaChunk) -> Processed {
         let not_output = |error| Processed {
             output: false,
             skipped: false,
@@ -260,12 +304,12 @@ impl StreamProcessor {
         }
     }
 
-    /// The approvals collected, in the order their ids first appeared; clears them (§4.2).
     /// The approvals collected so far, in stream order.
     pub fn approvals(&self) -> impl Iterator<Item = &Approval> {
         self.pending.values()
     }
 
+    /// The approvals collected, in the order their ids first appeared; clears them (§4.2).
     pub fn take_approvals(&mut self) -> Vec<Approval> {
         std::mem::take(&mut self.pending).into_values().collect()
     }

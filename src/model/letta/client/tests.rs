@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 use super::backend::mock::{MockBackend, StreamAnswer};
 use super::response_state::header_value;
+use super::sdk_stream::{ScriptEnd, SdkEvent, Thrown, ThrownKind};
 use super::stream::tests::on_sim;
-use super::stream::{ScriptEnd, SdkEvent, Thrown, ThrownKind};
 use super::*;
 use crate::wire::letta::LettaChunk;
 

@@ -12,15 +12,23 @@
 //!
 //! The HTTP surface, the three profiles (`cloud`, `local`, `letta-oss-0.16`) and the durable
 //! store are documented in docs/server.md. Module map: [`store`] (state and durability), `send` (the message
-//! endpoint), `stream` (response framing and replay), `api` (every other route),
+//! endpoint), `stream` (response framing and replay), `api` (every other route, with `parse`
+//! for what a request carries, `views` for the JSON of stored objects, `cancel`, `compact` and
+//! `errors` for the error answers), `history` (a send written into the conversation),
 //! `provider_call` (the run task).
 
 mod api;
+mod cancel;
+mod compact;
+mod errors;
+mod history;
 pub mod ids;
+mod parse;
 mod provider_call;
 mod send;
 pub mod store;
 mod stream;
+mod views;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -30,6 +38,7 @@ use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use serde_json::{Value, json};
 
+use self::errors::detail;
 use crate::model::port::env::Env;
 use crate::model::port::http::{self, Body};
 use crate::model::port::observe::{HistoryEntry, Observation};
@@ -202,7 +211,7 @@ pub enum SendFault {
     /// A pending approval appears on the conversation now (as if another client had left one),
     /// and this send is answered with the 409 approval-pending conflict (reference B.5.3).
     ApprovalAppears(StoredToolCall),
-    // ---- client-model (issue 4): answers only the client flows need --------------------
+    // ---- answers only the client flows need --------------------------------------------
     /// The send starts its run as usual, then is answered 409 busy naming that very run (a
     /// duplicate the server did not dedupe): the client's attach by otid finds its own run.
     BusyOwnRun,
@@ -449,27 +458,6 @@ pub struct RequestRecord {
 /// Called once per request after its response head is ready.
 pub type RequestLog = Arc<dyn Fn(RequestRecord) + Send + Sync>;
 
-/// `{"detail": text}` with `status`.
-pub(crate) fn detail(status: StatusCode, text: &str) -> Response<Body> {
-    http::json_response(status, &json!({ "detail": text }))
-}
-
-/// A deliberate 409: `{"detail": …}` plus `x-should-retry: false`, so SDKs (which retry 409 by
-/// default, reference B.6) hand it to the caller at once. Letta 0.16.8 sends no such header
-/// (captures/letta_e2e flow e; captures/letta_server e1/d3 headers); this is a deliberate
-/// difference of the cloud and local profiles, docs/server.md, and `letta-oss-0.16` omits it.
-pub(crate) fn conflict(config: &ServerConfig, body: Value) -> Response<Body> {
-    let mut resp = http::json_response(StatusCode::CONFLICT, &body);
-    if config.profile.oss() {
-        return resp;
-    }
-    resp.headers_mut().insert(
-        "x-should-retry",
-        hyper::header::HeaderValue::from_static("false"),
-    );
-    resp
-}
-
 /// Ends a run with an error: the stop_reason frame, then the error frame (`event: error` in
 /// the cloud profile; a plain `error_message` chunk before the stop_reason in the local one,
 /// letta-protocol.md §7.6). A background cloud stream carries no `[DONE]` after an error
@@ -692,7 +680,6 @@ pub fn plant_pending_approval(
     conv.pending_message_id = Some(msg_id);
 }
 
-// ---- client-model (issue 4) -----------------------------------------------------------
 /// The history a [`plant_pending_approval`] wrote, as trace observations (a user message, then
 /// the tool call): `tool-call-resolved` only accepts resolutions of calls the trace shows the
 /// server asking about, and a client that closes a planted call resolves it.
@@ -712,7 +699,6 @@ pub fn planted_history(conversation_id: &str, call: &StoredToolCall) -> [Observa
         },
     ]
 }
-// ---- end client-model ------------------------------------------------------------------
 
 /// The client tools of a request, for the provider request's tool list.
 pub(crate) fn tool_defs(tools: &[ClientTool]) -> Vec<Value> {

@@ -24,30 +24,23 @@ use hyper::{Response, StatusCode};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::store::{IdKind, Message, MessageBody, Run};
+use super::errors::{conflict, detail, not_found_agent, not_found_conversation, unprocessable};
+use super::history::{echo_tool_results, write_history};
+use super::provider_call::{self, request::RunJob};
+use super::store::{Conversation, IdKind, Message, Run};
 use super::{
-    ApprovalConflict, Profile, SendFault, ServerConfig, SharedStore, StoredToolCall, conflict,
-    detail, fail_run, ids, plant_pending_approval, provider_call, record, settle_unresolved,
-    stream,
+    APPROVAL_PENDING_DETAIL, ApprovalConflict, BUSY_DETAIL, NOTHING_PENDING_DETAIL, Profile,
+    STREAM_INCOMPLETE_MESSAGE, SendFault, ServerConfig, SharedStore, Store, StoredToolCall,
+    TURN_DID_NOT_COMPLETE, busy_detail, fail_run, ids, plant_pending_approval, planted_history,
+    record, settle_unresolved, shutting_down_body, stream,
 };
 use crate::model::port::env::Env;
 use crate::model::port::http::{self, Body};
-use crate::model::port::observe::{HistoryEntry, Observation};
+use crate::model::port::observe::Observation;
 use crate::wire::letta::{
     ApprovalItem, GenericMessage, LettaChunk, MessageItem, RunStatus, SendMessageRequest,
     StopReason,
 };
-
-/// The message a denial becomes for the model (captures/letta_e2e b and d model summaries:
-/// a pretty-printed JSON object with `status`, `message`, `time`).
-pub fn denial_content(reason: &str, unix_ms: u64) -> String {
-    let v = json!({
-        "status": "Failed",
-        "message": format!("Error: request to call tool denied. User reason: {reason}"),
-        "time": ids::letta_time(unix_ms),
-    });
-    serde_json::to_string_pretty(&v).expect("json")
-}
 
 /// Python's `str()` of a list of strings, as the "Invalid tool call IDs" text shows them.
 fn py_list(items: &[&str]) -> String {
@@ -94,35 +87,6 @@ pub fn is_sdk_client(headers: &hyper::HeaderMap) -> bool {
         })
 }
 
-/// Letta's wrapping of a tool's result for the model: `{"status": "OK"|"Failed", "message":
-/// …, "time": …}` as Python's `json.dumps(indent=2)` prints it (captures b, b2: the fake
-/// model echoes its first 80 characters; the denial of captures/letta_e2e b has the same shape).
-pub fn tool_result_content(ok: bool, message: &str, unix_ms: u64) -> String {
-    let v = json!({
-        "status": if ok { "OK" } else { "Failed" },
-        "message": message,
-        "time": ids::letta_time(unix_ms),
-    });
-    ascii_json(&serde_json::to_string_pretty(&v).expect("json"))
-}
-
-/// Python's `ensure_ascii`: every non-ASCII character as `\uXXXX` (surrogate pairs above the
-/// BMP). Only JSON strings can hold one, so escaping the whole text is safe.
-fn ascii_json(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_ascii() {
-            out.push(c);
-        } else {
-            let mut buf = [0u16; 2];
-            for unit in c.encode_utf16(&mut buf) {
-                out.push_str(&format!("\\u{unit:04x}"));
-            }
-        }
-    }
-    out
-}
-
 /// 0.16.8's `{"type":"tool_return","tool_returns":[…]}` item (capture b2) as the approval
 /// container it stands for; other items are left alone.
 fn tool_return_as_approval(item: MessageItem) -> MessageItem {
@@ -145,6 +109,10 @@ fn tool_return_as_approval(item: MessageItem) -> MessageItem {
     }
 }
 
+/// An answer that ends a send before its run starts (a 4xx, an injected fault's answer).
+type Refused = Box<Response<Body>>;
+
+/// `POST …/messages`, in the order of checks of the module doc.
 pub(crate) fn send_message<E: Env>(
     env: E,
     config: Arc<ServerConfig>,
@@ -153,122 +121,26 @@ pub(crate) fn send_message<E: Env>(
     body: &[u8],
     endpoint: Endpoint,
 ) -> Response<Body> {
-    let mut req: SendMessageRequest = match serde_json::from_slice(body) {
+    let req = match parse_request(&config, body, endpoint) {
         Ok(r) => r,
-        Err(e) => return super::api::unprocessable(&e.to_string()),
+        Err(resp) => return *resp,
     };
     let oss = config.profile.oss();
-    let streaming_field = serde_json::from_slice::<Value>(body)
-        .ok()
-        .and_then(|v| v.get("streaming").and_then(Value::as_bool));
-    req.streaming = match endpoint {
-        // The conversations endpoint streams unless told otherwise (captures d4, d7; the SDK's
-        // docstring: "By default (streaming=true)").
-        Endpoint::Conversations => streaming_field.unwrap_or(true),
-        // The agents endpoint answers JSON unless told to stream (captures d3, a3).
-        Endpoint::Agents { sdk_client } => {
-            let streaming = streaming_field.unwrap_or(false);
-            if streaming && !sdk_client {
-                return detail(StatusCode::UNPROCESSABLE_ENTITY, STREAMING_NEEDS_SDK_DETAIL);
-            }
-            streaming
-        }
-        Endpoint::AgentsStream => true,
-    };
-    if oss {
-        req.messages = req
-            .messages
-            .into_iter()
-            .map(tool_return_as_approval)
-            .collect();
-    }
     // Only the conversations endpoint takes the conversation lock (capture e3).
     let locking = endpoint == Endpoint::Conversations;
     let local = config.profile == Profile::Local;
     let mut st = store.lock().unwrap();
-    if endpoint != Endpoint::Conversations && !st.agents.contains_key(conv_path_id) {
-        return super::api::not_found_agent(conv_path_id);
-    }
-    let conv_id = if conv_path_id == "default" {
-        match &req.agent_id {
-            Some(a) => a.clone(),
-            None => {
-                return detail(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "agent_id is required when conversation_id is 'default'",
-                );
-            }
-        }
-    } else {
-        conv_path_id.to_string()
+    let (conv_id, agent_id) = match resolve_conversation(&st, conv_path_id, &req, endpoint) {
+        Ok(ids) => ids,
+        Err(resp) => return *resp,
     };
-    let Some(conv) = st.conversations.get(&conv_id) else {
-        return super::api::not_found_conversation(&conv_id);
-    };
-    let agent_id = conv.agent_id.clone();
-    if !st.agents.contains_key(&agent_id) {
-        return super::api::not_found_agent(&agent_id);
-    }
     let now = env.now_ms();
     st.ensure_system_message(config.profile, &conv_id, now);
 
-    // Injected faults (sim serve and scenarios), before the server looks at the request.
-    st.sends += 1;
-    // client-model (issue 4): `BusyOwnRun` answers 409 after the run has started.
-    let mut busy_own_run = false;
-    match config.hooks.on_send(st.sends) {
-        SendFault::Pass => {}
-        // ---- client-model (issue 4) ----
-        SendFault::BusyOwnRun => {
-            env.observe(Observation::Fault {
-                fault: format!("busy_own_run send={}", st.sends),
-            });
-            busy_own_run = true;
-        }
-        SendFault::ApprovalAppearsInBand(call) => {
-            env.observe(Observation::Fault {
-                fault: format!(
-                    "approval_pending_in_band send={} tool_call_id={}",
-                    st.sends, call.id
-                ),
-            });
-            // client-model (issue 4): the planted history in the trace.
-            for o in super::planted_history(&conv_id, &call) {
-                env.observe(o);
-            }
-            plant_pending_approval(&mut st, config.profile, &conv_id, &agent_id, call, now);
-        }
-        // ---- end client-model ----
-        SendFault::Busy => {
-            env.observe(Observation::Fault {
-                fault: format!("busy_409 send={}", st.sends),
-            });
-            return conflict(&config, json!({ "detail": super::BUSY_DETAIL }));
-        }
-        SendFault::ShuttingDown => {
-            env.observe(Observation::Fault {
-                fault: format!("shutting_down_503 send={}", st.sends),
-            });
-            return http::json_response(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &super::shutting_down_body(),
-            );
-        }
-        SendFault::ApprovalAppears(call) => {
-            env.observe(Observation::Fault {
-                fault: format!(
-                    "approval_pending_on_send send={} tool_call_id={}",
-                    st.sends, call.id
-                ),
-            });
-            // client-model (issue 4): the planted history in the trace.
-            for o in super::planted_history(&conv_id, &call) {
-                env.observe(o);
-            }
-            plant_pending_approval(&mut st, config.profile, &conv_id, &agent_id, call, now);
-            return conflict(&config, json!({ "detail": super::APPROVAL_PENDING_DETAIL }));
-        }
-    }
+    let busy_own_run = match inject_send_fault(&env, &config, &mut st, &conv_id, &agent_id, now) {
+        Ok(busy_own_run) => busy_own_run,
+        Err(resp) => return *resp,
+    };
 
     let otids: Vec<&str> = req.messages.iter().filter_map(MessageItem::otid).collect();
     // Dedupe applies to background runs only (captures/letta_e2e d3x).
@@ -296,128 +168,39 @@ pub(crate) fn send_message<E: Env>(
     {
         return conflict(
             &config,
-            json!({"detail": super::busy_detail(&active), "run_id": active}),
+            json!({"detail": busy_detail(&active), "run_id": active}),
         );
     }
 
-    let approval_pos = req
-        .messages
-        .iter()
-        .position(|m| matches!(m, MessageItem::Approval(_)));
-    let approvals: Option<Vec<ApprovalItem>> = approval_pos.map(|i| match &req.messages[i] {
-        MessageItem::Approval(a) => a.approvals.clone(),
-        _ => unreachable!("position found an approval"),
-    });
-    let has_pending = !conv.pending.is_empty();
+    let ApprovalCheck {
+        approvals,
+        plain_while_pending,
+        nothing_pending,
+    } = match check_approvals(&config, conv, &req, endpoint) {
+        Ok(check) => check,
+        Err(resp) => return *resp,
+    };
 
-    if !local && let Some(items) = &approvals {
-        if approval_pos != Some(0) {
-            return detail(
-                StatusCode::BAD_REQUEST,
-                "Invalid request: the approval response must be the first message.",
-            );
-        }
-        if has_pending {
-            let mut expected: Vec<&str> = conv.pending.iter().map(|c| c.id.as_str()).collect();
-            let mut got: Vec<&str> = items.iter().map(ApprovalItem::tool_call_id).collect();
-            expected.sort_unstable();
-            got.sort_unstable();
-            if expected != got {
-                return detail(
-                    StatusCode::BAD_REQUEST,
-                    &format!(
-                        "Invalid tool call IDs. Expected '{}', but received '{}'.",
-                        py_list(&expected),
-                        py_list(&got)
-                    ),
-                );
-            }
-        }
-    }
-    let plain_while_pending =
-        !local && approvals.is_none() && has_pending && !config.bugs.accept_message_while_pending;
-    if plain_while_pending
-        && (config.approval_conflict == ApprovalConflict::Http409 || !req.streaming)
-    {
-        // The agents endpoint's 409 has an object `detail` naming the pending request
-        // (capture d3); the conversations endpoint's a string (capture d7).
-        if oss && matches!(endpoint, Endpoint::Agents { .. }) {
-            return conflict(
-                &config,
-                json!({"detail": {
-                    "code": "PENDING_APPROVAL",
-                    "message": super::APPROVAL_PENDING_DETAIL,
-                    "pending_request_id": conv.pending_message_id,
-                }}),
-            );
-        }
-        return conflict(&config, json!({ "detail": super::APPROVAL_PENDING_DETAIL }));
-    }
-    let nothing_pending = !local && approvals.is_some() && !has_pending;
-    if nothing_pending && !req.streaming {
-        return detail(StatusCode::BAD_REQUEST, super::NOTHING_PENDING_DETAIL);
-    }
-
-    // Start the run.
-    let run_id = st.new_id(config.profile, IdKind::Run);
-    let (changed, _) = watch::channel(0);
-    st.runs.insert(
-        run_id.clone(),
-        Run {
-            id: run_id.clone(),
-            agent_id: agent_id.clone(),
-            conversation_id: conv_id.clone(),
-            status: RunStatus::Running,
-            stop_reason: None,
-            background: req.background || local,
-            log: Vec::new(),
-            done_marker: false,
-            finished: false,
-            error: None,
-            request_token: token.clone(),
-            created_ms: now,
-            completed_ms: None,
-            cancel_requested: false,
-            changed,
+    let run_id = start_run(
+        &env,
+        &config,
+        &mut st,
+        &req,
+        NewRun {
+            conv_id: &conv_id,
+            agent_id: &agent_id,
+            token: token.as_deref(),
+            otids: &otids,
+            holds_lock: locking || local,
+            now,
         },
     );
-    if let Some(t) = &token {
-        st.tokens.insert(t.clone(), run_id.clone());
-    }
-    if !local && req.background {
-        for o in &otids {
-            st.otids.insert((*o).to_string(), run_id.clone());
-        }
-    }
-    env.observe(Observation::RunStarted {
-        run_id: run_id.clone(),
-        conversation_id: conv_id.clone(),
-        request_token: token.clone().unwrap_or_default(),
-    });
-    if locking || local {
-        st.conversations
-            .get_mut(&conv_id)
-            .expect("checked above")
-            .active_run = Some(run_id.clone());
-    }
-    if !local && req.include_pings {
-        let ping_id = st.new_id(config.profile, IdKind::Ping);
-        let date = ids::iso_date(env.epoch_ms() + now);
-        record(
-            &env,
-            &config,
-            &mut st,
-            &run_id,
-            ping_chunk(&ping_id, &date),
-            None,
-        );
-    }
 
     if plain_while_pending || nothing_pending {
         let text = if plain_while_pending {
-            super::APPROVAL_PENDING_DETAIL
+            APPROVAL_PENDING_DETAIL
         } else {
-            super::NOTHING_PENDING_DETAIL
+            NOTHING_PENDING_DETAIL
         };
         // The pending-approval refusal (captures d8): error_type internal_error, message =
         // detail = the conflict text.
@@ -442,7 +225,7 @@ pub(crate) fn send_message<E: Env>(
             &mut st,
             &conv_id,
             Some(&run_id),
-            super::TURN_DID_NOT_COMPLETE,
+            TURN_DID_NOT_COMPLETE,
         );
     }
 
@@ -458,41 +241,360 @@ pub(crate) fn send_message<E: Env>(
     // Step streaming echoes the client's tool results before the model's answer; token
     // streaming does not (PROVENANCE.md "Step streaming": b2 echoes, b and c do not).
     if oss && !req.stream_tokens {
-        for id in &tool_messages {
-            if let Some(chunk) = st
-                .messages
-                .get(id)
-                .and_then(|m| tool_return_chunk(m, env.epoch_ms()))
-            {
-                record(&env, &config, &mut st, &run_id, chunk, None);
-            }
-        }
+        echo_tool_results(&env, &config, &mut st, &run_id, &tool_messages);
     }
 
+    let job = run_job(&st, &conv_id, &agent_id, &run_id, &req);
+    drop(st);
+    spawn_run(&env, &config, &store, job);
+    if busy_own_run {
+        // The run goes on; the answer names it as the lock holder.
+        return conflict(
+            &config,
+            json!({"detail": busy_detail(&run_id), "run_id": run_id}),
+        );
+    }
+    respond(&env, &config, &store, &run_id, req.streaming)
+}
+
+/// The body as a send request: `streaming` as the endpoint defaults it (the agents endpoint
+/// streams only for an SDK client), and 0.16.8's `tool_return` items as approvals.
+fn parse_request(
+    config: &ServerConfig,
+    body: &[u8],
+    endpoint: Endpoint,
+) -> Result<SendMessageRequest, Refused> {
+    let mut req: SendMessageRequest = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(e) => return Err(Box::new(unprocessable(&e.to_string()))),
+    };
+    let streaming_field = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("streaming").and_then(Value::as_bool));
+    req.streaming = match endpoint {
+        // The conversations endpoint streams unless told otherwise (captures d4, d7; the SDK's
+        // docstring: "By default (streaming=true)").
+        Endpoint::Conversations => streaming_field.unwrap_or(true),
+        // The agents endpoint answers JSON unless told to stream (captures d3, a3).
+        Endpoint::Agents { sdk_client } => {
+            let streaming = streaming_field.unwrap_or(false);
+            if streaming && !sdk_client {
+                return Err(Box::new(detail(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    STREAMING_NEEDS_SDK_DETAIL,
+                )));
+            }
+            streaming
+        }
+        Endpoint::AgentsStream => true,
+    };
+    if config.profile.oss() {
+        req.messages = req
+            .messages
+            .into_iter()
+            .map(tool_return_as_approval)
+            .collect();
+    }
+    Ok(req)
+}
+
+/// The conversation and agent a send addresses: `(conversation id, agent id)`, or the 404/422.
+fn resolve_conversation(
+    st: &Store,
+    conv_path_id: &str,
+    req: &SendMessageRequest,
+    endpoint: Endpoint,
+) -> Result<(String, String), Refused> {
+    if endpoint != Endpoint::Conversations && !st.agents.contains_key(conv_path_id) {
+        return Err(Box::new(not_found_agent(conv_path_id)));
+    }
+    let conv_id = if conv_path_id == "default" {
+        match &req.agent_id {
+            Some(a) => a.clone(),
+            None => {
+                return Err(Box::new(detail(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "agent_id is required when conversation_id is 'default'",
+                )));
+            }
+        }
+    } else {
+        conv_path_id.to_string()
+    };
+    let Some(conv) = st.conversations.get(&conv_id) else {
+        return Err(Box::new(not_found_conversation(&conv_id)));
+    };
+    let agent_id = conv.agent_id.clone();
+    if !st.agents.contains_key(&agent_id) {
+        return Err(Box::new(not_found_agent(&agent_id)));
+    }
+    Ok((conv_id, agent_id))
+}
+
+/// The injected send fault of this send (sim serve and scenarios), before the server looks at
+/// the request. `Ok(true)`: the send goes on and is answered 409 busy naming its own run once
+/// that run has started; `Err`: the fault's answer.
+fn inject_send_fault<E: Env>(
+    env: &E,
+    config: &ServerConfig,
+    st: &mut Store,
+    conv_id: &str,
+    agent_id: &str,
+    now: u64,
+) -> Result<bool, Refused> {
+    st.sends += 1;
+    match config.hooks.on_send(st.sends) {
+        SendFault::Pass => Ok(false),
+        SendFault::BusyOwnRun => {
+            env.observe(Observation::Fault {
+                fault: format!("busy_own_run send={}", st.sends),
+            });
+            Ok(true)
+        }
+        SendFault::ApprovalAppearsInBand(call) => {
+            env.observe(Observation::Fault {
+                fault: format!(
+                    "approval_pending_in_band send={} tool_call_id={}",
+                    st.sends, call.id
+                ),
+            });
+            // The planted history in the trace.
+            for o in planted_history(conv_id, &call) {
+                env.observe(o);
+            }
+            plant_pending_approval(st, config.profile, conv_id, agent_id, call, now);
+            Ok(false)
+        }
+        SendFault::Busy => {
+            env.observe(Observation::Fault {
+                fault: format!("busy_409 send={}", st.sends),
+            });
+            Err(Box::new(conflict(config, json!({ "detail": BUSY_DETAIL }))))
+        }
+        SendFault::ShuttingDown => {
+            env.observe(Observation::Fault {
+                fault: format!("shutting_down_503 send={}", st.sends),
+            });
+            Err(Box::new(http::json_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &shutting_down_body(),
+            )))
+        }
+        SendFault::ApprovalAppears(call) => {
+            env.observe(Observation::Fault {
+                fault: format!(
+                    "approval_pending_on_send send={} tool_call_id={}",
+                    st.sends, call.id
+                ),
+            });
+            // The planted history in the trace.
+            for o in planted_history(conv_id, &call) {
+                env.observe(o);
+            }
+            plant_pending_approval(st, config.profile, conv_id, agent_id, call, now);
+            Err(Box::new(conflict(
+                config,
+                json!({ "detail": APPROVAL_PENDING_DETAIL }),
+            )))
+        }
+    }
+}
+
+/// Approvals must come first and, when calls are pending, answer exactly the pending set
+/// (400 "Invalid tool call IDs…", the ids as Python lists).
+fn validate_approvals(
+    items: &[ApprovalItem],
+    approval_pos: Option<usize>,
+    pending: &[StoredToolCall],
+) -> Result<(), Refused> {
+    if approval_pos != Some(0) {
+        return Err(Box::new(detail(
+            StatusCode::BAD_REQUEST,
+            "Invalid request: the approval response must be the first message.",
+        )));
+    }
+    if !pending.is_empty() {
+        let mut expected: Vec<&str> = pending.iter().map(|c| c.id.as_str()).collect();
+        let mut got: Vec<&str> = items.iter().map(ApprovalItem::tool_call_id).collect();
+        expected.sort_unstable();
+        got.sort_unstable();
+        if expected != got {
+            return Err(Box::new(detail(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "Invalid tool call IDs. Expected '{}', but received '{}'.",
+                    py_list(&expected),
+                    py_list(&got)
+                ),
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What the approval checks let through.
+struct ApprovalCheck {
+    /// The approval container's items, if the request has one.
+    approvals: Option<Vec<ApprovalItem>>,
+    /// A plain message while an approval is pending, refused in-band once the run started.
+    plain_while_pending: bool,
+    /// An approval with nothing pending, refused in-band once the run started.
+    nothing_pending: bool,
+}
+
+/// Steps 5 and 6: the approval container validated against the pending set; a plain message
+/// while an approval is pending, or an approval with nothing pending, refused before any run
+/// (409 or 400) where the profile and the send say so, else flagged for the in-band refusal.
+fn check_approvals(
+    config: &ServerConfig,
+    conv: &Conversation,
+    req: &SendMessageRequest,
+    endpoint: Endpoint,
+) -> Result<ApprovalCheck, Refused> {
+    let local = config.profile == Profile::Local;
+    let oss = config.profile.oss();
+    let approval_pos = req
+        .messages
+        .iter()
+        .position(|m| matches!(m, MessageItem::Approval(_)));
+    let approvals: Option<Vec<ApprovalItem>> = approval_pos.map(|i| match &req.messages[i] {
+        MessageItem::Approval(a) => a.approvals.clone(),
+        _ => unreachable!("position found an approval"),
+    });
+    let has_pending = !conv.pending.is_empty();
+    if !local && let Some(items) = &approvals {
+        validate_approvals(items, approval_pos, &conv.pending)?;
+    }
+    let plain_while_pending =
+        !local && approvals.is_none() && has_pending && !config.bugs.accept_message_while_pending;
+    if plain_while_pending
+        && (config.approval_conflict == ApprovalConflict::Http409 || !req.streaming)
+    {
+        // The agents endpoint's 409 has an object `detail` naming the pending request
+        // (capture d3); the conversations endpoint's a string (capture d7).
+        if oss && matches!(endpoint, Endpoint::Agents { .. }) {
+            return Err(Box::new(conflict(
+                config,
+                json!({"detail": {
+                    "code": "PENDING_APPROVAL",
+                    "message": APPROVAL_PENDING_DETAIL,
+                    "pending_request_id": conv.pending_message_id,
+                }}),
+            )));
+        }
+        return Err(Box::new(conflict(
+            config,
+            json!({ "detail": APPROVAL_PENDING_DETAIL }),
+        )));
+    }
+    let nothing_pending = !local && approvals.is_some() && !has_pending;
+    if nothing_pending && !req.streaming {
+        return Err(Box::new(detail(
+            StatusCode::BAD_REQUEST,
+            NOTHING_PENDING_DETAIL,
+        )));
+    }
+    Ok(ApprovalCheck {
+        approvals,
+        plain_while_pending,
+        nothing_pending,
+    })
+}
+
+/// What [`start_run`] needs besides the request.
+struct NewRun<'a> {
+    conv_id: &'a str,
+    agent_id: &'a str,
+    /// The request token the run is deduplicated by.
+    token: Option<&'a str>,
+    otids: &'a [&'a str],
+    /// The run becomes the conversation's active run (its lock).
+    holds_lock: bool,
+    now: u64,
+}
+
+/// Starts the run: registered under its request token and otids, the conversation's active
+/// run when it takes the lock, the first ping recorded when the request asked for pings.
+fn start_run<E: Env>(
+    env: &E,
+    config: &ServerConfig,
+    st: &mut Store,
+    req: &SendMessageRequest,
+    new: NewRun<'_>,
+) -> String {
+    let local = config.profile == Profile::Local;
+    let run_id = st.new_id(config.profile, IdKind::Run);
+    let (changed, _) = watch::channel(0);
+    st.runs.insert(
+        run_id.clone(),
+        Run {
+            id: run_id.clone(),
+            agent_id: new.agent_id.to_string(),
+            conversation_id: new.conv_id.to_string(),
+            status: RunStatus::Running,
+            stop_reason: None,
+            background: req.background || local,
+            log: Vec::new(),
+            done_marker: false,
+            finished: false,
+            error: None,
+            request_token: new.token.map(str::to_string),
+            created_ms: new.now,
+            completed_ms: None,
+            cancel_requested: false,
+            changed,
+        },
+    );
+    if let Some(t) = new.token {
+        st.tokens.insert(t.to_string(), run_id.clone());
+    }
+    if !local && req.background {
+        for o in new.otids {
+            st.otids.insert((*o).to_string(), run_id.clone());
+        }
+    }
+    env.observe(Observation::RunStarted {
+        run_id: run_id.clone(),
+        conversation_id: new.conv_id.to_string(),
+        request_token: new.token.unwrap_or_default().to_string(),
+    });
+    if new.holds_lock {
+        st.conversations
+            .get_mut(new.conv_id)
+            .expect("checked above")
+            .active_run = Some(run_id.clone());
+    }
+    if !local && req.include_pings {
+        let ping_id = st.new_id(config.profile, IdKind::Ping);
+        let date = ids::iso_date(env.epoch_ms() + new.now);
+        record(env, config, st, &run_id, ping_chunk(&ping_id, &date), None);
+    }
+    run_id
+}
+
+/// What the run task needs: the conversation's history as it now stands, the agent's model,
+/// the request's client tools.
+fn run_job(
+    st: &Store,
+    conv_id: &str,
+    agent_id: &str,
+    run_id: &str,
+    req: &SendMessageRequest,
+) -> RunJob {
     let history: Vec<Message> = st
-        .conversation_messages(&conv_id)
+        .conversation_messages(conv_id)
         .into_iter()
         .cloned()
         .collect();
-    let agent = st.agents.get(&agent_id).expect("checked above");
-    let job = provider_call::RunJob {
-        run_id: run_id.clone(),
-        conversation_id: conv_id,
+    let agent = st.agents.get(agent_id).expect("checked above");
+    RunJob {
+        run_id: run_id.to_string(),
+        conversation_id: conv_id.to_string(),
         model: agent.model.clone(),
         history,
         client_tools: req.client_tools.clone(),
         stream_tokens: req.stream_tokens,
-    };
-    drop(st);
-    spawn_run(&env, &config, &store, job);
-    if busy_own_run {
-        // client-model (issue 4): the run goes on; the answer names it as the lock holder.
-        return conflict(
-            &config,
-            json!({"detail": super::busy_detail(&run_id), "run_id": run_id}),
-        );
     }
-    respond(&env, &config, &store, &run_id, req.streaming)
 }
 
 /// Starts the run task; if it ends without a terminal chunk, the run gets the
@@ -501,7 +603,7 @@ pub(crate) fn spawn_run<E: Env>(
     env: &E,
     config: &Arc<ServerConfig>,
     store: &SharedStore,
-    job: provider_call::RunJob,
+    job: RunJob,
 ) {
     let task_env = env.clone();
     let task_store = store.clone();
@@ -524,8 +626,8 @@ pub(crate) fn spawn_run<E: Env>(
                 &run_id,
                 StopReason::Error,
                 "stream_incomplete",
-                super::STREAM_INCOMPLETE_MESSAGE,
-                super::STREAM_INCOMPLETE_MESSAGE,
+                STREAM_INCOMPLETE_MESSAGE,
+                STREAM_INCOMPLETE_MESSAGE,
             );
         }
     });
@@ -544,239 +646,6 @@ fn respond<E: Env>(
     } else {
         stream::collect_json(store, run_id)
     }
-}
-
-/// Writes the request into the conversation: the approval response and one tool message per
-/// result or denial, then the user messages. Returns the ids of the tool messages written.
-fn write_history<E: Env>(
-    env: &E,
-    config: &ServerConfig,
-    st: &mut super::Store,
-    conv_id: &str,
-    run_id: &str,
-    req: &SendMessageRequest,
-    approvals: Option<&[ApprovalItem]>,
-) -> Vec<String> {
-    let mut tool_messages = Vec::new();
-    let local = config.profile == Profile::Local;
-    let oss = config.profile.oss();
-    let now = env.now_ms();
-    let unix = env.epoch_ms() + now;
-    let step_id = st.new_id(config.profile, IdKind::Step);
-    if let Some(items) = approvals {
-        // Which ids may be answered: the pending set (cloud, validated above), or any call
-        // without a result yet (local, letta-protocol.md §7.3).
-        let answerable: Vec<String> = open_calls(st, conv_id).into_iter().map(|c| c.id).collect();
-        let raw: Vec<Value> = items
-            .iter()
-            .map(|i| serde_json::to_value(i).expect("json"))
-            .collect();
-        let resp_id = st.new_id(config.profile, IdKind::Message);
-        st.push_message(
-            conv_id,
-            Message {
-                id: resp_id,
-                otid: None,
-                run_id: Some(run_id.to_string()),
-                step_id: None,
-                at_ms: now,
-                body: MessageBody::ApprovalResponse { approvals: raw },
-            },
-        );
-        for item in items {
-            if !answerable.iter().any(|a| a == item.tool_call_id()) {
-                continue;
-            }
-            let (content, tool_return, status, is_error, entry) = match item {
-                ApprovalItem::Tool {
-                    tool_call_id,
-                    tool_return,
-                    status,
-                    ..
-                } => {
-                    let text = tool_return.text();
-                    // Local stores `type:"tool"` results as non-error even when status is
-                    // "error" (letta-protocol.md §7.3; §10.3 suspected bug 6).
-                    let is_error = !local && status == "error";
-                    // 0.16.8 hands the model Letta's status wrapper (captures b, b2).
-                    let content = if oss {
-                        tool_result_content(!is_error, &text, unix)
-                    } else {
-                        text.clone()
-                    };
-                    (
-                        content,
-                        text,
-                        status.clone(),
-                        is_error,
-                        HistoryEntry::ToolReturn {
-                            tool_call_id: tool_call_id.clone(),
-                            status: status.clone(),
-                        },
-                    )
-                }
-                ApprovalItem::Approval {
-                    tool_call_id,
-                    approve: false,
-                    reason,
-                } => {
-                    let reason = reason
-                        .clone()
-                        .unwrap_or_else(|| super::DEFAULT_DENIAL_REASON.into());
-                    let content = if local {
-                        reason.clone()
-                    } else {
-                        denial_content(&reason, unix)
-                    };
-                    (
-                        content.clone(),
-                        content,
-                        "error".to_string(),
-                        true,
-                        HistoryEntry::Denial {
-                            tool_call_id: tool_call_id.clone(),
-                            reason,
-                        },
-                    )
-                }
-                // `approve:true` without a result is ignored (letta-protocol.md §7.3).
-                ApprovalItem::Approval { approve: true, .. } => continue,
-            };
-            let id = st.new_id(config.profile, IdKind::Message);
-            let otid = (!local).then(|| ids::assistant_otid(&id, 0));
-            // 0.16.8 files the result under the step that asked for it (capture b2).
-            let tool_step = if oss {
-                st.conversations[conv_id]
-                    .pending_message_id
-                    .as_ref()
-                    .and_then(|m| st.messages.get(m))
-                    .and_then(|m| m.step_id.clone())
-                    .unwrap_or_else(|| step_id.clone())
-            } else {
-                step_id.clone()
-            };
-            tool_messages.push(id.clone());
-            st.push_message(
-                conv_id,
-                Message {
-                    id,
-                    otid,
-                    run_id: Some(run_id.to_string()),
-                    step_id: Some(tool_step),
-                    at_ms: now,
-                    body: MessageBody::Tool {
-                        tool_call_id: item.tool_call_id().to_string(),
-                        content,
-                        tool_return,
-                        status,
-                        is_error,
-                    },
-                },
-            );
-            env.observe(Observation::History {
-                conversation_id: conv_id.to_string(),
-                entry,
-            });
-        }
-        let c = st.conversations.get_mut(conv_id).expect("known");
-        let still_open: Vec<StoredToolCall> = c
-            .pending
-            .iter()
-            .filter(|p| !items.iter().any(|i| i.tool_call_id() == p.id))
-            .cloned()
-            .collect();
-        c.pending = still_open;
-        if c.pending.is_empty() {
-            c.pending_message_id = None;
-        }
-    }
-    for m in &req.messages {
-        let MessageItem::Message(m) = m else { continue };
-        // Items with other roles (the `system` empty-response nudge) are dropped
-        // (letta-protocol.md §7.1 step 3).
-        if m.role != "user" {
-            continue;
-        }
-        let id = st.new_id(config.profile, IdKind::Message);
-        st.push_message(
-            conv_id,
-            Message {
-                id,
-                otid: m.otid.clone(),
-                run_id: Some(run_id.to_string()),
-                step_id: Some(step_id.clone()),
-                at_ms: now,
-                body: MessageBody::User {
-                    content: serde_json::to_value(&m.content).expect("json"),
-                },
-            },
-        );
-        env.observe(Observation::History {
-            conversation_id: conv_id.to_string(),
-            entry: HistoryEntry::User {
-                otid: m.otid.clone(),
-            },
-        });
-    }
-    tool_messages
-}
-
-/// The `tool_return_message` step streaming echoes for a stored tool result (capture b2:
-/// `tool_return` as a string, `tool_returns` a one-element list of the same fields).
-fn tool_return_chunk(m: &Message, epoch_ms: u64) -> Option<LettaChunk> {
-    let MessageBody::Tool {
-        tool_call_id,
-        tool_return,
-        status,
-        ..
-    } = &m.body
-    else {
-        return None;
-    };
-    Some(LettaChunk::ToolReturnMessage(
-        crate::wire::letta::ToolReturnMessage {
-            env: crate::wire::letta::Envelope {
-                id: m.id.clone(),
-                date: ids::iso_date(epoch_ms + m.at_ms),
-                message_type: "tool_return_message".into(),
-                otid: m.otid.clone(),
-                step_id: m.step_id.clone(),
-                ..Default::default()
-            },
-            tool_return: tool_return.clone(),
-            status: status.clone(),
-            tool_call_id: tool_call_id.clone(),
-            stdout: None,
-            stderr: None,
-            tool_returns: Some(vec![json!({
-                "type": "tool", "tool_return": tool_return, "status": status,
-                "tool_call_id": tool_call_id, "stdout": null, "stderr": null,
-            })]),
-        },
-    ))
-}
-
-/// Tool calls of a conversation that have no result yet, in order.
-pub(crate) fn open_calls(st: &super::Store, conv_id: &str) -> Vec<StoredToolCall> {
-    let msgs = st.conversation_messages(conv_id);
-    let resolved: Vec<&str> = msgs
-        .iter()
-        .filter_map(|m| match &m.body {
-            MessageBody::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
-            _ => None,
-        })
-        .collect();
-    let mut out = Vec::new();
-    for m in &msgs {
-        if let MessageBody::Assistant { tool_calls, .. } = &m.body {
-            for c in tool_calls {
-                if !resolved.contains(&c.id.as_str()) {
-                    out.push(c.clone());
-                }
-            }
-        }
-    }
-    out
 }
 
 pub(crate) fn ping_chunk(id: &str, date: &str) -> LettaChunk {

@@ -314,6 +314,29 @@ impl Store {
             .unwrap_or_default()
     }
 
+    /// Tool calls of a conversation that have no result yet, in order.
+    pub fn open_calls(&self, conv_id: &str) -> Vec<StoredToolCall> {
+        let msgs = self.conversation_messages(conv_id);
+        let resolved: Vec<&str> = msgs
+            .iter()
+            .filter_map(|m| match &m.body {
+                MessageBody::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        let mut out = Vec::new();
+        for m in &msgs {
+            if let MessageBody::Assistant { tool_calls, .. } = &m.body {
+                for c in tool_calls {
+                    if !resolved.contains(&c.id.as_str()) {
+                        out.push(c.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// Ensures a conversation has its system message (written lazily, when first read or
     /// written, so an agent's default conversation gets one too).
     pub fn ensure_system_message(&mut self, profile: Profile, conversation_id: &str, at_ms: u64) {
@@ -526,6 +549,10 @@ pub enum IdKind {
     Step,
     Ping,
 }
+
+/// The user every object of a single-user Letta server belongs to (captures/letta_e2e: every
+/// `created_by_id`).
+pub const DEFAULT_USER: &str = "user-00000000-0000-4000-8000-000000000000";
 
 /// The system prompt of agents the scenario declares (created agents bring their own).
 pub const DEFAULT_SYSTEM: &str = "You are a helpful assistant.";

@@ -17,10 +17,11 @@ use crate::model::kimi::turn_loop::events::{
     LiveListener, LoopEventDispatcher, LoopRecordedEvent, ToolResultEvent, TranscriptSink,
 };
 use crate::model::kimi::turn_loop::hooks::{LoopHooks, NoHooks};
+use crate::model::kimi::turn_loop::input::{MessageBuilder, RunTurnInput};
 use crate::model::kimi::turn_loop::llm::Llm;
 use crate::model::kimi::turn_loop::log::{LoopLog, NoopLog};
 use crate::model::kimi::turn_loop::result::ToolResult;
-use crate::model::kimi::turn_loop::run_turn::{MessageBuilder, RunTurnInput, run_turn};
+use crate::model::kimi::turn_loop::run_turn::run_turn;
 use crate::model::kimi::turn_loop::tool::SharedTool;
 use crate::model::kimi::turn_loop::types::{
     ContentPart, Message, Role, TurnResult, TurnStopReason,

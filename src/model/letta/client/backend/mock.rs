@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 use super::{Backend, Thrown};
-use crate::model::letta::client::stream::{ScriptEnd, ScriptedSource, SdkEvent};
+use crate::model::letta::client::sdk_stream::{ScriptEnd, ScriptedSource, SdkEvent};
 use crate::wire::letta::SendMessageRequest;
 
 /// A stream answer: events then an ending, or a thrown error.

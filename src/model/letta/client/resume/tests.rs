@@ -9,10 +9,10 @@ use serde_json::json;
 
 use super::*;
 use crate::model::letta::client::backend::mock::{MockBackend, StreamAnswer};
-use crate::model::letta::client::stream::tests::on_sim;
-use crate::model::letta::client::stream::{
+use crate::model::letta::client::sdk_stream::{
     ScriptEnd, ScriptedSource, SdkEvent, Thrown, ThrownKind,
 };
+use crate::model::letta::client::stream::tests::on_sim;
 use crate::wire::letta::LettaChunk;
 
 fn c(json: &str) -> SdkEvent {

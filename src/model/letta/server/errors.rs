@@ -1,0 +1,82 @@
+//! The error answers of the HTTP surface, shaped as a FastAPI server answers: `{"detail": …}`
+//! with the status, the deliberate 409, FastAPI's 422 validation list, and the not-found texts
+//! of each kind of object.
+
+use hyper::{Response, StatusCode};
+use serde_json::{Value, json};
+
+use super::ServerConfig;
+use super::ids;
+use super::store::DEFAULT_USER;
+use crate::model::port::http::{self, Body};
+
+/// `{"detail": text}` with `status`.
+pub(crate) fn detail(status: StatusCode, text: &str) -> Response<Body> {
+    http::json_response(status, &json!({ "detail": text }))
+}
+
+/// A deliberate 409: `{"detail": …}` plus `x-should-retry: false`, so SDKs (which retry 409 by
+/// default, reference B.6) hand it to the caller at once. Letta 0.16.8 sends no such header
+/// (captures/letta_e2e flow e; captures/letta_server e1/d3 headers); this is a deliberate
+/// difference of the cloud and local profiles, docs/server.md, and `letta-oss-0.16` omits it.
+pub(crate) fn conflict(config: &ServerConfig, body: Value) -> Response<Body> {
+    let mut resp = http::json_response(StatusCode::CONFLICT, &body);
+    if config.profile.oss() {
+        return resp;
+    }
+    resp.headers_mut().insert(
+        "x-should-retry",
+        hyper::header::HeaderValue::from_static("false"),
+    );
+    resp
+}
+
+/// 422 for a body that is not valid JSON or not the expected shape (FastAPI's validation
+/// answer: `detail` is a list of errors).
+pub(crate) fn unprocessable(msg: &str) -> Response<Body> {
+    http::json_response(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        &json!({"detail": [{"type": "json_invalid", "loc": ["body"], "msg": msg}]}),
+    )
+}
+
+/// Unknown conversation. Letta 0.16.8's text is not captured; this one names the id the way
+/// its other not-found errors do (docs/server.md, "Deliberate differences").
+pub(crate) fn not_found_conversation(id: &str) -> Response<Body> {
+    detail(
+        StatusCode::NOT_FOUND,
+        &format!("Conversation not found with id='{id}'"),
+    )
+}
+
+pub(crate) fn not_found_agent(id: &str) -> Response<Body> {
+    detail(
+        StatusCode::NOT_FOUND,
+        &format!("Agent not found with id='{id}'"),
+    )
+}
+
+/// Unknown run (capture f5). The actor's `updated_at` is a Python `datetime` repr there; the
+/// `letta-oss-0.16` profile prints the server's time zero that way (the default user is made at
+/// start-up), the other profiles print `None`.
+pub(crate) fn not_found_run(config: &ServerConfig, epoch_ms: u64, id: &str) -> Response<Body> {
+    let updated_at = if config.profile.oss() {
+        ids::py_datetime(epoch_ms)
+    } else {
+        "None".to_string()
+    };
+    detail(
+        StatusCode::NOT_FOUND,
+        &format!(
+            "Run not found with id='['{id}']', access level in ['read'] for actor='id='{DEFAULT_USER}' organization_id='org-00000000-0000-4000-8000-000000000000' name='default_user' created_at=None updated_at={updated_at} is_deleted=False'"
+        ),
+    )
+}
+
+pub(crate) fn not_found() -> Response<Body> {
+    detail(StatusCode::NOT_FOUND, "Not Found")
+}
+
+pub(crate) fn method_not_allowed() -> Response<Body> {
+    detail(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed")
+}
