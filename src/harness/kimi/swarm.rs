@@ -8,7 +8,7 @@
 use rand::{RngExt as _, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::harness::faults::{Fault, LOOP_EVENT_TYPES};
+use crate::harness::faults::{Fault, LOOP_EVENT_TYPES, When};
 use crate::harness::letta::swarm::{FAMILY_ON, Ratio};
 use crate::harness::letta::world::derive_seed;
 use crate::harness::trace::TraceEvent;
@@ -90,31 +90,23 @@ pub fn plan(seed: u64, baseline: &LoopBaseline) -> Vec<Fault> {
         let fault = match *family {
             "network" => match rng.random_range(0..3u32) {
                 0 => Fault::Latency {
-                    at_ms: Some(rng.random_range(0..horizon)),
-                    on_event: None,
-                    nth: None,
+                    when: When::AtMs(rng.random_range(0..horizon)),
                     max_ms: rng.random_range(20..=500),
                 },
                 1 => Fault::Partition {
                     between: pair(),
-                    at_ms: Some(rng.random_range(0..horizon)),
-                    on_event: None,
-                    nth: None,
+                    when: When::AtMs(rng.random_range(0..horizon)),
                     duration_ms: rng.random_range(100..=10_000),
                 },
                 _ => Fault::Hold {
                     between: pair(),
-                    at_ms: Some(rng.random_range(0..horizon)),
-                    on_event: None,
-                    nth: None,
+                    when: When::AtMs(rng.random_range(0..horizon)),
                     duration_ms: rng.random_range(100..=10_000),
                 },
             },
             "process" => Fault::Crash {
                 host: "provider".into(),
-                at_ms: Some(rng.random_range(0..horizon)),
-                on_event: None,
-                nth: None,
+                when: When::AtMs(rng.random_range(0..horizon)),
                 restart_after_ms: Some(rng.random_range(50..=5_000)),
             },
             "provider" => {
@@ -156,17 +148,16 @@ pub fn plan(seed: u64, baseline: &LoopBaseline) -> Vec<Fault> {
                     .collect();
                 if candidates.is_empty() || rng.random_range(0..4u32) == 0 {
                     Fault::UserAbort {
-                        at_ms: Some(rng.random_range(0..horizon)),
-                        on_event: None,
-                        nth: None,
+                        when: When::AtMs(rng.random_range(0..horizon)),
                         reason,
                     }
                 } else {
                     let (name, count) = candidates[rng.random_range(0..candidates.len())];
                     Fault::UserAbort {
-                        at_ms: None,
-                        on_event: Some(name.clone()),
-                        nth: Some(rng.random_range(1..=*count)),
+                        when: When::OnEvent {
+                            event: name.clone(),
+                            nth: rng.random_range(1..=*count),
+                        },
                         reason,
                     }
                 }

@@ -8,7 +8,7 @@
 use rand::{RngExt as _, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::harness::faults::Fault;
+use crate::harness::faults::{Fault, When};
 use crate::harness::letta::world::derive_seed;
 use crate::harness::trace::TraceEvent;
 use crate::model::port::inject::StreamFault;
@@ -108,23 +108,17 @@ pub fn plan(seed: u64, baseline: &Baseline) -> Vec<Fault> {
         let fault = match *family {
             "network" => match rng.random_range(0..3u32) {
                 0 => Fault::Latency {
-                    at_ms: Some(rng.random_range(0..horizon)),
-                    on_event: None,
-                    nth: None,
+                    when: When::AtMs(rng.random_range(0..horizon)),
                     max_ms: rng.random_range(20..=500),
                 },
                 1 => Fault::Partition {
                     between: pair(&mut rng),
-                    at_ms: Some(rng.random_range(0..horizon)),
-                    on_event: None,
-                    nth: None,
+                    when: When::AtMs(rng.random_range(0..horizon)),
                     duration_ms: rng.random_range(100..=10_000),
                 },
                 _ => Fault::Hold {
                     between: pair(&mut rng),
-                    at_ms: Some(rng.random_range(0..horizon)),
-                    on_event: None,
-                    nth: None,
+                    when: When::AtMs(rng.random_range(0..horizon)),
                     duration_ms: rng.random_range(100..=10_000),
                 },
             },
@@ -134,9 +128,7 @@ pub fn plan(seed: u64, baseline: &Baseline) -> Vec<Fault> {
                 } else {
                     "server".into()
                 },
-                at_ms: Some(rng.random_range(0..horizon)),
-                on_event: None,
-                nth: None,
+                when: When::AtMs(rng.random_range(0..horizon)),
                 restart_after_ms: Some(rng.random_range(50..=5_000)),
             },
             "provider" => {
