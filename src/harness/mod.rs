@@ -11,6 +11,7 @@ pub mod explore;
 pub mod faults;
 pub mod gate;
 pub mod guard;
+pub mod input;
 pub mod invariants;
 pub mod kimi;
 pub mod letta;

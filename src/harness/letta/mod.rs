@@ -1,4 +1,4 @@
-//! The Letta system in the harness: its world (provider, server, client, probe hosts), its
+//! The Letta system in the harness: its scenario sections, its world (provider, server, client, probe hosts), its
 //! invariants, liveness diagnosis, swarm families, coverage goals and conformance logs.
 
 pub mod bare;
@@ -6,5 +6,6 @@ pub mod client_invariants;
 pub mod conformance;
 pub mod findings;
 pub mod probe;
+pub mod scenario;
 pub mod swarm;
 pub mod world;
