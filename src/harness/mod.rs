@@ -20,6 +20,7 @@ pub mod run;
 pub mod scenario;
 pub mod serve;
 pub mod shrink;
+pub mod strategy;
 pub mod system;
 pub mod tcp;
 pub mod trace;
