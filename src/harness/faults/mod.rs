@@ -19,3 +19,6 @@ pub use hooks::{NowFn, PlanHooks};
 pub use plan::{CrashAt, During, Fault, HOSTS, LOOP_EVENT_TYPES};
 pub use runtime::FaultRuntime;
 pub use trigger::When;
+
+#[cfg(test)]
+mod tests;
