@@ -452,6 +452,8 @@ impl Scenario {
         })
     }
 
+    // The `letta` world reads its sections through these (checked when the scenario loaded).
+
     pub fn server_profile(&self) -> Result<crate::model::letta::server::Profile, InputError> {
         self.server.server_profile(&self.origin())
     }
