@@ -1,6 +1,7 @@
 //! The scenario's provider cassettes, loaded and checked against the scenario.
 
-use super::scenario::{InputError, Scenario};
+use super::input::InputError;
+use super::scenario::Scenario;
 use crate::cassette::Cassette;
 use crate::model::provider::ProviderResponse;
 

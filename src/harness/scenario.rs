@@ -1,58 +1,31 @@
 //! Scenario files (TOML, docs/scenario.md): what system runs, with which provider responses,
 //! which user turns and permission rules, under which faults.
 //!
+//! This file holds what every system's scenario has (`[scenario]`, `[network]`, `[provider]`,
+//! `[[faults]]`, `[limits]`, `[planted]`) and the checks they get; each system's own sections
+//! and checks are in its folder ([`super::letta::scenario`], [`super::kimi::scenario`]),
+//! reached through [`System`].
+//!
 //! Parsing is strict: unknown keys and bad values are errors that name the file, line and
-//! column and say what was expected. Paths inside a scenario are relative to the file.
+//! column and say what was expected. Paths inside a scenario are relative to the file. A
+//! scenario is written back (shrunk reproductions) by serde, through [`Scenario::to_toml`].
 
-use std::fmt;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
 use toml::Spanned;
 
+use super::kimi::scenario::AgentLoopSection;
 use super::system::System;
 
-/// An input error: a file, a position in it, and what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InputError {
-    pub file: String,
-    /// 1-based line and column, when known.
-    pub line: Option<usize>,
-    pub column: Option<usize>,
-    pub message: String,
-}
-
-impl fmt::Display for InputError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.line, self.column) {
-            (Some(l), Some(c)) => write!(f, "{}:{l}:{c}: {}", self.file, self.message),
-            (Some(l), None) => write!(f, "{}:{l}: {}", self.file, self.message),
-            _ => write!(f, "{}: {}", self.file, self.message),
-        }
-    }
-}
-
-impl std::error::Error for InputError {}
-
-impl InputError {
-    pub fn at(file: &str, source: &str, offset: Option<usize>, message: impl Into<String>) -> Self {
-        let (line, column) = match offset {
-            Some(o) => {
-                let before = &source[..o.min(source.len())];
-                let line = before.matches('\n').count() + 1;
-                let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-                (Some(line), Some(col))
-            }
-            None => (None, None),
-        };
-        InputError {
-            file: file.to_string(),
-            line,
-            column,
-            message: message.into(),
-        }
-    }
-}
+pub use super::faults::Fault;
+pub use super::input::InputError;
+use super::input::Origin;
+pub use super::letta::scenario::{
+    Agent, ClientSection, ExpectedFailure, Permissions, ProbeRequest, ServerSection, Tool,
+};
 
 /// A parsed scenario.
 #[derive(Debug, Clone, Deserialize)]
@@ -62,17 +35,18 @@ pub struct Scenario {
     #[serde(default)]
     pub network: Network,
     pub provider: Provider,
-    /// Required for `letta` (checked in `validate`; absent in an agent-loop scenario).
+    /// `letta`: required (an agent-loop scenario has none).
     #[serde(default)]
     pub agent: Agent,
-    /// Required for `letta` (checked in `validate`; absent in an agent-loop scenario).
+    /// `letta`: required (an agent-loop scenario has none).
     #[serde(default)]
     pub client: ClientSection,
+    /// `letta`: the permission rules and the simulated human.
     #[serde(default)]
     pub permissions: Permissions,
-    /// The agent host of `system = "agent-loop"` (docs/scenario.md).
+    /// `agent-loop`: the agent host (required there).
     #[serde(default)]
-    pub agent_loop: Option<super::kimi::scenario::AgentLoopSection>,
+    pub agent_loop: Option<AgentLoopSection>,
     #[serde(default)]
     pub faults: Vec<Spanned<Fault>>,
     #[serde(default)]
@@ -80,14 +54,14 @@ pub struct Scenario {
     /// Deliberate defects, for tests that prove an invariant can fail.
     #[serde(default)]
     pub planted: Planted,
-    /// The server's profile and variants (issue 3; docs/scenario.md).
+    /// `letta`: the server's profile and variants.
     #[serde(default)]
     pub server: ServerSection,
-    /// Scripted raw requests from a `probe` host (issue 3): a second client, a duplicate send,
+    /// `letta`: scripted raw requests from a `probe` host: a second client, a duplicate send,
     /// a replay, a cancel.
     #[serde(default)]
     pub requests: Vec<Spanned<ProbeRequest>>,
-    /// client-model: invariants a profile is known to violate (docs/findings.md).
+    /// `letta`: invariants a profile is known to violate (docs/findings.md).
     #[serde(default)]
     pub expect: Vec<Spanned<ExpectedFailure>>,
     /// The file it was read from (set by [`Scenario::load`]).
@@ -98,30 +72,36 @@ pub struct Scenario {
     /// Cassettes to use instead of the files `[provider] responses` names, by position (the
     /// shrinker edits cassettes in memory).
     #[serde(skip)]
-    pub cassette_overrides: std::collections::BTreeMap<usize, crate::cassette::Cassette>,
+    pub cassette_overrides: BTreeMap<usize, crate::cassette::Cassette>,
     /// Extra flags the reproduce command needs (e.g. ` --swarm`).
     #[serde(skip)]
     pub repro_flags: String,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Meta {
     pub name: String,
     #[serde(default)]
     pub description: String,
-    /// The system under test: `letta` (the approval loop).
+    /// The system under test: `letta` (the approval loop) or `agent-loop` (the turn loop).
     pub system: Spanned<String>,
-    /// Client behaviour profile: `reference` or `letta-code`.
-    #[serde(default = "default_profile")]
+    /// Client behaviour profile (`letta`): `reference` or `letta-code`.
+    #[serde(
+        default = "default_profile",
+        skip_serializing_if = "is_default_profile"
+    )]
     pub client_profile: Spanned<String>,
 }
 
 fn default_profile() -> Spanned<String> {
     Spanned::new(0..0, "reference".to_string())
 }
+fn is_default_profile(p: &Spanned<String>) -> bool {
+    p.get_ref() == default_profile().get_ref()
+}
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Network {
     /// turmoil's tick: the resolution of simulated time.
@@ -148,7 +128,7 @@ impl Default for Network {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Provider {
     /// `anthropic` or `openai_chat`.
@@ -158,240 +138,7 @@ pub struct Provider {
     pub responses: Vec<Spanned<String>>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Agent {
-    pub id: String,
-    #[serde(default = "default_model")]
-    pub model: String,
-}
-
-fn default_model() -> String {
-    "anthropic/claude-sonnet-4".into()
-}
-
-/// An absent `[agent]` (an agent-loop scenario has none; `letta` requires it in `validate`).
-impl Default for Agent {
-    fn default() -> Self {
-        Agent {
-            id: String::new(),
-            model: default_model(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClientSection {
-    #[serde(default = "default_conversation")]
-    pub conversation: String,
-    #[serde(default)]
-    pub tools: Vec<Tool>,
-    /// One user message per turn.
-    pub turns: Vec<String>,
-    /// Files in the client's workspace at the start.
-    #[serde(default)]
-    pub files: std::collections::BTreeMap<String, String>,
-    // ---- client-model -------------------------------------------------------------------
-    /// `interactive` (the TUI loop) or `headless` (one-shot `-p`).
-    #[serde(default = "default_mode")]
-    pub mode: Spanned<String>,
-    /// Simulated duration of each tool by name, in ms.
-    #[serde(default)]
-    pub tool_ms: std::collections::BTreeMap<String, u64>,
-    /// Duration of tools `tool_ms` does not name.
-    #[serde(default = "default_tool_ms")]
-    pub default_tool_ms: u64,
-    /// `LETTA_BACKFILL`: fetch the resume tail at start-up.
-    #[serde(default = "yes")]
-    pub backfill: bool,
-    /// Stream timers (`LETTA_STREAM_TERMINAL_EOF_GRACE_MS`, `LETTA_STREAM_STALL_RECONCILE_MS`).
-    #[serde(default)]
-    pub eof_grace_ms: Option<u64>,
-    #[serde(default)]
-    pub stall_ms: Option<u64>,
-}
-
-fn default_mode() -> Spanned<String> {
-    Spanned::new(0..0, "interactive".to_string())
-}
-fn default_tool_ms() -> u64 {
-    10
-}
-fn yes() -> bool {
-    true
-}
-
-/// An invariant a client or server profile is known to violate in this scenario: a finding
-/// about that profile (docs/findings.md#<finding>).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ExpectedFailure {
-    /// The client profile it applies to; any when absent (then `server` is required).
-    #[serde(default)]
-    pub profile: Option<String>,
-    /// The server profile it applies to; any when absent.
-    #[serde(default)]
-    pub server: Option<String>,
-    /// The client mode it applies to (`interactive` or `headless`); any mode when absent.
-    #[serde(default)]
-    pub mode: Option<String>,
-    pub invariant: String,
-    /// The anchor of the finding in docs/findings.md.
-    pub finding: String,
-    /// Only some seeds show it (a swarm sweep): the violation is expected only where the trace
-    /// shows the finding's signature (`harness::letta::findings`), and a run where it holds passes.
-    #[serde(default)]
-    pub sometimes: bool,
-}
-
-impl ExpectedFailure {
-    /// Whether it applies to a run of this client profile, mode and server profile.
-    pub fn applies(&self, profile: &str, mode: &str, server: &str) -> bool {
-        self.profile.as_ref().is_none_or(|p| p == profile)
-            && self.mode.as_ref().is_none_or(|m| m == mode)
-            && self.server.as_ref().is_none_or(|s| s == server)
-    }
-}
-
-fn default_conversation() -> String {
-    "default".into()
-}
-
-/// An absent `[client]` (an agent-loop scenario has none; `letta` requires it in `validate`).
-impl Default for ClientSection {
-    fn default() -> Self {
-        ClientSection {
-            conversation: default_conversation(),
-            tools: Vec::new(),
-            turns: Vec::new(),
-            files: Default::default(),
-            mode: default_mode(),
-            tool_ms: Default::default(),
-            default_tool_ms: default_tool_ms(),
-            backfill: true,
-            eof_grace_ms: None,
-            stall_ms: None,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Tool {
-    pub name: String,
-    #[serde(default)]
-    pub description: Option<String>,
-    #[serde(default)]
-    pub parameters: Option<toml::Value>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Permissions {
-    /// `allow`, `ask` or `deny`: what a tool no rule names gets.
-    #[serde(default = "default_permission")]
-    pub default: Spanned<String>,
-    #[serde(default)]
-    pub allow: Vec<String>,
-    #[serde(default)]
-    pub ask: Vec<String>,
-    #[serde(default)]
-    pub deny: Vec<String>,
-    /// client-model: `alwaysAsk` rules (need the user even when a broader rule allows).
-    #[serde(default)]
-    pub always_ask: Vec<String>,
-    /// The simulated human's answers to `ask`, in order: `approve`, `deny: <reason>`, `never`.
-    #[serde(default)]
-    pub human: Vec<Spanned<String>>,
-}
-
-fn default_permission() -> Spanned<String> {
-    Spanned::new(0..0, "ask".to_string())
-}
-
-impl Default for Permissions {
-    fn default() -> Self {
-        Permissions {
-            default: default_permission(),
-            allow: Vec::new(),
-            ask: Vec::new(),
-            deny: Vec::new(),
-            always_ask: Vec::new(),
-            human: Vec::new(),
-        }
-    }
-}
-
-pub use super::faults::Fault;
-
-// ---- server model sections (issue 3) -----------------------------------------------------
-
-/// `[server]`: which server the model behaves like.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ServerSection {
-    /// `cloud` (default) or `local` (letta-protocol.md §7).
-    #[serde(default = "default_server_profile")]
-    pub profile: Spanned<String>,
-    /// How a cloud server answers a plain streaming message while an approval is pending:
-    /// `in_band` (default; Letta 0.16.8) or `http_409` (letta-protocol.md §3.2).
-    #[serde(default = "default_approval_conflict")]
-    pub approval_conflict: Spanned<String>,
-    /// How long the server waits for the model's next stream frame before it fails the run
-    /// with "Provider stream timed out" (simulated ms).
-    #[serde(default = "default_provider_idle_timeout_ms")]
-    pub provider_idle_timeout_ms: u64,
-}
-
-fn default_server_profile() -> Spanned<String> {
-    Spanned::new(0..0, "cloud".to_string())
-}
-fn default_approval_conflict() -> Spanned<String> {
-    Spanned::new(0..0, "in_band".to_string())
-}
-fn default_provider_idle_timeout_ms() -> u64 {
-    60_000
-}
-
-impl Default for ServerSection {
-    fn default() -> Self {
-        ServerSection {
-            profile: default_server_profile(),
-            approval_conflict: default_approval_conflict(),
-            provider_idle_timeout_ms: default_provider_idle_timeout_ms(),
-        }
-    }
-}
-
-/// `[[requests]]`: one scripted request from the probe host.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProbeRequest {
-    /// Simulated ms at which to send it (requests run in order).
-    pub at_ms: u64,
-    #[serde(default = "default_method")]
-    pub method: String,
-    pub path: String,
-    /// The body, JSON text.
-    #[serde(default)]
-    pub body: Option<String>,
-    /// Stop reading the answer after this long without bytes.
-    #[serde(default = "default_read_timeout")]
-    pub read_timeout_ms: u64,
-    /// Hang up after this many SSE frames.
-    #[serde(default)]
-    pub max_frames: Option<usize>,
-}
-
-fn default_method() -> String {
-    "POST".into()
-}
-fn default_read_timeout() -> u64 {
-    30_000
-}
-
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
     /// Simulated-time budget for the whole run; exceeding it is a liveness failure.
@@ -409,18 +156,17 @@ pub struct Limits {
     pub liveness_ms: u64,
 }
 
-fn default_heal() -> u64 {
-    120_000
-}
-fn default_liveness() -> u64 {
-    300_000
-}
-
 fn default_sim_time() -> u64 {
     600_000
 }
 fn default_requests() -> u32 {
     32
+}
+fn default_heal() -> u64 {
+    120_000
+}
+fn default_liveness() -> u64 {
+    300_000
 }
 
 impl Default for Limits {
@@ -443,7 +189,7 @@ pub struct Planted {
     /// Client otids mix in a process-wide counter (breaks deterministic).
     #[serde(default)]
     pub client_nondeterministic_otids: bool,
-    // ---- client-model: one planted client defect per client invariant ----------------------
+    // ---- one planted client defect per client invariant ----------------------------------
     /// Breaks no-double-execution: a restarted client executes pending approvals again.
     #[serde(default)]
     pub client_reexecute_pending_on_restart: bool,
@@ -471,7 +217,7 @@ pub struct Planted {
     /// Client has no stall window: a silent stream is waited on forever (breaks turn-terminates).
     #[serde(default)]
     pub client_waits_forever_on_silence: bool,
-    // ---- agent loop (issue 5) ----
+    // ---- agent loop ------------------------------------------------------------------------
     /// The loop records tool results in completion order, not provider order (breaks
     /// loop-envelope).
     #[serde(default)]
@@ -511,7 +257,7 @@ impl Planted {
         if self.loop_scheduler_drain_ignores_active {
             v.push(super::invariants::LOCK_SAFETY);
         }
-        // Server defects (issue 3).
+        // Server defects.
         if self.server_ignores_request_token {
             v.push(super::invariants::ONE_RUN_PER_REQUEST);
         }
@@ -521,7 +267,7 @@ impl Planted {
         if self.server_skips_orphan_settling {
             v.push(super::invariants::HISTORY_VALID);
         }
-        // client-model: one planted client defect per client invariant.
+        // One planted client defect per client invariant.
         use super::invariants as inv;
         for (on, id) in [
             (
@@ -547,6 +293,16 @@ impl Planted {
             }
         }
         v
+    }
+}
+
+impl Planted {
+    /// The switches that are on, by name (every one, whatever its name: a written canary must
+    /// keep its defect).
+    fn on(&self) -> toml::Table {
+        let mut t = toml::Table::try_from(self).expect("planted switches serialise");
+        t.retain(|_, v| v.as_bool() == Some(true));
+        t
     }
 }
 
@@ -602,112 +358,33 @@ impl Scenario {
         self.system() == System::Kimi
     }
 
-    pub fn error_at(&self, span: std::ops::Range<usize>, msg: impl Into<String>) -> InputError {
-        InputError::at(
-            &self.path.display().to_string(),
-            &self.source,
-            (span.end > 0).then_some(span.start),
-            msg,
-        )
+    /// The text the scenario was read from, for errors that point into it.
+    pub fn origin(&self) -> Origin<'_> {
+        Origin::new(self.path.display().to_string(), &self.source)
     }
 
+    pub fn error_at(&self, span: std::ops::Range<usize>, msg: impl Into<String>) -> InputError {
+        self.origin().at(span, msg)
+    }
+
+    /// The checks every scenario gets, then its system's own.
     fn validate(&self) -> Result<(), InputError> {
+        let at = self.origin();
         let system = &self.scenario.system;
-        match System::from_name(system.get_ref()) {
-            Some(System::Kimi) => return super::kimi::scenario::validate(self),
-            Some(System::Letta) => {}
-            None => {
-                return Err(self.error_at(
-                    system.span(),
-                    format!(
-                        "unknown system {:?}: expected \"letta\" or \"agent-loop\"",
-                        system.get_ref()
-                    ),
-                ));
-            }
-        }
-        super::kimi::scenario::check_letta_sections(self)?;
-        let profile = &self.scenario.client_profile;
-        if crate::model::letta::client::Profile::from_name(profile.get_ref()).is_none() {
-            return Err(self.error_at(
-                profile.span(),
+        if System::from_name(system.get_ref()).is_none() {
+            return Err(at.at(
+                system.span(),
                 format!(
-                    "unknown client_profile {:?}: expected \"reference\" or \"letta-code\"",
-                    profile.get_ref()
+                    "unknown system {:?}: expected \"letta\" or \"agent-loop\"",
+                    system.get_ref()
                 ),
             ));
-        }
-        let mode = &self.client.mode;
-        if crate::model::letta::client::Mode::from_name(mode.get_ref()).is_none() {
-            return Err(self.error_at(
-                mode.span(),
-                format!(
-                    "unknown client mode {:?}: expected \"interactive\" or \"headless\"",
-                    mode.get_ref()
-                ),
-            ));
-        }
-        for e in &self.expect {
-            let x = e.get_ref();
-            if let Some(p) = &x.profile
-                && crate::model::letta::client::Profile::from_name(p).is_none()
-            {
-                return Err(self.error_at(
-                    e.span(),
-                    format!("unknown profile {p:?} in [[expect]]: expected \"reference\" or \"letta-code\""),
-                ));
-            }
-            if let Some(p) = &x.server
-                && crate::model::letta::server::Profile::from_name(p).is_none()
-            {
-                return Err(self.error_at(
-                    e.span(),
-                    format!(
-                        "unknown server profile {p:?} in [[expect]]: expected one of {}",
-                        crate::model::letta::server::Profile::NAMES
-                            .map(|n| format!("{n:?}"))
-                            .join(", ")
-                    ),
-                ));
-            }
-            if x.profile.is_none() && x.server.is_none() {
-                return Err(self.error_at(
-                    e.span(),
-                    "[[expect]] names no profile: add `profile = \"letta-code\"` (a client finding) or `server = \"local\"` (a server finding)".to_string(),
-                ));
-            }
-            if x.sometimes
-                && !crate::harness::letta::findings::WITH_SIGNATURE.contains(&x.finding.as_str())
-            {
-                return Err(self.error_at(
-                    e.span(),
-                    format!(
-                        "`sometimes = true` needs a finding the harness recognises in a trace; {:?} has no signature (known: {})",
-                        x.finding,
-                        crate::harness::letta::findings::WITH_SIGNATURE.join(", ")
-                    ),
-                ));
-            }
-            if !crate::harness::invariants::ALL.contains(&x.invariant.as_str()) {
-                return Err(self.error_at(
-                    e.span(),
-                    format!("unknown invariant {:?} in [[expect]]", x.invariant),
-                ));
-            }
         }
         self.provider_api()?;
-        if self.provider.responses.is_empty() {
-            return Err(InputError {
-                file: self.path.display().to_string(),
-                line: None,
-                column: None,
-                message: "[provider] responses is empty: list at least one cassette".into(),
-            });
-        }
         for r in &self.provider.responses {
             let p = self.resolve(r.get_ref());
             if !p.is_file() {
-                return Err(self.error_at(
+                return Err(at.at(
                     r.span(),
                     format!(
                         "cassette {:?} not found (looked at {}); paths are relative to the scenario file",
@@ -717,76 +394,18 @@ impl Scenario {
                 ));
             }
         }
-        self.permission_default()?;
-        self.human_answers()?;
         if self.network.latency_ms[0] > self.network.latency_ms[1] {
-            return Err(InputError {
-                file: self.path.display().to_string(),
-                line: None,
-                column: None,
-                message: "[network] latency_ms must be [min, max] with min <= max".into(),
-            });
+            return Err(at.whole("[network] latency_ms must be [min, max] with min <= max"));
         }
         if self.network.tick_ms == 0 {
-            return Err(InputError {
-                file: self.path.display().to_string(),
-                line: None,
-                column: None,
-                message: "[network] tick_ms must be at least 1".into(),
-            });
-        }
-        // A scenario driven only by probe requests (issue 3) may have no client turns.
-        if self.client.turns.is_empty() && self.requests.is_empty() {
-            return Err(InputError {
-                file: self.path.display().to_string(),
-                line: None,
-                column: None,
-                message:
-                    "[client] turns is empty: give at least one user message (or [[requests]])"
-                        .into(),
-            });
+            return Err(at.whole("[network] tick_ms must be at least 1"));
         }
         for f in &self.faults {
             if let Some(problem) = f.get_ref().problem() {
-                return Err(self.error_at(f.span(), problem));
+                return Err(at.at(f.span(), problem));
             }
         }
-        self.server_profile()?;
-        self.approval_conflict()?;
-        Ok(())
-    }
-
-    pub fn server_profile(&self) -> Result<crate::model::letta::server::Profile, InputError> {
-        let p = &self.server.profile;
-        crate::model::letta::server::Profile::from_name(p.get_ref()).ok_or_else(|| {
-            self.error_at(
-                p.span(),
-                format!(
-                    "unknown server profile {:?}: expected one of {}",
-                    p.get_ref(),
-                    crate::model::letta::server::Profile::NAMES
-                        .map(|n| format!("{n:?}"))
-                        .join(", ")
-                ),
-            )
-        })
-    }
-
-    pub fn approval_conflict(
-        &self,
-    ) -> Result<crate::model::letta::server::ApprovalConflict, InputError> {
-        use crate::model::letta::server::ApprovalConflict;
-        let a = &self.server.approval_conflict;
-        match a.get_ref().as_str() {
-            "in_band" => Ok(ApprovalConflict::InBand),
-            "http_409" => Ok(ApprovalConflict::Http409),
-            other => Err(self.error_at(
-                a.span(),
-                format!(
-                    "unknown approval_conflict {other:?}: expected \"in_band\" or \"http_409\""
-                ),
-            )),
-        }
+        self.system().validate(self)
     }
 
     /// A path in the scenario, resolved against the scenario file's directory.
@@ -807,180 +426,153 @@ impl Scenario {
         })
     }
 
+    /// The parts a `letta` world reads.
+    pub fn letta_sections(&self) -> super::letta::scenario::Sections<'_> {
+        super::letta::scenario::Sections {
+            client_profile: &self.scenario.client_profile,
+            agent: &self.agent,
+            client: &self.client,
+            permissions: &self.permissions,
+            server: &self.server,
+            requests: &self.requests,
+            expect: &self.expect,
+            responses: &self.provider.responses,
+            faults: &self.faults,
+        }
+    }
+
+    /// The parts an agent-loop world reads (`[provider] api` must be valid).
+    pub fn agent_loop_sections(&self) -> Result<super::kimi::scenario::Sections<'_>, InputError> {
+        Ok(super::kimi::scenario::Sections {
+            client_profile: &self.scenario.client_profile,
+            agent_loop: self.agent_loop.as_ref(),
+            api: self.provider_api()?,
+            responses: &self.provider.responses,
+            faults: &self.faults,
+        })
+    }
+
+    // The `letta` world reads its sections through these (checked when the scenario loaded).
+
+    pub fn server_profile(&self) -> Result<crate::model::letta::server::Profile, InputError> {
+        self.server.server_profile(&self.origin())
+    }
+
+    pub fn approval_conflict(
+        &self,
+    ) -> Result<crate::model::letta::server::ApprovalConflict, InputError> {
+        self.server.approval_conflict(&self.origin())
+    }
+
     pub fn permission_default(
         &self,
     ) -> Result<crate::model::letta::client::approvals::Permission, InputError> {
-        parse_permission(self.permissions.default.get_ref()).ok_or_else(|| {
-            self.error_at(
-                self.permissions.default.span(),
-                format!(
-                    "unknown permission {:?}: expected \"allow\", \"ask\" or \"deny\"",
-                    self.permissions.default.get_ref()
-                ),
-            )
-        })
+        self.permissions.default_permission(&self.origin())
     }
 
     pub fn human_answers(
         &self,
     ) -> Result<Vec<crate::model::letta::client::approvals::HumanAnswer>, InputError> {
-        use crate::model::letta::client::approvals::HumanAnswer;
-        self.permissions
-            .human
-            .iter()
-            .map(|h| {
-                let s = h.get_ref().trim();
-                if s == "approve" {
-                    Ok(HumanAnswer::Approve)
-                } else if let Some(comment) = s.strip_prefix("approve:") {
-                    Ok(HumanAnswer::ApproveWithComment(comment.trim().to_string()))
-                } else if s == "never" {
-                    Ok(HumanAnswer::Never)
-                } else if let Some(reason) = s.strip_prefix("deny:") {
-                    Ok(HumanAnswer::Deny(reason.trim().to_string()))
-                } else if s == "deny" {
-                    Ok(HumanAnswer::Deny("User denied the tool call".into()))
-                } else {
-                    Err(self.error_at(
-                        h.span(),
-                        format!(
-                            "unknown human answer {s:?}: expected \"approve\", \"approve: <comment>\", \"deny: <reason>\" or \"never\""
-                        ),
-                    ))
-                }
-            })
-            .collect()
+        self.permissions.human_answers(&self.origin())
     }
-}
 
-fn parse_permission(s: &str) -> Option<crate::model::letta::client::approvals::Permission> {
-    use crate::model::letta::client::approvals::Permission;
-    match s {
-        "allow" => Some(Permission::Allow),
-        "ask" => Some(Permission::Ask),
-        "deny" => Some(Permission::Deny),
-        _ => None,
-    }
-}
-
-/// Writes TOML text for scenarios the harness generates (shrunk reproductions).
-impl Scenario {
     /// The scenario as a standalone TOML file whose cassettes are `cassette_paths` (one per
-    /// provider response, relative to where the file will be written).
+    /// provider response, relative to where the file will be written), with `header` as
+    /// comment lines at the top. Loading it gives this scenario back.
     pub fn to_toml(&self, cassette_paths: &[String], header: &str) -> String {
-        use std::fmt::Write as _;
-        if self.is_agent_loop() {
-            return super::kimi::scenario::to_toml(self, cassette_paths, header);
-        }
-        let q = |s: &str| toml::Value::String(s.to_string()).to_string();
-        let list = |v: &[String]| v.iter().map(|x| q(x)).collect::<Vec<_>>().join(", ");
-        let mut s = String::new();
-        for line in header.lines() {
-            let _ = writeln!(s, "# {line}");
-        }
-        // Top-level keys must come before the first table.
-        if !self.faults.is_empty() {
-            let _ = writeln!(s, "\nfaults = [");
-            for f in &self.faults {
-                let _ = writeln!(s, "  {},", f.get_ref().to_toml());
-            }
-            let _ = writeln!(s, "]");
-        }
-        let _ = writeln!(s, "\n[scenario]");
-        let _ = writeln!(s, "name = {}", q(&self.scenario.name));
-        let _ = writeln!(s, "description = {}", q(&self.scenario.description));
-        let _ = writeln!(s, "system = {}", q(self.scenario.system.get_ref()));
-        let _ = writeln!(
-            s,
-            "client_profile = {}",
-            q(self.scenario.client_profile.get_ref())
-        );
-        let _ = writeln!(s, "\n[network]");
-        let _ = writeln!(s, "tick_ms = {}", self.network.tick_ms);
-        let _ = writeln!(
-            s,
-            "latency_ms = [{}, {}]",
-            self.network.latency_ms[0], self.network.latency_ms[1]
-        );
-        let _ = writeln!(s, "\n[provider]");
-        let _ = writeln!(s, "api = {}", q(self.provider.api.get_ref()));
-        let _ = writeln!(s, "responses = [{}]", list(cassette_paths));
-        let _ = writeln!(s, "\n[agent]");
-        let _ = writeln!(s, "id = {}", q(&self.agent.id));
-        let _ = writeln!(s, "model = {}", q(&self.agent.model));
-        let _ = writeln!(s, "\n[client]");
-        let _ = writeln!(s, "conversation = {}", q(&self.client.conversation));
-        let _ = writeln!(s, "turns = [{}]", list(&self.client.turns));
-        for t in &self.client.tools {
-            let _ = writeln!(s, "\n[[client.tools]]");
-            let _ = writeln!(s, "name = {}", q(&t.name));
-            if let Some(d) = &t.description {
-                let _ = writeln!(s, "description = {}", q(d));
-            }
-            if let Some(p) = &t.parameters {
-                let _ = writeln!(s, "parameters = {p}");
-            }
-        }
-        if !self.client.files.is_empty() {
-            let _ = writeln!(s, "\n[client.files]");
-            for (k, v) in &self.client.files {
-                let _ = writeln!(s, "{} = {}", q(k), q(v));
-            }
-        }
-        let p = &self.permissions;
-        let _ = writeln!(s, "\n[permissions]");
-        let _ = writeln!(s, "default = {}", q(p.default.get_ref()));
-        let _ = writeln!(s, "allow = [{}]", list(&p.allow));
-        let _ = writeln!(s, "ask = [{}]", list(&p.ask));
-        let _ = writeln!(s, "deny = [{}]", list(&p.deny));
-        let human: Vec<String> = p.human.iter().map(|h| h.get_ref().clone()).collect();
-        let _ = writeln!(s, "human = [{}]", list(&human));
-        let l = &self.limits;
-        let _ = writeln!(s, "\n[limits]");
-        let _ = writeln!(s, "sim_time_ms = {}", l.sim_time_ms);
-        let _ = writeln!(s, "requests_per_turn = {}", l.requests_per_turn);
-        let _ = writeln!(s, "heal_at_ms = {}", l.heal_at_ms);
-        let _ = writeln!(s, "liveness_ms = {}", l.liveness_ms);
-        // Server model sections (issue 3).
-        let _ = writeln!(s, "\n[server]");
-        let _ = writeln!(s, "profile = {}", q(self.server.profile.get_ref()));
-        let _ = writeln!(
-            s,
-            "approval_conflict = {}",
-            q(self.server.approval_conflict.get_ref())
-        );
-        let _ = writeln!(
-            s,
-            "provider_idle_timeout_ms = {}",
-            self.server.provider_idle_timeout_ms
-        );
-        for r in &self.requests {
-            let r = r.get_ref();
-            let _ = writeln!(s, "\n[[requests]]");
-            let _ = writeln!(s, "at_ms = {}", r.at_ms);
-            let _ = writeln!(s, "method = {}", q(&r.method));
-            let _ = writeln!(s, "path = {}", q(&r.path));
-            if let Some(b) = &r.body {
-                let _ = writeln!(s, "body = {}", q(b));
-            }
-            let _ = writeln!(s, "read_timeout_ms = {}", r.read_timeout_ms);
-            if let Some(m) = r.max_frames {
-                let _ = writeln!(s, "max_frames = {m}");
-            }
-        }
-        // Every switch that is on, whatever its name: a shrunk canary must keep its defect.
-        let on: Vec<String> = toml::Table::try_from(&self.planted)
-            .expect("planted switches serialise")
-            .into_iter()
-            .filter(|(_, v)| v.as_bool() == Some(true))
-            .map(|(k, _)| k)
+        let mut s = self.clone();
+        s.provider.responses = cassette_paths
+            .iter()
+            .map(|p| Spanned::new(0..0, p.clone()))
             .collect();
-        if !on.is_empty() {
-            let _ = writeln!(s, "\n[planted]");
-            for k in on {
-                let _ = writeln!(s, "{k} = true");
+        let mut text: String = header.lines().map(|l| format!("# {l}\n")).collect();
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&toml::to_string(&s).expect("a scenario serialises"));
+        text
+    }
+}
+
+/// The sections every scenario has, then its system's own, faults last (the order people
+/// write them in). Absent optional parts are left out.
+impl Serialize for Scenario {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut out = serializer.serialize_map(None)?;
+        out.serialize_entry("scenario", &self.scenario)?;
+        out.serialize_entry("network", &self.network)?;
+        out.serialize_entry("provider", &self.provider)?;
+        self.system().write_sections(self, &mut out)?;
+        out.serialize_entry("limits", &self.limits)?;
+        let planted = self.planted.on();
+        if !planted.is_empty() {
+            out.serialize_entry("planted", &planted)?;
+        }
+        if !self.faults.is_empty() {
+            out.serialize_entry("faults", &self.faults)?;
+        }
+        out.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every key of `original` is in `written` with the same value (`written` may add the
+    /// defaults `original` left out). `client_profile = "reference"` is the default and is
+    /// left out when written.
+    fn contains(written: &toml::Value, original: &toml::Value, at: &str) {
+        match (written, original) {
+            (toml::Value::Table(w), toml::Value::Table(o)) => {
+                for (k, v) in o {
+                    let here = format!("{at}.{k}");
+                    if here == ".scenario.client_profile" && v.as_str() == Some("reference") {
+                        continue;
+                    }
+                    let w = w.get(k).unwrap_or_else(|| panic!("{here} not written"));
+                    contains(w, v, &here);
+                }
+            }
+            (toml::Value::Array(w), toml::Value::Array(o)) => {
+                assert_eq!(w.len(), o.len(), "{at}");
+                for (i, (w, o)) in w.iter().zip(o).enumerate() {
+                    contains(w, o, &format!("{at}[{i}]"));
+                }
+            }
+            _ => assert_eq!(written, original, "{at}"),
+        }
+    }
+
+    /// A written scenario loads back to the same scenario: it keeps every key of the file it
+    /// came from, and writing it again gives the same text.
+    #[test]
+    fn every_bundled_scenario_round_trips_through_to_toml() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let mut files = Vec::new();
+        for dir in ["letta", "kimi", "planted"] {
+            for e in std::fs::read_dir(root.join(dir)).unwrap() {
+                files.push(e.unwrap().path());
             }
         }
-        s
+        files.sort();
+        assert!(files.len() > 50);
+        for path in files {
+            let s = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            let cassettes: Vec<String> = s
+                .provider
+                .responses
+                .iter()
+                .map(|r| r.get_ref().clone())
+                .collect();
+            let text = s.to_toml(&cassettes, "a header\nof two lines");
+            assert!(text.starts_with("# a header\n# of two lines\n\n"), "{text}");
+            let back = Scenario::parse(&text, &path)
+                .unwrap_or_else(|e| panic!("{}: {e}\n{text}", path.display()));
+            assert_eq!(back.to_toml(&cassettes, "a header\nof two lines"), text);
+            let original: toml::Value = toml::from_str(&s.source).unwrap();
+            let written: toml::Value = toml::from_str(&text).unwrap();
+            contains(&written, &original, "");
+        }
     }
 }

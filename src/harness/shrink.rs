@@ -16,9 +16,10 @@ use std::path::{Path, PathBuf};
 use toml::Spanned;
 
 use super::faults::Fault;
+use super::input::InputError;
 use super::invariants::DETERMINISTIC;
 use super::run::run_scenario;
-use super::scenario::{InputError, Scenario};
+use super::scenario::Scenario;
 use crate::cassette::Cassette;
 
 /// The outcome of a shrink.

@@ -10,7 +10,7 @@
 use rand::{RngExt as _, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::faults::Fault;
+use super::faults::{Fault, When};
 use super::world::derive_seed;
 use crate::model::port::inject::StreamFault;
 
@@ -63,23 +63,17 @@ pub fn network_fault(
 ) -> Fault {
     match rng.random_range(0..3u32) {
         0 => Fault::Latency {
-            at_ms: Some(rng.random_range(0..horizon)),
-            on_event: None,
-            nth: None,
+            when: When::AtMs(rng.random_range(0..horizon)),
             max_ms: rng.random_range(20..=500),
         },
         1 => Fault::Partition {
             between: between(rng),
-            at_ms: Some(rng.random_range(0..horizon)),
-            on_event: None,
-            nth: None,
+            when: When::AtMs(rng.random_range(0..horizon)),
             duration_ms: rng.random_range(100..=10_000),
         },
         _ => Fault::Hold {
             between: between(rng),
-            at_ms: Some(rng.random_range(0..horizon)),
-            on_event: None,
-            nth: None,
+            when: When::AtMs(rng.random_range(0..horizon)),
             duration_ms: rng.random_range(100..=10_000),
         },
     }
@@ -89,9 +83,7 @@ pub fn network_fault(
 pub fn crash_fault(rng: &mut ChaCha8Rng, host: String, horizon: u64) -> Fault {
     Fault::Crash {
         host,
-        at_ms: Some(rng.random_range(0..horizon)),
-        on_event: None,
-        nth: None,
+        when: When::AtMs(rng.random_range(0..horizon)),
         restart_after_ms: Some(rng.random_range(50..=5_000)),
     }
 }

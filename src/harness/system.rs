@@ -96,6 +96,29 @@ impl System {
         }
     }
 
+    /// The checks of `scenario` only this system needs (after those every scenario gets).
+    pub fn validate(self, scenario: &Scenario) -> Result<(), InputError> {
+        let at = scenario.origin();
+        match self {
+            System::Letta => super::letta::scenario::validate(&scenario.letta_sections(), &at),
+            System::Kimi => super::kimi::scenario::validate(&scenario.agent_loop_sections()?, &at),
+        }
+    }
+
+    /// Writes the sections of `scenario` only this system reads (a scenario being written).
+    pub fn write_sections<M: serde::ser::SerializeMap>(
+        self,
+        scenario: &Scenario,
+        out: &mut M,
+    ) -> Result<(), M::Error> {
+        match self {
+            System::Letta => {
+                super::letta::scenario::write_sections(&scenario.letta_sections(), out)
+            }
+            System::Kimi => out.serialize_entry("agent_loop", &scenario.agent_loop),
+        }
+    }
+
     /// The coverage goals of this system's runs.
     pub fn goals(self) -> &'static [Goal] {
         match self {

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use crate::common::{load, repo, scenarios_in, violations, with_faults};
 use loopsim::harness::explore::{baseline, plan_of, with_swarm};
+use loopsim::harness::faults::When;
 use loopsim::harness::invariants::{DETERMINISTIC, LOCK_SAFETY, LOOP_ENVELOPE};
 use loopsim::harness::report::{RunReport, Verdict, exit};
 use loopsim::harness::run::run_scenario;
@@ -602,15 +603,14 @@ fn the_documented_agent_loop_example_parses_and_passes() {
 fn new_fault_kinds_round_trip_through_toml_and_display() {
     let faults = [
         Fault::UserAbort {
-            at_ms: Some(1500),
-            on_event: None,
-            nth: None,
+            when: When::AtMs(1500),
             reason: None,
         },
         Fault::UserAbort {
-            at_ms: None,
-            on_event: Some("loop_tool_start".into()),
-            nth: Some(2),
+            when: When::OnEvent {
+                event: "loop_tool_start".into(),
+                nth: 2,
+            },
             reason: Some(AbortReason::Signal),
         },
         Fault::ToolHang {

@@ -359,7 +359,7 @@ fn interrupt_reports_a_tool_that_already_ran_as_interrupted_in_the_published_cli
         0..0,
         loopsim::harness::scenario::Fault::Interrupt {
             turn: 1,
-            during: "tools".into(),
+            during: loopsim::harness::faults::During::Tools,
             after_chunk: None,
             after_ms: Some(30),
         },

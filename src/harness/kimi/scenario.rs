@@ -1,26 +1,23 @@
 //! The `[agent_loop]` section of a scenario (`system = "agent-loop"`, docs/scenario.md) and
-//! the validation of agent-loop scenarios. Strict like the rest: unknown keys and bad values
-//! are errors naming the file, line and column.
+//! the checks only agent-loop scenarios need. Strict like the rest: unknown keys and bad
+//! values are errors naming the file, line and column.
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use crate::harness::faults::Fault;
-use crate::harness::scenario::{InputError, Scenario};
+use crate::harness::input::{InputError, Origin};
 use crate::model::kimi::agent::tools::TOOL_NAMES;
 use crate::wire::provider::ProviderFormat;
-
-/// The `system` name of the agent-loop world.
-pub const SYSTEM: &str = "agent-loop";
 
 /// The hosts of the agent-loop world (the agent runs on `client`).
 pub const HOSTS: [&str; 2] = ["client", "provider"];
 
 /// `[agent_loop]`: the agent host's turns, tools, workspace and limits, and the scripted
 /// model calls.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentLoopSection {
     /// The user's messages, one per turn.
@@ -48,7 +45,7 @@ pub struct AgentLoopSection {
     #[serde(default = "default_tool_latency")]
     pub tool_latency_ms: [u64; 2],
     /// Files in the workspace at the start: path → content (a path without `/` is under `/`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub files: BTreeMap<String, String>,
     /// Scripted model calls, answered after the `[provider] responses` cassettes, in order.
     #[serde(default)]
@@ -75,7 +72,7 @@ fn default_tool_latency() -> [u64; 2] {
 }
 
 /// One scripted model call: what the fake provider streams for it.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScriptStep {
     /// Reasoning text, streamed first.
@@ -98,7 +95,7 @@ pub struct ScriptStep {
 }
 
 /// One scripted tool call.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScriptCall {
     pub name: String,
@@ -117,7 +114,7 @@ pub struct ScriptCall {
 }
 
 /// Scripted usage; fields default to a small plausible step.
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScriptUsage {
     #[serde(default = "default_input")]
@@ -159,125 +156,47 @@ impl ScriptStep {
     }
 }
 
-/// Which top-level sections the file has, with their positions (serde fills absent sections
-/// with defaults, so presence is read separately).
-#[derive(Deserialize)]
-struct Present {
-    #[serde(default)]
-    agent: Option<Spanned<toml::Value>>,
-    #[serde(default)]
-    client: Option<Spanned<toml::Value>>,
-    #[serde(default)]
-    permissions: Option<Spanned<toml::Value>>,
-    #[serde(default)]
-    agent_loop: Option<Spanned<toml::Value>>,
+/// The parts of a scenario an agent-loop world reads.
+pub struct Sections<'a> {
+    pub client_profile: &'a Spanned<String>,
+    pub agent_loop: Option<&'a AgentLoopSection>,
+    /// `[provider] api`, already checked.
+    pub api: ProviderFormat,
+    /// `[provider] responses`.
+    pub responses: &'a [Spanned<String>],
+    pub faults: &'a [Spanned<Fault>],
 }
 
-impl Present {
-    fn of(source: &str) -> Present {
-        toml::from_str(source).unwrap_or(Present {
-            agent: None,
-            client: None,
-            permissions: None,
-            agent_loop: None,
-        })
-    }
-}
-
-fn whole(s: &Scenario, message: impl Into<String>) -> InputError {
-    InputError {
-        file: s.path.display().to_string(),
-        line: None,
-        column: None,
-        message: message.into(),
-    }
-}
-
-/// The section checks of a `letta` scenario: `[agent]` and `[client]` are required, the
-/// agent-loop section and faults are not for it.
-pub fn check_letta_sections(s: &Scenario) -> Result<(), InputError> {
-    let present = Present::of(&s.source);
-    if let Some(section) = &present.agent_loop {
-        return Err(s.error_at(section.span(), "[agent_loop] is for system \"agent-loop\""));
-    }
-    for (name, p) in [("agent", &present.agent), ("client", &present.client)] {
-        if p.is_none() {
-            return Err(whole(
-                s,
-                format!("missing section [{name}]: system \"letta\" needs it"),
-            ));
-        }
-    }
-    for f in &s.faults {
-        if f.get_ref().is_agent_loop_only() {
-            return Err(s.error_at(
-                f.span(),
-                format!(
-                    "fault `{}` is for system \"agent-loop\"",
-                    f.get_ref().to_string().split(' ').next().unwrap_or("")
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Validates an agent-loop scenario.
-pub fn validate(s: &Scenario) -> Result<(), InputError> {
-    let present = Present::of(&s.source);
-    for (name, p) in [
-        ("agent", &present.agent),
-        ("client", &present.client),
-        ("permissions", &present.permissions),
-    ] {
-        if let Some(section) = p {
-            return Err(s.error_at(
-                section.span(),
+/// The checks of an agent-loop scenario beyond those every scenario gets.
+pub fn validate(s: &Sections<'_>, at: &Origin<'_>) -> Result<(), InputError> {
+    for name in ["agent", "client", "permissions"] {
+        if let Some(span) = at.section(name) {
+            return Err(at.at(
+                span,
                 format!(
                     "[{name}] is for system \"letta\"; an agent-loop scenario puts its turns, tools and files in [agent_loop]"
                 ),
             ));
         }
     }
-    let profile = &s.scenario.client_profile;
+    let profile = s.client_profile;
     if profile.span().end > 0 {
-        return Err(s.error_at(profile.span(), "client_profile is for system \"letta\""));
+        return Err(at.at(profile.span(), "client_profile is for system \"letta\""));
     }
-    let Some(section) = &s.agent_loop else {
-        return Err(whole(
-            s,
-            "missing section [agent_loop]: system \"agent-loop\" needs it",
-        ));
+    let Some(section) = s.agent_loop else {
+        return Err(at.whole("missing section [agent_loop]: system \"agent-loop\" needs it"));
     };
-    let api = s.provider_api()?;
-    for r in &s.provider.responses {
-        let p = s.resolve(r.get_ref());
-        if !p.is_file() {
-            return Err(s.error_at(
-                r.span(),
-                format!(
-                    "cassette {:?} not found (looked at {}); paths are relative to the scenario file",
-                    r.get_ref(),
-                    p.display()
-                ),
-            ));
-        }
-    }
-    if s.provider.responses.is_empty() && section.script.is_empty() {
-        return Err(whole(
-            s,
+    if s.responses.is_empty() && section.script.is_empty() {
+        return Err(at.whole(
             "no model answers: list cassettes in [provider] responses or steps in [[agent_loop.script]]",
         ));
     }
     if section.turns.is_empty() {
-        return Err(whole(
-            s,
-            "[agent_loop] turns is empty: give at least one user message",
-        ));
+        return Err(at.whole("[agent_loop] turns is empty: give at least one user message"));
     }
     for t in &section.tools {
         if !TOOL_NAMES.contains(&t.get_ref().as_str()) {
-            return Err(s.error_at(
+            return Err(at.at(
                 t.span(),
                 format!(
                     "unknown tool {:?}: expected one of {}",
@@ -288,33 +207,17 @@ pub fn validate(s: &Scenario) -> Result<(), InputError> {
         }
     }
     if section.tool_latency_ms[0] > section.tool_latency_ms[1] {
-        return Err(whole(
-            s,
-            "[agent_loop] tool_latency_ms must be [min, max] with min <= max",
-        ));
+        return Err(at.whole("[agent_loop] tool_latency_ms must be [min, max] with min <= max"));
     }
     if section.stream_idle_timeout_ms == 0 {
-        return Err(whole(
-            s,
-            "[agent_loop] stream_idle_timeout_ms must be at least 1",
-        ));
+        return Err(at.whole("[agent_loop] stream_idle_timeout_ms must be at least 1"));
     }
     for step in &section.script {
-        check_step(s, api, step)?;
+        check_step(at, s.api, step)?;
     }
-    if s.network.latency_ms[0] > s.network.latency_ms[1] {
-        return Err(whole(
-            s,
-            "[network] latency_ms must be [min, max] with min <= max",
-        ));
-    }
-    if s.network.tick_ms == 0 {
-        return Err(whole(s, "[network] tick_ms must be at least 1"));
-    }
-    for f in &s.faults {
-        let fault = f.get_ref();
-        if let Some(problem) = fault.problem().or_else(|| loop_fault_problem(fault)) {
-            return Err(s.error_at(f.span(), problem));
+    for f in s.faults {
+        if let Some(problem) = loop_fault_problem(f.get_ref()) {
+            return Err(at.at(f.span(), problem));
         }
     }
     Ok(())
@@ -338,12 +241,12 @@ fn loop_fault_problem(f: &Fault) -> Option<String> {
 }
 
 fn check_step(
-    s: &Scenario,
+    origin: &Origin<'_>,
     api: ProviderFormat,
     step: &Spanned<ScriptStep>,
 ) -> Result<(), InputError> {
     let st = step.get_ref();
-    let at = |m: String| s.error_at(step.span(), m);
+    let at = |m: String| origin.at(step.span(), m);
     if st.text.is_none() && st.thinking.is_none() && st.tool_calls.is_empty() {
         return Err(at(
             "a script step needs text, thinking or tool_calls (an empty answer is a provider error; use a provider_error fault)".into(),
@@ -352,7 +255,7 @@ fn check_step(
     let stop = st.stop_word();
     if api == ProviderFormat::OpenAiChat && stop == "pause_turn" {
         let span = st.stop.as_ref().map_or(step.span(), Spanned::span);
-        return Err(s.error_at(span, "stop \"pause_turn\" is Anthropic-only"));
+        return Err(origin.at(span, "stop \"pause_turn\" is Anthropic-only"));
     }
     if api == ProviderFormat::OpenAiChat && (st.usage.cache_creation > 0) {
         return Err(at(
@@ -371,117 +274,4 @@ fn check_step(
         }
     }
     Ok(())
-}
-
-/// An agent-loop scenario as a standalone TOML file whose cassettes are `cassette_paths`
-/// (one per `[provider] responses` entry), for shrunk reproductions (`Scenario::to_toml`).
-pub fn to_toml(s: &Scenario, cassette_paths: &[String], header: &str) -> String {
-    use std::fmt::Write as _;
-    let q = |v: &str| toml::Value::String(v.to_string()).to_string();
-    let list = |v: &[String]| v.iter().map(|x| q(x)).collect::<Vec<_>>().join(", ");
-    let mut out = String::new();
-    for line in header.lines() {
-        let _ = writeln!(out, "# {line}");
-    }
-    // Top-level keys must come before the first table.
-    if !s.faults.is_empty() {
-        let _ = writeln!(out, "\nfaults = [");
-        for f in &s.faults {
-            let _ = writeln!(out, "  {},", f.get_ref().to_toml());
-        }
-        let _ = writeln!(out, "]");
-    }
-    let _ = writeln!(out, "\n[scenario]");
-    let _ = writeln!(out, "name = {}", q(&s.scenario.name));
-    let _ = writeln!(out, "description = {}", q(&s.scenario.description));
-    let _ = writeln!(out, "system = {}", q(SYSTEM));
-    let _ = writeln!(out, "\n[network]");
-    let _ = writeln!(out, "tick_ms = {}", s.network.tick_ms);
-    let l = s.network.latency_ms;
-    let _ = writeln!(out, "latency_ms = [{}, {}]", l[0], l[1]);
-    let _ = writeln!(out, "\n[provider]");
-    let _ = writeln!(out, "api = {}", q(s.provider.api.get_ref()));
-    let _ = writeln!(out, "responses = [{}]", list(cassette_paths));
-    if let Some(a) = &s.agent_loop {
-        let _ = writeln!(out, "\n[agent_loop]");
-        let _ = writeln!(out, "turns = [{}]", list(&a.turns));
-        let _ = writeln!(out, "model = {}", q(&a.model));
-        let _ = writeln!(out, "system_prompt = {}", q(&a.system_prompt));
-        let tools: Vec<String> = a.tools.iter().map(|t| t.get_ref().clone()).collect();
-        let _ = writeln!(out, "tools = [{}]", list(&tools));
-        if let Some(m) = a.max_steps {
-            let _ = writeln!(out, "max_steps = {m}");
-        }
-        if let Some(m) = a.max_retry_attempts {
-            let _ = writeln!(out, "max_retry_attempts = {m}");
-        }
-        let _ = writeln!(out, "stream_idle_timeout_ms = {}", a.stream_idle_timeout_ms);
-        let t = a.tool_latency_ms;
-        let _ = writeln!(out, "tool_latency_ms = [{}, {}]", t[0], t[1]);
-        if !a.files.is_empty() {
-            let _ = writeln!(out, "\n[agent_loop.files]");
-            for (k, v) in &a.files {
-                let _ = writeln!(out, "{} = {}", q(k), q(v));
-            }
-        }
-        for step in &a.script {
-            let st = step.get_ref();
-            let _ = writeln!(out, "\n[[agent_loop.script]]");
-            if let Some(t) = &st.thinking {
-                let _ = writeln!(out, "thinking = {}", q(t));
-            }
-            if let Some(t) = &st.text {
-                let _ = writeln!(out, "text = {}", q(t));
-            }
-            if !st.tool_calls.is_empty() {
-                let _ = writeln!(out, "tool_calls = [");
-                for c in &st.tool_calls {
-                    let mut call = format!("{{ name = {}", q(&c.name));
-                    if let Some(id) = &c.id {
-                        let _ = write!(call, ", id = {}", q(id));
-                    }
-                    if let Some(args) = &c.args {
-                        let _ = write!(call, ", args = {}", toml::Value::Table(args.clone()));
-                    }
-                    if let Some(raw) = &c.raw_args {
-                        let _ = write!(call, ", raw_args = {}", q(raw));
-                    }
-                    if let Some(ms) = c.latency_ms {
-                        let _ = write!(call, ", latency_ms = {ms}");
-                    }
-                    let _ = writeln!(out, "    {call} }},");
-                }
-                let _ = writeln!(out, "]");
-            }
-            if let Some(stop) = &st.stop {
-                let _ = writeln!(out, "stop = {}", q(stop.get_ref()));
-            }
-            let u = st.usage;
-            let _ = writeln!(
-                out,
-                "usage = {{ input = {}, output = {}, cache_read = {}, cache_creation = {} }}",
-                u.input, u.output, u.cache_read, u.cache_creation
-            );
-        }
-    }
-    let lim = &s.limits;
-    let _ = writeln!(out, "\n[limits]");
-    let _ = writeln!(out, "sim_time_ms = {}", lim.sim_time_ms);
-    let _ = writeln!(out, "heal_at_ms = {}", lim.heal_at_ms);
-    let _ = writeln!(out, "liveness_ms = {}", lim.liveness_ms);
-    let p = &s.planted;
-    if p.loop_results_in_completion_order || p.loop_scheduler_drain_ignores_active {
-        let _ = writeln!(out, "\n[planted]");
-        let _ = writeln!(
-            out,
-            "loop_results_in_completion_order = {}",
-            p.loop_results_in_completion_order
-        );
-        let _ = writeln!(
-            out,
-            "loop_scheduler_drain_ignores_active = {}",
-            p.loop_scheduler_drain_ignores_active
-        );
-    }
-    out
 }

@@ -10,8 +10,9 @@ use serde_json::{Value, json};
 use crate::cassette::{
     Cassette, CassetteHeader, DEFAULT_IMPORT_SPACING_MS, EndKind, Layer, StreamEnd, TimedFrame,
 };
+use crate::harness::input::InputError;
 use crate::harness::kimi::scenario::{ScriptCall, ScriptStep};
-use crate::harness::scenario::{InputError, Scenario};
+use crate::harness::scenario::Scenario;
 use crate::model::provider::ProviderResponse;
 use crate::wire::provider::ProviderFormat;
 use crate::wire::sse::{SseEvent, SseFrame};

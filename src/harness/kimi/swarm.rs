@@ -8,7 +8,7 @@
 use rand::RngExt as _;
 use rand_chacha::ChaCha8Rng;
 
-use crate::harness::faults::{Fault, LOOP_EVENT_TYPES};
+use crate::harness::faults::{Fault, LOOP_EVENT_TYPES, When};
 use crate::harness::swarm::{Ratio, crash_fault, draw_plan, network_fault, provider_fault};
 use crate::harness::trace::TraceEvent;
 use crate::model::kimi::agent::inject::{AbortReason, Garbage, ListenerFault};
@@ -102,17 +102,16 @@ fn user_fault(rng: &mut ChaCha8Rng, baseline: &Baseline, horizon: u64) -> Fault 
         .collect();
     if candidates.is_empty() || rng.random_range(0..4u32) == 0 {
         Fault::UserAbort {
-            at_ms: Some(rng.random_range(0..horizon)),
-            on_event: None,
-            nth: None,
+            when: When::AtMs(rng.random_range(0..horizon)),
             reason,
         }
     } else {
         let (name, count) = candidates[rng.random_range(0..candidates.len())];
         Fault::UserAbort {
-            at_ms: None,
-            on_event: Some(name.clone()),
-            nth: Some(rng.random_range(1..=*count)),
+            when: When::OnEvent {
+                event: name.clone(),
+                nth: rng.random_range(1..=*count),
+            },
             reason,
         }
     }

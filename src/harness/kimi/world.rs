@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::harness::env::SimEnv;
-use crate::harness::faults::{Fault, NowFn, PlanHooks, Trigger};
+use crate::harness::faults::{Fault, NowFn, PlanHooks, When};
 use crate::harness::kimi::script::loop_responses;
 use crate::harness::scenario::{InputError, Scenario};
 use crate::harness::trace::{Trace, TraceEvent};
@@ -180,7 +180,7 @@ impl AgentFaults for LoopPlanHooks {
             let Fault::UserAbort { reason, .. } = f else {
                 continue;
             };
-            let Some(Trigger::OnEvent { event: e, nth }) = f.user_trigger() else {
+            let Some(When::OnEvent { event: e, nth }) = f.user_trigger() else {
                 continue;
             };
             let (count, done) = &mut state[i];
@@ -202,7 +202,7 @@ impl AgentFaults for LoopPlanHooks {
             .faults
             .iter()
             .filter_map(|f| match f.user_trigger() {
-                Some(Trigger::AtMs(t)) if t < self.heal_at_ms => Some(t),
+                Some(When::AtMs(t)) if t < self.heal_at_ms => Some(t),
                 _ => None,
             })
             .collect();
@@ -218,7 +218,7 @@ impl AgentFaults for LoopPlanHooks {
             let Fault::UserAbort { reason, .. } = f else {
                 continue;
             };
-            if f.user_trigger() == Some(Trigger::AtMs(now_ms)) && !state[i].1 {
+            if f.user_trigger() == Some(When::AtMs(now_ms)) && !state[i].1 {
                 state[i].1 = true;
                 self.report(f);
                 fired = fired.or(Some(reason.unwrap_or(AbortReason::User)));

@@ -1,4 +1,4 @@
-//! The Letta system in the harness: its world (provider, server, client, probe hosts), its
+//! The Letta system in the harness: its scenario sections, its world (provider, server, client, probe hosts), its
 //! invariants, liveness diagnosis, swarm families, coverage goals and conformance logs.
 
 pub mod bare;
@@ -9,5 +9,6 @@ pub mod findings;
 pub mod invariants;
 pub mod probe;
 pub mod run;
+pub mod scenario;
 pub mod swarm;
 pub mod world;

@@ -1,0 +1,170 @@
+//! The plan's stream and server-behaviour faults, served to the models through their hooks
+//! (the server's responses and sends, the provider's answers). Each fault that acts is reported
+//! in the trace.
+
+use std::sync::Arc;
+
+use super::plan::Fault;
+use crate::harness::trace::Trace;
+use crate::model::letta::server::{SendFault, StoredToolCall, StreamHooks};
+use crate::model::port::inject::{ProviderHooks, ProviderOverride, StreamFault};
+use crate::model::port::observe::Observation;
+
+/// Reads the current time for fault reports; simulated under turmoil, real on TCP.
+pub type NowFn = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+/// The plan's stream faults, consulted by the server and the provider.
+pub struct PlanHooks {
+    faults: Vec<Fault>,
+    trace: Trace,
+    now: NowFn,
+}
+
+impl PlanHooks {
+    pub fn new(faults: &[Fault], trace: &Trace, now: NowFn) -> Arc<Self> {
+        Arc::new(PlanHooks {
+            faults: faults.to_vec(),
+            trace: trace.clone(),
+            now,
+        })
+    }
+
+    fn report(&self, f: &Fault) {
+        self.trace.push(
+            (self.now)(),
+            "harness",
+            Observation::Fault {
+                fault: f.to_string(),
+            },
+        );
+    }
+}
+
+impl StreamHooks for PlanHooks {
+    fn before_frame(&self, response: u64, frame: u64) -> StreamFault {
+        for f in &self.faults {
+            let hit = match f {
+                Fault::DropConnection {
+                    response: r,
+                    after_frame,
+                } if *r == response && frame == after_frame + 1 => StreamFault::Reset,
+                Fault::ServerStream {
+                    response: r,
+                    frame: n,
+                    action,
+                } if *r == response && *n == frame => *action,
+                _ => continue,
+            };
+            self.report(f);
+            return hit;
+        }
+        StreamFault::Pass
+    }
+
+    // Server-behaviour faults: the server reports these itself.
+    fn on_send(&self, send: u64) -> SendFault {
+        for f in &self.faults {
+            match f {
+                Fault::BusyOnSend { send: n } if *n == send => return SendFault::Busy,
+                Fault::ShuttingDownOnSend { send: n } if *n == send => {
+                    return SendFault::ShuttingDown;
+                }
+                Fault::ApprovalPendingOnSend {
+                    send: n,
+                    tool_call_id,
+                    tool,
+                    arguments,
+                } if *n == send => {
+                    return SendFault::ApprovalAppears(StoredToolCall {
+                        id: tool_call_id.clone(),
+                        name: tool.clone(),
+                        arguments: arguments.clone(),
+                    });
+                }
+                Fault::BusyOwnRun { send: n } if *n == send => return SendFault::BusyOwnRun,
+                Fault::ApprovalPendingInBand {
+                    send: n,
+                    tool_call_id,
+                    tool,
+                    arguments,
+                } if *n == send => {
+                    return SendFault::ApprovalAppearsInBand(StoredToolCall {
+                        id: tool_call_id.clone(),
+                        name: tool.clone(),
+                        arguments: arguments.clone(),
+                    });
+                }
+                _ => {}
+            }
+        }
+        SendFault::Pass
+    }
+
+    fn fail_run_stream(&self, n: u64) -> bool {
+        self.faults
+            .iter()
+            .any(|f| matches!(f, Fault::RunStreamFail { times } if n <= *times))
+    }
+}
+
+impl ProviderHooks for PlanHooks {
+    fn override_call(&self, call: u32) -> Option<ProviderOverride> {
+        for f in &self.faults {
+            if let Fault::ProviderError {
+                call: c,
+                status,
+                retry_after_s,
+                message,
+            } = f
+                && *c == call
+            {
+                self.report(f);
+                let message = message.clone().unwrap_or_else(|| match status {
+                    429 => {
+                        "Number of request tokens has exceeded your per-minute rate limit".into()
+                    }
+                    529 => "Overloaded".into(),
+                    _ => "Internal server error".into(),
+                });
+                // Anthropic's error body shape; the server only reads status and text.
+                let error_type = match status {
+                    429 => "rate_limit_error",
+                    529 => "overloaded_error",
+                    400 => "invalid_request_error",
+                    _ => "api_error",
+                };
+                let body = serde_json::json!({
+                    "type": "error",
+                    "error": {"type": error_type, "message": message},
+                })
+                .to_string();
+                let headers = retry_after_s
+                    .map(|s| vec![("retry-after".to_string(), s.to_string())])
+                    .unwrap_or_default();
+                return Some(ProviderOverride {
+                    status: *status,
+                    headers,
+                    body,
+                });
+            }
+        }
+        None
+    }
+
+    fn before_frame(&self, call: u32, frame: u64) -> StreamFault {
+        for f in &self.faults {
+            if let Fault::ProviderStream {
+                call: c,
+                frame: n,
+                action,
+            } = f
+                && *c == call
+                && *n == frame
+            {
+                self.report(f);
+                return *action;
+            }
+        }
+        StreamFault::Pass
+    }
+}
