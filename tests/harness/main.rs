@@ -7,5 +7,6 @@ mod common;
 
 mod cassette;
 mod explore;
+mod fault_plans;
 mod library;
 mod wire_provider_captures;

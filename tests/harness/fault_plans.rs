@@ -2,7 +2,6 @@
 //! scenario holds under every plan, and over a planted canary it fails and proptest shrinks the
 //! failing plan.
 
-use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use loopsim::harness::faults::Fault;
@@ -14,10 +13,7 @@ use loopsim::harness::strategy;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, RngSeed, TestError, TestRng, TestRunner};
 
-fn load(rel: &str) -> Scenario {
-    let path: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
-    Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"))
-}
+use crate::common::load;
 
 fn runner(cases: u32) -> TestRunner {
     let config = Config {
