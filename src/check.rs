@@ -23,7 +23,7 @@
 //! ```
 //!
 //! For a property test whose failing fault plan proptest itself shrinks, see
-//! `harness::faults` (a `Strategy` over a scenario's fault plans).
+//! [`crate::harness::strategy`] (a `Strategy` over a scenario's fault plans).
 
 use std::ops::Range;
 use std::path::Path;
