@@ -4,7 +4,8 @@
 //! This file holds what every system's scenario has (`[scenario]`, `[network]`, `[provider]`,
 //! `[[faults]]`, `[limits]`, `[planted]`) and the checks they get; each system's own sections
 //! and checks are in its folder ([`super::letta::scenario`], [`super::kimi::scenario`]),
-//! reached through [`System`].
+//! reached through `harness::system`, which also holds [`Scenario::load`] and
+//! [`Scenario::parse`]: loading a scenario means asking which system it runs.
 //!
 //! Parsing is strict: unknown keys and bad values are errors that name the file, line and
 //! column and say what was expected. Paths inside a scenario are relative to the file. A
@@ -13,12 +14,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::ser::SerializeMap;
-use serde::{Deserialize, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use super::kimi::scenario::AgentLoopSection;
-use super::system::System;
 
 pub use super::faults::Fault;
 pub use super::input::InputError;
@@ -299,7 +298,7 @@ impl Planted {
 impl Planted {
     /// The switches that are on, by name (every one, whatever its name: a written canary must
     /// keep its defect).
-    fn on(&self) -> toml::Table {
+    pub(crate) fn on(&self) -> toml::Table {
         let mut t = toml::Table::try_from(self).expect("planted switches serialise");
         t.retain(|_, v| v.as_bool() == Some(true));
         t
@@ -319,8 +318,9 @@ impl Scenario {
         self
     }
 
-    /// Reads and validates a scenario file.
-    pub fn load(path: &Path) -> Result<Scenario, InputError> {
+    /// Reads a scenario file and checks what every scenario gets (its system's own checks are
+    /// [`Scenario::load`]'s, in `system.rs`).
+    pub(crate) fn read_core(path: &Path) -> Result<Scenario, InputError> {
         let name = path.display().to_string();
         let source = std::fs::read_to_string(path).map_err(|e| InputError {
             file: name.clone(),
@@ -328,11 +328,12 @@ impl Scenario {
             column: None,
             message: format!("cannot read scenario: {e}"),
         })?;
-        Self::parse(&source, path)
+        Self::parse_core(&source, path)
     }
 
-    /// Parses scenario text; `path` names it in errors and anchors relative paths.
-    pub fn parse(source: &str, path: &Path) -> Result<Scenario, InputError> {
+    /// Parses scenario text and checks what every scenario gets; `path` names it in errors and
+    /// anchors relative paths.
+    pub(crate) fn parse_core(source: &str, path: &Path) -> Result<Scenario, InputError> {
         let name = path.display().to_string();
         let mut s: Scenario = toml::from_str(source).map_err(|e| {
             InputError::at(
@@ -344,18 +345,8 @@ impl Scenario {
         })?;
         s.path = path.to_path_buf();
         s.source = source.to_string();
-        s.validate()?;
+        s.check_core()?;
         Ok(s)
-    }
-
-    /// The system this scenario runs (its `[scenario] system`, checked when it was loaded).
-    pub fn system(&self) -> System {
-        System::from_name(self.scenario.system.get_ref()).unwrap_or(System::Letta)
-    }
-
-    /// True for `system = "agent-loop"` (the Kimi Code turn loop against the fake provider).
-    pub fn is_agent_loop(&self) -> bool {
-        self.system() == System::Kimi
     }
 
     /// The text the scenario was read from, for errors that point into it.
@@ -367,19 +358,9 @@ impl Scenario {
         self.origin().at(span, msg)
     }
 
-    /// The checks every scenario gets, then its system's own.
-    fn validate(&self) -> Result<(), InputError> {
+    /// The checks every scenario gets (the system name is checked first, in `system.rs`).
+    fn check_core(&self) -> Result<(), InputError> {
         let at = self.origin();
-        let system = &self.scenario.system;
-        if System::from_name(system.get_ref()).is_none() {
-            return Err(at.at(
-                system.span(),
-                format!(
-                    "unknown system {:?}: expected \"letta\" or \"agent-loop\"",
-                    system.get_ref()
-                ),
-            ));
-        }
         self.provider_api()?;
         for r in &self.provider.responses {
             let p = self.resolve(r.get_ref());
@@ -405,7 +386,7 @@ impl Scenario {
                 return Err(at.at(f.span(), problem));
             }
         }
-        self.system().validate(self)
+        Ok(())
     }
 
     /// A path in the scenario, resolved against the scenario file's directory.
@@ -496,25 +477,6 @@ impl Scenario {
 
 /// The sections every scenario has, then its system's own, faults last (the order people
 /// write them in). Absent optional parts are left out.
-impl Serialize for Scenario {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut out = serializer.serialize_map(None)?;
-        out.serialize_entry("scenario", &self.scenario)?;
-        out.serialize_entry("network", &self.network)?;
-        out.serialize_entry("provider", &self.provider)?;
-        self.system().write_sections(self, &mut out)?;
-        out.serialize_entry("limits", &self.limits)?;
-        let planted = self.planted.on();
-        if !planted.is_empty() {
-            out.serialize_entry("planted", &planted)?;
-        }
-        if !self.faults.is_empty() {
-            out.serialize_entry("faults", &self.faults)?;
-        }
-        out.end()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

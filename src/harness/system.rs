@@ -6,6 +6,11 @@ use super::coverage::Goal;
 use super::faults::Fault;
 use super::invariants::Violation;
 use super::report::Expectations;
+use std::path::Path;
+
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+
 use super::scenario::{InputError, Scenario};
 use super::trace::TraceEvent;
 use super::world::WorldRun;
@@ -143,5 +148,62 @@ impl Baseline {
             Baseline::Letta(b) => letta::swarm::plan(seed, b),
             Baseline::Kimi(b) => kimi::swarm::plan(seed, b),
         }
+    }
+}
+
+/// Loading and writing a scenario: the core checks (`scenario.rs`), then its system's own.
+impl Scenario {
+    /// Reads and validates a scenario file.
+    pub fn load(path: &Path) -> Result<Scenario, InputError> {
+        Scenario::read_core(path).and_then(Scenario::checked)
+    }
+
+    /// Parses scenario text; `path` names it in errors and anchors relative paths.
+    pub fn parse(source: &str, path: &Path) -> Result<Scenario, InputError> {
+        Scenario::parse_core(source, path).and_then(Scenario::checked)
+    }
+
+    fn checked(self) -> Result<Scenario, InputError> {
+        let system = &self.scenario.system;
+        let Some(kind) = System::from_name(system.get_ref()) else {
+            return Err(self.error_at(
+                system.span(),
+                format!(
+                    "unknown system {:?}: expected \"letta\" or \"agent-loop\"",
+                    system.get_ref()
+                ),
+            ));
+        };
+        kind.validate(&self)?;
+        Ok(self)
+    }
+
+    /// The system this scenario runs (its `[scenario] system`, checked when it was loaded).
+    pub fn system(&self) -> System {
+        System::from_name(self.scenario.system.get_ref()).unwrap_or(System::Letta)
+    }
+
+    /// True for `system = "agent-loop"` (the Kimi Code turn loop against the fake provider).
+    pub fn is_agent_loop(&self) -> bool {
+        self.system() == System::Kimi
+    }
+}
+
+impl Serialize for Scenario {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut out = serializer.serialize_map(None)?;
+        out.serialize_entry("scenario", &self.scenario)?;
+        out.serialize_entry("network", &self.network)?;
+        out.serialize_entry("provider", &self.provider)?;
+        self.system().write_sections(self, &mut out)?;
+        out.serialize_entry("limits", &self.limits)?;
+        let planted = self.planted.on();
+        if !planted.is_empty() {
+            out.serialize_entry("planted", &planted)?;
+        }
+        if !self.faults.is_empty() {
+            out.serialize_entry("faults", &self.faults)?;
+        }
+        out.end()
     }
 }
