@@ -4,7 +4,8 @@
 
 use std::path::Path;
 
-use super::{Cassette, CassetteError, CassetteErrorKind, DEFAULT_IMPORT_SPACING_MS};
+use super::store::read_bytes;
+use super::{Cassette, CassetteError, DEFAULT_IMPORT_SPACING_MS};
 use crate::wire::provider::ProviderFormat;
 
 /// One committed cassette and the capture it is imported from.
@@ -78,13 +79,7 @@ impl CaptureImport {
     /// Imports the capture from `captures_dir` (the shared `captures/` folder) with the default
     /// spacing, noting its upstream origin.
     pub fn import(&self, captures_dir: &Path) -> Result<Cassette, CassetteError> {
-        let path = captures_dir.join(self.capture);
-        let bytes = std::fs::read(&path).map_err(|e| CassetteError {
-            origin: path.display().to_string(),
-            line: None,
-            kind: CassetteErrorKind::Io,
-            message: format!("cannot read: {e}"),
-        })?;
+        let bytes = read_bytes(&captures_dir.join(self.capture))?;
         Ok(Cassette::import_sse(
             &bytes,
             self.format,
