@@ -1,17 +1,24 @@
 //! Cassettes: recorded streams the harness replays, documented in docs/cassette.md.
 //!
-//! - `format`: the types, the parser, the canonical text and its checks (pure: no I/O, no clock);
+//! - `format`: the types, the parsers, the canonical text and its checks (pure: no I/O, no
+//!   clock): version 1 ([`Cassette`], one provider stream) and version 2 ([`Recording`], one
+//!   recorded session of HTTP exchanges at the `letta` or `provider` layer);
+//! - `matching`: request keys, canonical body hashes, nearest recorded request (pure);
 //! - `store`: the only file I/O (load, save), every error naming the path;
 //! - `import`: raw captures into cassettes; `corpus`: the committed imports of shared captures.
 
 mod corpus;
 mod format;
 mod import;
+pub mod matching;
 mod store;
 
 pub use corpus::{CaptureImport, PROVIDER_CAPTURE_IMPORTS};
 pub use format::{
-    CASSETTE_VERSION, Cassette, CassetteError, CassetteErrorKind, CassetteHeader, EndKind, Layer,
-    StreamEnd, TimedFrame,
+    Answer, Body, BodyEnd, CASSETTE_VERSION, Cassette, CassetteError, CassetteErrorKind,
+    CassetteHeader, EndKind, Exchange, Layer, MatchKey, RECORDING_VERSION, RecordedRequest,
+    RecordedResponse, Recording, RecordingHeader, ResponseBody, StreamEnd, TimedFrame,
+    base64_decode, base64_encode, end_line, exchange_line, header_line, version_of,
 };
 pub use import::DEFAULT_IMPORT_SPACING_MS;
+pub use store::RecordingFile;

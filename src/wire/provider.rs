@@ -199,6 +199,130 @@ impl ProviderFormat {
     }
 }
 
+/// Every provider stream format this crate records and decodes: the formats a model can be
+/// configured to speak ([`ProviderFormat`]) and the ones only recorded and replayed (OpenAI
+/// Responses, Gemini). Serialised by [`as_str`](Self::as_str) name, as in cassette headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum StreamFormat {
+    #[serde(rename = "anthropic")]
+    Anthropic,
+    #[serde(rename = "openai_chat")]
+    OpenAiChat,
+    /// OpenAI Responses API streaming (`event:` names equal to the JSON `type`, ends with
+    /// `response.completed`, `response.failed` or `response.incomplete`).
+    #[serde(rename = "openai_responses")]
+    OpenAiResponses,
+    /// Gemini `streamGenerateContent?alt=sse` (data-only `GenerateContentResponse` chunks, CRLF
+    /// framing, no end marker: the last chunk carries `finishReason`).
+    #[serde(rename = "gemini")]
+    Gemini,
+}
+
+impl StreamFormat {
+    pub const ALL: [StreamFormat; 4] = [
+        StreamFormat::Anthropic,
+        StreamFormat::OpenAiChat,
+        StreamFormat::OpenAiResponses,
+        StreamFormat::Gemini,
+    ];
+
+    /// The stable name used in cassettes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamFormat::Anthropic => "anthropic",
+            StreamFormat::OpenAiChat => "openai_chat",
+            StreamFormat::OpenAiResponses => "openai_responses",
+            StreamFormat::Gemini => "gemini",
+        }
+    }
+
+    /// Inverse of [`as_str`](Self::as_str).
+    pub fn from_name(name: &str) -> Option<StreamFormat> {
+        StreamFormat::ALL.into_iter().find(|f| f.as_str() == name)
+    }
+
+    /// The names, quoted and comma-separated, for error messages.
+    pub fn names() -> String {
+        StreamFormat::ALL
+            .iter()
+            .map(|f| format!("{:?}", f.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The format a model speaks, when a loopsim model can speak this one.
+    pub fn model_format(self) -> Option<ProviderFormat> {
+        match self {
+            StreamFormat::Anthropic => Some(ProviderFormat::Anthropic),
+            StreamFormat::OpenAiChat => Some(ProviderFormat::OpenAiChat),
+            StreamFormat::OpenAiResponses | StreamFormat::Gemini => None,
+        }
+    }
+
+    /// The format a request path addresses: a path ending in `/v1/messages` (Anthropic), a path ending in
+    /// `/chat/completions` or `/responses` (OpenAI), or a Gemini `:streamGenerateContent` /
+    /// `:generateContent` call. The query is ignored.
+    pub fn of_path(path_and_query: &str) -> Option<StreamFormat> {
+        let path = path_and_query.split('?').next().unwrap_or("");
+        let path = path.trim_end_matches('/');
+        if path.ends_with("/v1/messages") {
+            Some(StreamFormat::Anthropic)
+        } else if path.ends_with("/chat/completions") {
+            Some(StreamFormat::OpenAiChat)
+        } else if path.ends_with("/responses") {
+            Some(StreamFormat::OpenAiResponses)
+        } else if path.ends_with(":streamGenerateContent") || path.ends_with(":generateContent") {
+            Some(StreamFormat::Gemini)
+        } else {
+            None
+        }
+    }
+
+    /// Guesses the format from the stream itself: [`ProviderFormat::detect`], else an OpenAI
+    /// Responses event (`type` starting `response.`), else a Gemini chunk (a `candidates` array
+    /// or `usageMetadata`).
+    pub fn detect(frames: &[SseFrame]) -> Option<StreamFormat> {
+        if let Some(f) = ProviderFormat::detect(frames) {
+            return Some(f.into());
+        }
+        for ev in frames.iter().filter_map(SseFrame::as_event) {
+            let Ok(serde_json::Value::Object(obj)) =
+                serde_json::from_str::<serde_json::Value>(&ev.data)
+            else {
+                continue;
+            };
+            if obj
+                .get("type")
+                .and_then(|t| t.as_str())
+                .is_some_and(|t| t.starts_with("response."))
+            {
+                return Some(StreamFormat::OpenAiResponses);
+            }
+            if obj.get("candidates").is_some_and(|c| c.is_array())
+                || obj.contains_key("usageMetadata")
+            {
+                return Some(StreamFormat::Gemini);
+            }
+        }
+        None
+    }
+}
+
+impl From<ProviderFormat> for StreamFormat {
+    fn from(f: ProviderFormat) -> StreamFormat {
+        match f {
+            ProviderFormat::Anthropic => StreamFormat::Anthropic,
+            ProviderFormat::OpenAiChat => StreamFormat::OpenAiChat,
+        }
+    }
+}
+
+impl fmt::Display for StreamFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl fmt::Display for ProviderFormat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

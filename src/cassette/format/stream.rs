@@ -1,5 +1,4 @@
-//! The cassette format, version 1: types, parsing, the canonical text and its checks. Pure:
-//! no file I/O (that is `store.rs`) and no clock. docs/cassette.md is the specification.
+//! Cassette version 1: one provider stream per file.
 //!
 //! A cassette is JSON Lines so that a diff shows which frame changed: a header line, one line
 //! per SSE frame with its time offset, and a last line saying how the stream ended. A file
@@ -8,30 +7,17 @@
 //!
 //! Parsing never panics; every error names the file, the 1-based line and what was expected.
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 
+use super::{
+    CassetteError, CassetteErrorKind, EndKind, Layer, StreamEnd, TimedFrame, check_frame,
+    check_status, check_time, json_kind, split_lines, to_json_line,
+};
 use crate::wire::provider::{ProviderEvent, ProviderFormat, decode_stream};
 use crate::wire::sse::{SseEvent, SseFrame, encode_frame};
 
 /// The cassette version this build reads and writes.
 pub const CASSETTE_VERSION: u64 = 1;
-
-/// Which conversation the cassette recorded. Version 1 defines only the provider layer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Layer {
-    /// What an LLM provider sent to the server.
-    Provider,
-}
-
-impl Layer {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Layer::Provider => "provider",
-        }
-    }
-}
 
 /// Line 1 of a cassette.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,56 +34,15 @@ pub struct CassetteHeader {
     pub note: Option<String>,
 }
 
-/// One SSE frame and when it was sent, in ms from the start of the response.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TimedFrame {
-    pub t_ms: u64,
-    pub frame: SseFrame,
-}
-
-/// How the response body ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EndKind {
-    /// The server closed the body normally.
-    Clean,
-    /// The connection was reset after the last frame.
-    Reset,
-    /// The body stayed open and never closed.
-    Stall,
-}
-
-impl EndKind {
-    pub const ALL: [EndKind; 3] = [EndKind::Clean, EndKind::Reset, EndKind::Stall];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EndKind::Clean => "clean",
-            EndKind::Reset => "reset",
-            EndKind::Stall => "stall",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<EndKind> {
-        EndKind::ALL.into_iter().find(|k| k.as_str() == name)
-    }
-}
-
-/// The last line: when and how the stream ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StreamEnd {
-    pub t_ms: u64,
-    pub kind: EndKind,
-}
-
 /// A version 1 provider-layer cassette. Always valid: it can be built only by parsing, importing
 /// or [`Cassette::new`], which check what the file format requires.
 #[derive(Debug, Clone)]
 pub struct Cassette {
     /// Where it was loaded from, for error messages; not part of the content.
-    pub(super) origin: String,
-    pub(super) header: CassetteHeader,
-    pub(super) frames: Vec<TimedFrame>,
-    pub(super) end: StreamEnd,
+    pub(crate) origin: String,
+    pub(crate) header: CassetteHeader,
+    pub(crate) frames: Vec<TimedFrame>,
+    pub(crate) end: StreamEnd,
 }
 
 /// Equality is by content; where the cassette was loaded from does not matter.
@@ -108,75 +53,6 @@ impl PartialEq for Cassette {
 }
 
 impl Eq for Cassette {}
-
-/// What kind of problem a [`CassetteError`] reports, for callers that branch on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CassetteErrorKind {
-    /// Reading or writing the file failed.
-    Io,
-    /// The file is not UTF-8.
-    Encoding,
-    /// The header names a version this build does not read.
-    Version,
-    /// The header line is malformed or has an unknown layer, format or field.
-    Header,
-    /// A frame or end line is malformed.
-    Line,
-    /// A time is earlier than the one before it.
-    Time,
-    /// A line follows the end line.
-    AfterEnd,
-    /// No end line: the file was cut short.
-    Truncated,
-    /// The frames do not decode as the header's provider format.
-    Provider,
-}
-
-/// A cassette problem, naming the file (origin), the 1-based line when there is one, and what
-/// was expected.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CassetteError {
-    pub origin: String,
-    pub line: Option<usize>,
-    pub kind: CassetteErrorKind,
-    pub message: String,
-}
-
-impl CassetteError {
-    pub(super) fn at(
-        origin: &str,
-        line: usize,
-        kind: CassetteErrorKind,
-        message: impl Into<String>,
-    ) -> Self {
-        CassetteError {
-            origin: origin.to_string(),
-            line: Some(line),
-            kind,
-            message: message.into(),
-        }
-    }
-
-    pub(super) fn whole(origin: &str, kind: CassetteErrorKind, message: impl Into<String>) -> Self {
-        CassetteError {
-            origin: origin.to_string(),
-            line: None,
-            kind,
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for CassetteError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.line {
-            Some(line) => write!(f, "{}:{}: {}", self.origin, line, self.message),
-            None => write!(f, "{}: {}", self.origin, self.message),
-        }
-    }
-}
-
-impl std::error::Error for CassetteError {}
 
 // --- the line shapes, as serde sees them -------------------------------------------------------
 
@@ -215,52 +91,6 @@ struct BodyLine {
 const LINE_SHAPE: &str = r#"expected a JSON object with "t" and one of data/comment/end"#;
 const FORMAT_NAMES: &str = r#""anthropic", "openai_chat""#;
 
-fn to_json_line<T: Serialize>(v: &T) -> String {
-    // Serialising these plain structs of strings and integers cannot fail.
-    serde_json::to_string(v).unwrap_or_default()
-}
-
-/// Rejects what SSE cannot carry, so a cassette always re-encodes to the frames it lists.
-fn check_frame(frame: &SseFrame) -> Result<(), String> {
-    let breaks = |field: &str, s: &str| {
-        if s.contains(['\n', '\r']) {
-            Err(format!(
-                "`{field}` contains a line break, which SSE cannot carry"
-            ))
-        } else {
-            Ok(())
-        }
-    };
-    match frame {
-        SseFrame::Comment(c) => breaks("comment", c),
-        SseFrame::Event(ev) => {
-            if let Some(name) = &ev.event {
-                breaks("event", name)?;
-            }
-            if let Some(id) = &ev.id {
-                breaks("id", id)?;
-                if id.contains('\0') {
-                    return Err("`id` contains NUL, which SSE ignores".to_string());
-                }
-            }
-            if ev.data.contains('\r') {
-                return Err(
-                    "`data` contains a carriage return, which SSE reads as a line end".to_string(),
-                );
-            }
-            Ok(())
-        }
-    }
-}
-
-fn check_status(status: u16) -> Result<(), String> {
-    if (100..=599).contains(&status) {
-        Ok(())
-    } else {
-        Err(format!("`status` {status} is not an HTTP status (100-599)"))
-    }
-}
-
 impl Cassette {
     /// Builds a cassette from parts, checking what a file would be checked for (times never
     /// decrease, the end is not before the last frame, frames are representable in SSE).
@@ -292,13 +122,7 @@ impl Cassette {
 
     /// Parses cassette text. `origin` names the text in error messages (usually its path).
     pub fn parse(text: &str, origin: &str) -> Result<Cassette, CassetteError> {
-        // A final newline ends the last line; it does not start an empty one.
-        let body = text.strip_suffix('\n').unwrap_or(text);
-        let mut lines = body
-            .split('\n')
-            .map(|l| l.strip_suffix('\r').unwrap_or(l))
-            .enumerate()
-            .map(|(i, l)| (i + 1, l));
+        let mut lines = split_lines(text);
 
         if text.is_empty() {
             return Err(CassetteError::at(
@@ -443,35 +267,6 @@ impl Cassette {
     }
 }
 
-/// The bytes as text, or an encoding error at the line of the first invalid byte.
-pub(super) fn utf8_text<'a>(bytes: &'a [u8], origin: &str) -> Result<&'a str, CassetteError> {
-    std::str::from_utf8(bytes).map_err(|e| {
-        let good = &bytes[..e.valid_up_to()];
-        let line = good.iter().filter(|&&b| b == b'\n').count() + 1;
-        CassetteError::at(
-            origin,
-            line,
-            CassetteErrorKind::Encoding,
-            format!("not UTF-8 (invalid byte at offset {})", e.valid_up_to()),
-        )
-    })
-}
-
-fn check_time(origin: &str, line: usize, prev: u64, t: u64) -> Result<(), CassetteError> {
-    if t < prev {
-        Err(CassetteError::at(
-            origin,
-            line,
-            CassetteErrorKind::Time,
-            format!(
-                "time {t} is earlier than the previous line's {prev} (times must not decrease)"
-            ),
-        ))
-    } else {
-        Ok(())
-    }
-}
-
 fn parse_header(line: &str, origin: &str) -> Result<CassetteHeader, CassetteError> {
     let err = |kind, m: String| CassetteError::at(origin, 1, kind, m);
     let expected = r#"expected a cassette header {"loopsim_cassette":1,...}"#;
@@ -537,17 +332,6 @@ fn parse_header(line: &str, origin: &str) -> Result<CassetteHeader, CassetteErro
         content_type: h.content_type,
         note: h.note,
     })
-}
-
-fn json_kind(v: &serde_json::Value) -> &'static str {
-    match v {
-        serde_json::Value::Null => "null",
-        serde_json::Value::Bool(_) => "a boolean",
-        serde_json::Value::Number(_) => "a number",
-        serde_json::Value::String(_) => "a string",
-        serde_json::Value::Array(_) => "an array",
-        serde_json::Value::Object(_) => "an object",
-    }
 }
 
 enum BodyItem {
