@@ -1,5 +1,9 @@
 //! `sim`: the loopsim command line. Thin by design: clap arguments → harness calls → exit code.
 
+#[path = "cmd/import.rs"]
+mod cmd_import;
+#[path = "cmd/record.rs"]
+mod cmd_record;
 mod progress;
 
 use std::path::{Path, PathBuf};
@@ -236,6 +240,8 @@ enum Command {
         #[arg(long)]
         scripted_model: bool,
     },
+    Record(cmd_record::Args),
+    Import(cmd_import::Args),
 }
 
 #[derive(Subcommand)]
@@ -389,6 +395,8 @@ fn main() -> ExitCode {
             profile,
             scripted_model,
         ),
+        Command::Record(args) => cmd_record::run(args),
+        Command::Import(args) => cmd_import::run(args),
     };
     ExitCode::from(match result {
         Ok(code) => code as u8,

@@ -195,23 +195,29 @@ fn local_time_at(s: &str, i: usize) -> Option<usize> {
     (n > 0 && !rest.starts_with(TIME_MASK)).then_some(n)
 }
 
-/// How close a recorded exchange is to a request, best first: the same key, else the same
-/// method and masked path, else the same method, else anything.
+/// How close a recorded exchange is to a request, best first: the same key; the same method
+/// and masked path; the same masked path with another method; the same method; anything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Closeness {
     SameKey,
     SamePath,
+    SamePathOtherMethod,
     SameMethod,
     Other,
 }
 
 /// How a request relates to one recorded exchange.
 pub fn closeness(request: &MatchKey, recorded: &MatchKey) -> Closeness {
+    let same_method = request.method == recorded.method;
     if request == recorded {
         Closeness::SameKey
-    } else if request.method == recorded.method && request.path == recorded.path {
-        Closeness::SamePath
-    } else if request.method == recorded.method {
+    } else if request.path == recorded.path {
+        if same_method {
+            Closeness::SamePath
+        } else {
+            Closeness::SamePathOtherMethod
+        }
+    } else if same_method {
         Closeness::SameMethod
     } else {
         Closeness::Other
@@ -258,8 +264,8 @@ pub fn find(
 }
 
 /// The recorded exchange nearest a request that nothing answers (0-based index), for the
-/// error message: the closest by [`Closeness`], the earliest among equals, unplayed before
-/// played.
+/// error message: the closest by [`Closeness`]; among equals, the exact path, then the longest
+/// common path prefix, then unplayed before played, then the earliest.
 pub fn nearest(
     exchanges: &[Exchange],
     played: &[bool],
@@ -272,10 +278,16 @@ pub fn nearest(
         .iter()
         .enumerate()
         .min_by_key(|(i, x)| {
-            let exact_path = x.path == path;
+            let common = x
+                .path
+                .bytes()
+                .zip(path.bytes())
+                .take_while(|(a, b)| a == b)
+                .count();
             (
                 closeness(&key, &x.key),
-                !exact_path,
+                x.path != path,
+                std::cmp::Reverse(common),
                 played.get(*i).copied().unwrap_or(false),
                 *i,
             )

@@ -11,6 +11,7 @@ mod corpus;
 mod format;
 mod import;
 pub mod matching;
+pub mod scrub;
 mod store;
 
 pub use corpus::{CaptureImport, PROVIDER_CAPTURE_IMPORTS};

@@ -14,6 +14,7 @@ pub mod guard;
 pub mod invariants;
 pub mod kimi;
 pub mod letta;
+pub mod record;
 pub mod report;
 pub mod run;
 pub mod scenario;
