@@ -9,17 +9,17 @@
 
 mod corpus;
 mod format;
-mod import;
+pub mod import;
 pub mod matching;
 pub mod scrub;
 mod store;
 
-pub use corpus::{CaptureImport, PROVIDER_CAPTURE_IMPORTS};
+pub use corpus::{CaptureImport, PROVIDER_CAPTURE_IMPORTS, RECORDING_IMPORTS, RecordingImport};
 pub use format::{
     Answer, Body, BodyEnd, CASSETTE_VERSION, Cassette, CassetteError, CassetteErrorKind,
     CassetteHeader, EndKind, Exchange, Layer, MatchKey, RECORDING_VERSION, RecordedRequest,
     RecordedResponse, Recording, RecordingHeader, ResponseBody, StreamEnd, TimedFrame,
     base64_decode, base64_encode, end_line, exchange_line, header_line, version_of,
 };
-pub use import::DEFAULT_IMPORT_SPACING_MS;
-pub use store::RecordingFile;
+pub use import::{DEFAULT_IMPORT_SPACING_MS, ImportKind, MAX_IMPORT_BYTES, import_bytes};
+pub use store::{RecordingFile, import_file};

@@ -8,6 +8,9 @@ use super::format::{
     Cassette, CassetteError, CassetteErrorKind, Exchange, RECORDING_VERSION, Recording,
     RecordingHeader, end_line, exchange_line, header_line, utf8_text, version_of,
 };
+use super::import::{ImportKind, MAX_IMPORT_BYTES, import_bytes};
+use super::scrub::Scrubber;
+use crate::wire::provider::StreamFormat;
 
 fn io_error(path: &Path, what: &str, e: std::io::Error) -> CassetteError {
     CassetteError::whole(
@@ -20,6 +23,21 @@ fn io_error(path: &Path, what: &str, e: std::io::Error) -> CassetteError {
 /// Reads a whole file, as a cassette error naming the path when it cannot be read.
 pub(super) fn read_bytes(path: &Path) -> Result<Vec<u8>, CassetteError> {
     std::fs::read(path).map_err(|e| io_error(path, "read", e))
+}
+
+/// Reads a whole file of at most `limit` bytes; a larger one is an error naming its size.
+pub(super) fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, CassetteError> {
+    let len = std::fs::metadata(path)
+        .map_err(|e| io_error(path, "read", e))?
+        .len();
+    if len > limit {
+        return Err(CassetteError::whole(
+            &path.display().to_string(),
+            CassetteErrorKind::Size,
+            format!("{len} bytes is over the {limit}-byte bound for this kind of file"),
+        ));
+    }
+    read_bytes(path)
 }
 
 /// Writes a whole file, as a cassette error naming the path when it cannot be written.
@@ -133,4 +151,29 @@ impl RecordingFile {
             .map_err(|e| io_error(&self.path, "sync", e))?;
         Ok(self.path)
     }
+}
+
+/// Imports one file (`sim import`): its kind from its name ([`ImportKind::of_name`]), read with
+/// the [`MAX_IMPORT_BYTES`] bound, the path as given as its source. Returns the kind, the
+/// cassette stem (the name without the kind's suffix) and the recording.
+pub fn import_file(
+    path: &Path,
+    format: Option<StreamFormat>,
+    scrubber: &Scrubber,
+) -> Result<(ImportKind, String, Recording), CassetteError> {
+    let origin = path.display().to_string();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (kind, stem) = ImportKind::of_name(&name).ok_or_else(|| {
+        CassetteError::whole(
+            &origin,
+            CassetteErrorKind::Unrepresentable,
+            "unknown kind of recording: expected *.sse, *.yaml / *.yml (vcrpy) or *.exchanges.jsonl (letta_e2e)",
+        )
+    })?;
+    let bytes = read_bounded(path, MAX_IMPORT_BYTES)?;
+    let r = import_bytes(kind, &bytes, &origin, format, scrubber)?;
+    Ok((kind, stem.to_string(), r))
 }

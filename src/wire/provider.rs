@@ -250,6 +250,17 @@ impl StreamFormat {
             .join(", ")
     }
 
+    /// The path a request of this format is sent to by default (Gemini's names a model:
+    /// any `…:streamGenerateContent` path is the same API).
+    pub fn api_path(self) -> &'static str {
+        match self {
+            StreamFormat::Anthropic => "/v1/messages",
+            StreamFormat::OpenAiChat => "/v1/chat/completions",
+            StreamFormat::OpenAiResponses => "/v1/responses",
+            StreamFormat::Gemini => "/v1beta/models/gemini:streamGenerateContent?alt=sse",
+        }
+    }
+
     /// The format a model speaks, when a loopsim model can speak this one.
     pub fn model_format(self) -> Option<ProviderFormat> {
         match self {
