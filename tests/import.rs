@@ -365,3 +365,266 @@ fn letta_e2e_imports_refuse_what_they_cannot_keep() {
         assert!(e.to_string().starts_with(want), "want {want}\n got {e}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The Gemini and OpenAI Responses decoders, over the committed imports of their captures
+
+mod decoders {
+    use loopsim::cassette::{RECORDING_IMPORTS, Recording};
+    use loopsim::wire::provider::{
+        ProviderEvent, ProviderStop, ProviderUsage, StreamFormat, ToolCallAccumulator,
+        decode_stream,
+    };
+    use loopsim::wire::sse::{SseEvent, SseFrame, decode_all};
+
+    fn committed(capture: &str) -> Recording {
+        let imp = RECORDING_IMPORTS
+            .iter()
+            .find(|i| i.capture == capture)
+            .unwrap();
+        Recording::load(super::repo().join(imp.cassette)).unwrap()
+    }
+
+    fn text(events: &[ProviderEvent]) -> String {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                ProviderEvent::TextDelta { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn thinking(events: &[ProviderEvent]) -> usize {
+        events
+            .iter()
+            .filter(|e| matches!(e, ProviderEvent::ThinkingDelta { .. }))
+            .count()
+    }
+
+    fn stop(events: &[ProviderEvent]) -> (ProviderStop, String) {
+        events
+            .iter()
+            .find_map(|e| match e {
+                ProviderEvent::Stop { reason, raw } => Some((reason.clone(), raw.clone())),
+                _ => None,
+            })
+            .expect("a Stop")
+    }
+
+    #[test]
+    fn every_committed_gemini_and_responses_stream_decodes_and_ends() {
+        for imp in RECORDING_IMPORTS {
+            let r = Recording::load(super::repo().join(imp.cassette)).unwrap();
+            for n in 1..=r.exchanges().len() {
+                let Some(f) = r.stream_format(n) else {
+                    continue;
+                };
+                if !matches!(f, StreamFormat::Gemini | StreamFormat::OpenAiResponses) {
+                    continue;
+                }
+                let events = r
+                    .provider_events(n)
+                    .unwrap_or_else(|e| panic!("{}: {e}", imp.cassette));
+                assert!(
+                    matches!(events.first(), Some(ProviderEvent::MessageStart { .. })),
+                    "{}",
+                    imp.cassette
+                );
+                assert_eq!(
+                    events.last(),
+                    Some(&ProviderEvent::Done),
+                    "{}",
+                    imp.cassette
+                );
+                // Every tool call is complete and its arguments are JSON.
+                for call in ToolCallAccumulator::from_events(&events).into_calls() {
+                    assert!(call.complete, "{}: {call:?}", imp.cassette);
+                    serde_json::from_str::<serde_json::Value>(&call.arguments).unwrap();
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gemini_text_function_calls_and_thinking() {
+        let r = committed("gemini/pydanticai_plain_text_crlf.sse");
+        let ev = r.provider_events(1).unwrap();
+        assert_eq!(
+            ev[0],
+            ProviderEvent::MessageStart {
+                id: Some("w1peaMz6INOvnvgPgYfPiQY".into()),
+                model: Some("gemini-2.0-flash-exp".into())
+            }
+        );
+        assert_eq!(text(&ev), "The capital of France is Paris.\n");
+        assert!(ev.contains(&ProviderEvent::Usage(ProviderUsage {
+            input_tokens: Some(13),
+            output_tokens: Some(8),
+            ..ProviderUsage::default()
+        })));
+        assert_eq!(stop(&ev), (ProviderStop::EndTurn, "STOP".into()));
+
+        let r = committed("gemini/pydanticai_function_call_thought_signature.cassette.yaml");
+        let ev = r.provider_events(1).unwrap();
+        let calls = ToolCallAccumulator::from_events(&ev).into_calls();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(
+            (
+                calls[0].name.as_str(),
+                calls[0].arguments.as_str(),
+                calls[0].id.as_str()
+            ),
+            ("get_country", "{}", "")
+        );
+        assert_eq!(stop(&ev), (ProviderStop::ToolUse, "STOP".into()));
+        let u = ev
+            .iter()
+            .find_map(|e| match e {
+                ProviderEvent::Usage(u) => Some(u.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(u.reasoning_tokens, Some(202));
+        // The second interaction answers after the tool result.
+        let ev = r.provider_events(2).unwrap();
+        assert!(
+            text(&ev).starts_with("The capital of Mexico"),
+            "{}",
+            text(&ev)
+        );
+
+        let r = committed("gemini/pydanticai_thinking_parts.sse");
+        let ev = r.provider_events(1).unwrap();
+        assert_eq!(thinking(&ev), 4);
+        assert!(text(&ev).starts_with("This is a great question!"));
+    }
+
+    #[test]
+    fn responses_function_call_reasoning_and_text() {
+        let r = committed("openai_responses/pydanticai_function_call_args_delta.sse");
+        let ev = r.provider_events(1).unwrap();
+        assert_eq!(
+            ev[0],
+            ProviderEvent::MessageStart {
+                id: Some("resp_67e554a155508191900ee113293c4c830794405d35281ae2".into()),
+                model: Some("gpt-4o-2024-08-06".into())
+            }
+        );
+        let calls = ToolCallAccumulator::from_events(&ev).into_calls();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].id, "call_kL0PCQV7M2WMoVX8V8OtYSAL");
+        assert_eq!(calls[0].name, "get_capital");
+        assert_eq!(calls[0].arguments, r#"{"country":"France"}"#);
+        assert_eq!(stop(&ev), (ProviderStop::ToolUse, "completed".into()));
+
+        let r = committed("openai_responses/pydanticai_output_text_after_tool.sse");
+        let ev = r.provider_events(1).unwrap();
+        assert_eq!(text(&ev), "The capital of France is Paris.");
+        assert_eq!(stop(&ev), (ProviderStop::EndTurn, "completed".into()));
+
+        let r = committed(
+            "openai_responses/pydanticai_reasoning_encrypted_then_function_call_usage.sse",
+        );
+        let ev = r.provider_events(1).unwrap();
+        let calls = ToolCallAccumulator::from_events(&ev).into_calls();
+        assert_eq!(
+            (calls[0].index, calls[0].arguments.as_str()),
+            (1, r#"{"result":6666}"#)
+        );
+        let u = ev
+            .iter()
+            .find_map(|e| match e {
+                ProviderEvent::Usage(u) => Some(u.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert!(
+            u.input_tokens.is_some() && u.reasoning_tokens.is_some(),
+            "{u:?}"
+        );
+
+        let r = committed("openai_responses/pydanticai_reasoning_summary_text.sse");
+        assert!(thinking(&r.provider_events(1).unwrap()) > 100);
+        let r = committed("openai_responses/pydanticai_background_mode_queued.sse");
+        assert_eq!(text(&r.provider_events(1).unwrap()), "2 + 2 equals 4.");
+    }
+
+    #[test]
+    fn responses_error_then_failed_and_gemini_errors() {
+        // vercel's capture is one JSON payload per line; on the wire each is an event named by
+        // its type.
+        let text = std::fs::read_to_string(
+            super::captures()
+                .join("openai_responses/vercel_error_event_then_response_failed.chunks.jsonl"),
+        )
+        .unwrap();
+        let frames: Vec<SseFrame> = text
+            .lines()
+            .map(|l| {
+                let ty = serde_json::from_str::<serde_json::Value>(l).unwrap()["type"]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+                SseFrame::Event(SseEvent::named(ty, l))
+            })
+            .collect();
+        let ev = decode_stream(StreamFormat::OpenAiResponses, &frames).unwrap();
+        let errors: Vec<&ProviderEvent> = ev
+            .iter()
+            .filter(|e| matches!(e, ProviderEvent::Error { .. }))
+            .collect();
+        assert_eq!(errors.len(), 2);
+        assert!(
+            matches!(errors[0], ProviderEvent::Error { error_type, .. } if error_type == "insufficient_quota"),
+            "{errors:?}"
+        );
+        assert_eq!(ev.last(), Some(&ProviderEvent::Done));
+
+        let body = "data: {\"error\": {\"code\": 429, \"message\": \"Resource has been exhausted\", \"status\": \"RESOURCE_EXHAUSTED\"}}\r\n\r\n";
+        let ev = decode_stream(StreamFormat::Gemini, &decode_all(body.as_bytes())).unwrap();
+        assert_eq!(
+            ev,
+            vec![ProviderEvent::Error {
+                error_type: "RESOURCE_EXHAUSTED".into(),
+                message: "Resource has been exhausted".into()
+            }]
+        );
+        let body = "data: {\"promptFeedback\": {\"blockReason\": \"SAFETY\"}}\r\n\r\n";
+        let ev = decode_stream(StreamFormat::Gemini, &decode_all(body.as_bytes())).unwrap();
+        assert!(ev.contains(&ProviderEvent::Stop {
+            reason: ProviderStop::Refusal,
+            raw: "SAFETY".into()
+        }));
+        let e = decode_stream(
+            StreamFormat::Gemini,
+            &decode_all(b"data: {\"candidates\": [\r\n\r\n"),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("gemini stream, frame 1, event `chunk`: malformed data:"),
+            "{e}"
+        );
+        let e = decode_stream(
+            StreamFormat::OpenAiResponses,
+            &decode_all(b"data: {\"x\":1}\n\n"),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "openai_responses stream, frame 1, event `data`: no `type` field"
+        );
+        // A stream cut before its end has no Stop.
+        let mut frames = decode_all(
+            &std::fs::read(super::captures().join("gemini/pydanticai_plain_text_crlf.sse"))
+                .unwrap(),
+        );
+        frames.pop();
+        let ev = decode_stream(StreamFormat::Gemini, &frames).unwrap();
+        assert!(
+            !ev.iter()
+                .any(|e| matches!(e, ProviderEvent::Stop { .. } | ProviderEvent::Done))
+        );
+    }
+}

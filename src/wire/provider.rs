@@ -5,8 +5,10 @@
 //! (letta-protocol.md §7.6). Tool arguments stay strings: they are accumulated, never parsed,
 //! so a split inside a JSON string survives byte for byte (invariant `args-intact`).
 //!
-//! Decoders: [`AnthropicDecoder`] (Messages API) and [`OpenAiChatDecoder`] (Chat Completions),
-//! both driven one SSE event at a time; [`ProviderDecoder`] picks one by [`ProviderFormat`], and
+//! Decoders: [`AnthropicDecoder`] (Messages API), [`OpenAiChatDecoder`] (Chat Completions),
+//! [`OpenAiResponsesDecoder`] (Responses API) and [`GeminiDecoder`] (`streamGenerateContent`),
+//! all driven one SSE event at a time; [`ProviderDecoder`] picks one by [`StreamFormat`] (a
+//! [`ProviderFormat`], the formats a model speaks, converts into one), and
 //! [`decode_stream`] decodes a whole list of frames. [`ToolCallAccumulator`] folds events back
 //! into complete tool calls. The per-format choices (what is skipped, what is an error) are
 //! documented on each decoder.
@@ -15,7 +17,9 @@
 
 mod accumulate;
 mod anthropic;
+mod gemini;
 mod openai_chat;
+mod openai_responses;
 
 use std::fmt;
 
@@ -25,7 +29,9 @@ use super::sse::{SseEvent, SseFrame};
 
 pub use accumulate::{ToolCall, ToolCallAccumulator};
 pub use anthropic::AnthropicDecoder;
+pub use gemini::GeminiDecoder;
 pub use openai_chat::OpenAiChatDecoder;
+pub use openai_responses::OpenAiResponsesDecoder;
 
 /// Why the provider stopped, normalised across providers. `raw` keeps the provider's own word.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -344,7 +350,7 @@ impl fmt::Display for ProviderFormat {
 /// (its `event:` name, or what the data said it was) and what was wrong with which field.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderDecodeError {
-    pub format: ProviderFormat,
+    pub format: StreamFormat,
     /// The event's name: the `event:` field, else the JSON `type`, else `chunk` / `data`.
     pub event: String,
     /// What was wrong, naming the field (serde's message for malformed JSON).
@@ -356,12 +362,12 @@ pub struct ProviderDecodeError {
 
 impl ProviderDecodeError {
     pub(crate) fn new(
-        format: ProviderFormat,
+        format: impl Into<StreamFormat>,
         event: impl Into<String>,
         detail: impl Into<String>,
     ) -> Self {
         ProviderDecodeError {
-            format,
+            format: format.into(),
             event: event.into(),
             detail: detail.into(),
             frame: None,
@@ -381,25 +387,33 @@ impl fmt::Display for ProviderDecodeError {
 
 impl std::error::Error for ProviderDecodeError {}
 
-/// Either decoder, chosen at run time by [`ProviderFormat`].
+/// Any decoder, chosen at run time by [`StreamFormat`].
 #[derive(Debug, Clone)]
 pub enum ProviderDecoder {
     Anthropic(AnthropicDecoder),
     OpenAiChat(OpenAiChatDecoder),
+    OpenAiResponses(OpenAiResponsesDecoder),
+    Gemini(GeminiDecoder),
 }
 
 impl ProviderDecoder {
-    pub fn new(format: ProviderFormat) -> Self {
-        match format {
-            ProviderFormat::Anthropic => ProviderDecoder::Anthropic(AnthropicDecoder::new()),
-            ProviderFormat::OpenAiChat => ProviderDecoder::OpenAiChat(OpenAiChatDecoder::new()),
+    pub fn new(format: impl Into<StreamFormat>) -> Self {
+        match format.into() {
+            StreamFormat::Anthropic => ProviderDecoder::Anthropic(AnthropicDecoder::new()),
+            StreamFormat::OpenAiChat => ProviderDecoder::OpenAiChat(OpenAiChatDecoder::new()),
+            StreamFormat::OpenAiResponses => {
+                ProviderDecoder::OpenAiResponses(OpenAiResponsesDecoder::new())
+            }
+            StreamFormat::Gemini => ProviderDecoder::Gemini(GeminiDecoder::new()),
         }
     }
 
-    pub fn format(&self) -> ProviderFormat {
+    pub fn format(&self) -> StreamFormat {
         match self {
-            ProviderDecoder::Anthropic(_) => ProviderFormat::Anthropic,
-            ProviderDecoder::OpenAiChat(_) => ProviderFormat::OpenAiChat,
+            ProviderDecoder::Anthropic(_) => StreamFormat::Anthropic,
+            ProviderDecoder::OpenAiChat(_) => StreamFormat::OpenAiChat,
+            ProviderDecoder::OpenAiResponses(_) => StreamFormat::OpenAiResponses,
+            ProviderDecoder::Gemini(_) => StreamFormat::Gemini,
         }
     }
 
@@ -407,6 +421,8 @@ impl ProviderDecoder {
         match self {
             ProviderDecoder::Anthropic(d) => d.on_event(ev),
             ProviderDecoder::OpenAiChat(d) => d.on_event(ev),
+            ProviderDecoder::OpenAiResponses(d) => d.on_event(ev),
+            ProviderDecoder::Gemini(d) => d.on_event(ev),
         }
     }
 
@@ -425,6 +441,8 @@ impl ProviderDecoder {
         match self {
             ProviderDecoder::Anthropic(d) => d.finish(),
             ProviderDecoder::OpenAiChat(d) => d.finish(),
+            ProviderDecoder::OpenAiResponses(d) => d.finish(),
+            ProviderDecoder::Gemini(d) => d.finish(),
         }
     }
 }
@@ -432,7 +450,7 @@ impl ProviderDecoder {
 /// Decodes a whole stream. The first undecodable frame stops decoding; its 1-based position in
 /// `frames` is recorded in the error.
 pub fn decode_stream(
-    format: ProviderFormat,
+    format: impl Into<StreamFormat>,
     frames: &[SseFrame],
 ) -> Result<Vec<ProviderEvent>, ProviderDecodeError> {
     let mut dec = ProviderDecoder::new(format);
@@ -450,7 +468,7 @@ pub fn decode_stream(
 
 /// Parses an event's data as JSON into `T`, naming the event in the error.
 pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
-    format: ProviderFormat,
+    format: impl Into<StreamFormat>,
     event: &str,
     data: &str,
 ) -> Result<T, ProviderDecodeError> {

@@ -19,7 +19,7 @@ use super::{
     check_status, json_kind, split_lines,
 };
 use crate::cassette::matching::key_of;
-use crate::wire::provider::StreamFormat;
+use crate::wire::provider::{ProviderEvent, StreamFormat, decode_stream};
 use crate::wire::sse::{SseEvent, SseFrame};
 
 /// The version [`Recording`] writes.
@@ -406,6 +406,7 @@ impl Recording {
     /// frames, or a whole body as one data frame (how error responses are replayed). Its format
     /// must be one a loopsim model speaks (anthropic, openai_chat).
     pub fn stream(&self, n: usize) -> Result<Cassette, CassetteError> {
+        let format = self.stream_format(n);
         let line = n + 1;
         let err = |m: String| CassetteError::at(&self.origin, line, CassetteErrorKind::Provider, m);
         let x = n
@@ -444,13 +445,7 @@ impl Recording {
                 }],
             },
         };
-        let sse: Vec<SseFrame> = frames.iter().map(|f| f.frame.clone()).collect();
-        let format = self
-            .header
-            .format
-            .or_else(|| StreamFormat::of_path(&x.path))
-            .or_else(|| StreamFormat::detect(&sse))
-            .ok_or_else(|| {
+        let format = format.ok_or_else(|| {
                 err(format!(
                     "exchange {n}: cannot tell its provider format (no `format` in the header, and neither the path nor the frames name one)"
                 ))
@@ -480,6 +475,51 @@ impl Recording {
             },
             &self.origin,
         )
+    }
+
+    /// The provider format of exchange `n` (1-based): the header's, else its path's, else its
+    /// frames'.
+    pub fn stream_format(&self, n: usize) -> Option<StreamFormat> {
+        let x = self.exchanges.get(n.checked_sub(1)?)?;
+        let frames: Vec<SseFrame> = match x.answer().map(|a| &a.body) {
+            Some(ResponseBody::Sse(f)) => f.iter().map(|f| f.frame.clone()).collect(),
+            _ => Vec::new(),
+        };
+        self.header
+            .format
+            .or_else(|| StreamFormat::of_path(&x.path))
+            .or_else(|| StreamFormat::detect(&frames))
+    }
+
+    /// Exchange `n`'s SSE frames decoded as its provider format ([`Recording::stream_format`]).
+    /// A frame that does not decode is an error at the exchange's line, naming the frame.
+    pub fn provider_events(&self, n: usize) -> Result<Vec<ProviderEvent>, CassetteError> {
+        let line = n + 1;
+        let err = |m: String| CassetteError::at(&self.origin, line, CassetteErrorKind::Provider, m);
+        let x = n
+            .checked_sub(1)
+            .and_then(|i| self.exchanges.get(i))
+            .ok_or_else(|| {
+                err(format!(
+                    "no exchange {n}: the recording holds {}",
+                    self.exchanges.len()
+                ))
+            })?;
+        let Some(ResponseBody::Sse(frames)) = x.answer().map(|a| &a.body) else {
+            return Err(err(format!("exchange {n} has no SSE frames")));
+        };
+        let format = self
+            .stream_format(n)
+            .ok_or_else(|| err(format!("exchange {n}: cannot tell its provider format")))?;
+        let sse: Vec<SseFrame> = frames.iter().map(|f| f.frame.clone()).collect();
+        decode_stream(format, &sse).map_err(|e| {
+            let at = e
+                .frame
+                .map(|f| format!("key `response.sse[{}]`: ", f - 1))
+                .unwrap_or_default();
+            let e = crate::wire::provider::ProviderDecodeError { frame: None, ..e };
+            err(format!("{at}{e}"))
+        })
     }
 
     /// The canonical text: one `\n`-terminated line each. Parsing it gives back an equal
