@@ -448,7 +448,7 @@ mod proxy {
                         if let Some(g) = &gate {
                             g.notified().await;
                         }
-                    } else {
+                    } else if delay > 0 {
                         tokio::time::sleep(Duration::from_millis(delay)).await;
                     }
                     Some((Ok(Frame::data(Bytes::from(text))), (it, false, gate)))
@@ -1088,6 +1088,93 @@ mod proxy {
         assert_eq!(b.end.kind, EndKind::Stall);
     }
 
+    /// The proxy's own cost: a 2,000-frame SSE response straight from the upstream and through
+    /// `sim record`, time to first byte and time per frame, as ratios. Prints; asserts nothing
+    /// about time (docs/record-replay.md quotes a run).
+    #[tokio::test]
+    async fn bench_proxy_cost_on_a_2000_frame_stream() {
+        async fn measure(addr: SocketAddr) -> (Duration, Duration, usize) {
+            let start = std::time::Instant::now();
+            let resp = open(addr, "GET", "/many", &[], vec![]).await;
+            let mut body = resp.into_body();
+            let mut ttfb = None;
+            let mut bytes = 0;
+            while let Some(f) = body.frame().await {
+                let d = f.unwrap().into_data().unwrap();
+                ttfb.get_or_insert_with(|| start.elapsed());
+                bytes += d.len();
+            }
+            (ttfb.unwrap(), start.elapsed(), bytes)
+        }
+        // The upstream and the recorder each on a thread and runtime of their own, as in real
+        // use, so the client's timings are not the scheduling of one shared thread.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let up = Upstream::start().await;
+                tx.send(up.addr).unwrap();
+                std::future::pending::<()>().await;
+            });
+        });
+        let up_addr: SocketAddr = rx.recv().unwrap();
+        let out = tmp("bench.jsonl");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let out2 = out.clone();
+        let rec_thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let rec = recorder(&format!("http://{up_addr}"), &out2, RecordMode::All).await;
+                tx.send(rec.addr()).unwrap();
+                let _ = stop_rx.await;
+                rec.stop().await.unwrap();
+            });
+        });
+        let rec_addr: SocketAddr = rx.recv().unwrap();
+        const RUNS: u32 = 7;
+        let mut direct = (Duration::ZERO, Duration::ZERO);
+        let mut proxied = (Duration::ZERO, Duration::ZERO);
+        for i in 0..RUNS + 1 {
+            let d = measure(up_addr).await;
+            let p = measure(rec_addr).await;
+            assert_eq!(d.2, p.2, "the same bytes through the proxy");
+            if i > 0 {
+                // The first run of each warms connections and allocations.
+                direct = (direct.0 + d.0, direct.1 + d.1);
+                proxied = (proxied.0 + p.0, proxied.1 + p.1);
+            }
+        }
+        stop_tx.send(()).unwrap();
+        rec_thread.join().unwrap();
+        let r = Recording::load(&out).unwrap();
+        let ResponseBody::Sse(frames) = &r.exchanges()[0].answer().unwrap().body else {
+            panic!()
+        };
+        assert_eq!(frames.len(), 2000);
+        let per = |d: Duration| d.as_secs_f64() * 1e6 / (RUNS as f64 * 2000.0);
+        let ms = |d: Duration| d.as_secs_f64() * 1e3 / RUNS as f64;
+        println!(
+            "bench: 2000-frame SSE response, mean of {RUNS} runs\n\
+             time to first byte   direct {:.3} ms   through sim record {:.3} ms   ratio {:.2}x\n\
+             time per frame       direct {:.2} us   through sim record {:.2} us   ratio {:.2}x\n\
+             added per frame      {:.2} us",
+            ms(direct.0),
+            ms(proxied.0),
+            proxied.0.as_secs_f64() / direct.0.as_secs_f64(),
+            per(direct.1),
+            per(proxied.1),
+            proxied.1.as_secs_f64() / direct.1.as_secs_f64(),
+            per(proxied.1) - per(direct.1),
+        );
+    }
+
     #[tokio::test]
     async fn binary_bodies_and_the_size_bound() {
         let out = tmp("bin.jsonl");
@@ -1134,6 +1221,93 @@ mod proxy {
             }
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A provider stream: loopsim's fake provider serving a Gemini recording, through `sim record`
+
+#[tokio::test]
+async fn the_fake_provider_serves_gemini_and_sim_record_records_it_back() {
+    use std::sync::{Arc, Mutex};
+
+    use loopsim::harness::env::{AddressBook, TcpEnv};
+    use loopsim::harness::record::{RecordOptions, Recorder};
+    use loopsim::harness::trace::Trace;
+    use loopsim::model::port::inject::NoFaults;
+    use loopsim::model::provider::{ProviderState, StreamConfig, StreamResponse, run_streams};
+
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/cassettes/provider/vcr/gemini/pydanticai_function_call_thought_signature.jsonl"
+    );
+    let original = Recording::load(path).unwrap();
+    let responses = (1..=2)
+        .map(|n| StreamResponse::from_recording(&format!("gemini#{n}"), &original, n).unwrap())
+        .collect();
+    let book = AddressBook::new();
+    let env = TcpEnv::new("provider", Trace::new(), 0, book.clone());
+    tokio::spawn(run_streams(
+        env,
+        Arc::new(StreamConfig {
+            port: 9000,
+            responses,
+            hooks: Arc::new(NoFaults),
+        }),
+        Arc::new(Mutex::new(ProviderState::default())),
+    ));
+    let provider = loop {
+        if let Some(a) = book.get("provider:9000") {
+            break a;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    };
+    let out = proxy::tmp("gemini.jsonl");
+    let mut o = RecordOptions::new(Layer::Provider, &format!("http://{provider}"), &out);
+    o.format = Some(StreamFormat::Gemini);
+    let rec = Recorder::start(o).await.unwrap();
+    for x in original.exchanges() {
+        let Body::Json(body) = &x.request.body else {
+            panic!("a JSON request")
+        };
+        let g = proxy::send(
+            rec.addr(),
+            "POST",
+            &x.path,
+            &[("content-type", "application/json")],
+            body.to_string().into_bytes(),
+        )
+        .await;
+        assert_eq!(g.status, 200, "{}", g.text());
+        assert!(
+            g.text().starts_with("data: {\"candidates\""),
+            "{}",
+            g.text()
+        );
+    }
+    rec.stop().await.unwrap();
+    let recorded = Recording::load(&out).unwrap();
+    assert_eq!(recorded.header().format, Some(StreamFormat::Gemini));
+    for n in 1..=2 {
+        assert_eq!(
+            recorded.provider_events(n).unwrap(),
+            original.provider_events(n).unwrap(),
+            "exchange {n}"
+        );
+        assert_eq!(
+            recorded.exchanges()[n - 1].key,
+            original.exchanges()[n - 1].key
+        );
+    }
+    // A request on another API's path is refused by name.
+    let g = proxy::send(
+        provider,
+        "POST",
+        "/v1/chat/completions",
+        &[],
+        b"{}".to_vec(),
+    )
+    .await;
+    assert!(g.status >= 400, "{}", g.text());
 }
 
 // ---------------------------------------------------------------------------------------------
