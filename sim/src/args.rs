@@ -76,6 +76,10 @@ pub enum Command {
     /// JSON line to --log. Runs until stopped (Ctrl-C, SIGTERM).
     #[command(after_help = "Docs: docs/serve.md, docs/server.md, docs/scenario.md")]
     Serve(ServeArgs),
+    #[command(after_help = "Docs: docs/record-replay.md, docs/cassette.md")]
+    Record(crate::cmd::record::Args),
+    #[command(after_help = "Docs: docs/record-replay.md, docs/cassette.md")]
+    Import(crate::cmd::import::Args),
 }
 
 #[derive(Args)]

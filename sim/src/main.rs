@@ -34,6 +34,8 @@ fn main() -> ExitCode {
         } => cmd::report::merge(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Serve(a) => cmd::serve::run(a),
+        Command::Record(a) => cmd::record::run(a),
+        Command::Import(a) => cmd::import::run(a),
     };
     ExitCode::from(match result {
         Ok(code) => code as u8,

@@ -16,6 +16,7 @@ pub mod input;
 pub mod invariants;
 pub mod kimi;
 pub mod letta;
+pub mod record;
 pub mod report;
 pub mod run;
 pub mod scenario;

@@ -5,8 +5,10 @@
 //! (letta-protocol.md §7.6). Tool arguments stay strings: they are accumulated, never parsed,
 //! so a split inside a JSON string survives byte for byte (invariant `args-intact`).
 //!
-//! Decoders: [`AnthropicDecoder`] (Messages API) and [`OpenAiChatDecoder`] (Chat Completions),
-//! both driven one SSE event at a time; [`ProviderDecoder`] picks one by [`ProviderFormat`], and
+//! Decoders: [`AnthropicDecoder`] (Messages API), [`OpenAiChatDecoder`] (Chat Completions),
+//! [`OpenAiResponsesDecoder`] (Responses API) and [`GeminiDecoder`] (`streamGenerateContent`),
+//! all driven one SSE event at a time; [`ProviderDecoder`] picks one by [`StreamFormat`] (a
+//! [`ProviderFormat`], the formats a model speaks, converts into one), and
 //! [`decode_stream`] decodes a whole list of frames. [`ToolCallAccumulator`] folds events back
 //! into complete tool calls. The per-format choices (what is skipped, what is an error) are
 //! documented on each decoder.
@@ -15,7 +17,9 @@
 
 mod accumulate;
 mod anthropic;
+mod gemini;
 mod openai_chat;
+mod openai_responses;
 
 use std::fmt;
 
@@ -25,7 +29,9 @@ use super::sse::{SseEvent, SseFrame};
 
 pub use accumulate::{ToolCall, ToolCallAccumulator};
 pub use anthropic::AnthropicDecoder;
+pub use gemini::GeminiDecoder;
 pub use openai_chat::OpenAiChatDecoder;
+pub use openai_responses::OpenAiResponsesDecoder;
 
 /// Why the provider stopped, normalised across providers. `raw` keeps the provider's own word.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -199,6 +205,141 @@ impl ProviderFormat {
     }
 }
 
+/// Every provider stream format this crate records and decodes: the formats a model can be
+/// configured to speak ([`ProviderFormat`]) and the ones only recorded and replayed (OpenAI
+/// Responses, Gemini). Serialised by [`as_str`](Self::as_str) name, as in cassette headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum StreamFormat {
+    #[serde(rename = "anthropic")]
+    Anthropic,
+    #[serde(rename = "openai_chat")]
+    OpenAiChat,
+    /// OpenAI Responses API streaming (`event:` names equal to the JSON `type`, ends with
+    /// `response.completed`, `response.failed` or `response.incomplete`).
+    #[serde(rename = "openai_responses")]
+    OpenAiResponses,
+    /// Gemini `streamGenerateContent?alt=sse` (data-only `GenerateContentResponse` chunks, CRLF
+    /// framing, no end marker: the last chunk carries `finishReason`).
+    #[serde(rename = "gemini")]
+    Gemini,
+}
+
+impl StreamFormat {
+    pub const ALL: [StreamFormat; 4] = [
+        StreamFormat::Anthropic,
+        StreamFormat::OpenAiChat,
+        StreamFormat::OpenAiResponses,
+        StreamFormat::Gemini,
+    ];
+
+    /// The stable name used in cassettes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamFormat::Anthropic => "anthropic",
+            StreamFormat::OpenAiChat => "openai_chat",
+            StreamFormat::OpenAiResponses => "openai_responses",
+            StreamFormat::Gemini => "gemini",
+        }
+    }
+
+    /// Inverse of [`as_str`](Self::as_str).
+    pub fn from_name(name: &str) -> Option<StreamFormat> {
+        StreamFormat::ALL.into_iter().find(|f| f.as_str() == name)
+    }
+
+    /// The names, quoted and comma-separated, for error messages.
+    pub fn names() -> String {
+        StreamFormat::ALL
+            .iter()
+            .map(|f| format!("{:?}", f.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The path a request of this format is sent to by default (Gemini's names a model:
+    /// any `…:streamGenerateContent` path is the same API).
+    pub fn api_path(self) -> &'static str {
+        match self {
+            StreamFormat::Anthropic => "/v1/messages",
+            StreamFormat::OpenAiChat => "/v1/chat/completions",
+            StreamFormat::OpenAiResponses => "/v1/responses",
+            StreamFormat::Gemini => "/v1beta/models/gemini:streamGenerateContent?alt=sse",
+        }
+    }
+
+    /// The format a model speaks, when a loopsim model can speak this one.
+    pub fn model_format(self) -> Option<ProviderFormat> {
+        match self {
+            StreamFormat::Anthropic => Some(ProviderFormat::Anthropic),
+            StreamFormat::OpenAiChat => Some(ProviderFormat::OpenAiChat),
+            StreamFormat::OpenAiResponses | StreamFormat::Gemini => None,
+        }
+    }
+
+    /// The format a request path addresses: a path ending in `/v1/messages` (Anthropic), a path ending in
+    /// `/chat/completions` or `/responses` (OpenAI), or a Gemini `:streamGenerateContent` /
+    /// `:generateContent` call. The query is ignored.
+    pub fn of_path(path_and_query: &str) -> Option<StreamFormat> {
+        let path = path_and_query.split('?').next().unwrap_or("");
+        let path = path.trim_end_matches('/');
+        if path.ends_with("/v1/messages") {
+            Some(StreamFormat::Anthropic)
+        } else if path.ends_with("/chat/completions") {
+            Some(StreamFormat::OpenAiChat)
+        } else if path.ends_with("/responses") {
+            Some(StreamFormat::OpenAiResponses)
+        } else if path.ends_with(":streamGenerateContent") || path.ends_with(":generateContent") {
+            Some(StreamFormat::Gemini)
+        } else {
+            None
+        }
+    }
+
+    /// Guesses the format from the stream itself: [`ProviderFormat::detect`], else an OpenAI
+    /// Responses event (`type` starting `response.`), else a Gemini chunk (a `candidates` array
+    /// or `usageMetadata`).
+    pub fn detect(frames: &[SseFrame]) -> Option<StreamFormat> {
+        if let Some(f) = ProviderFormat::detect(frames) {
+            return Some(f.into());
+        }
+        for ev in frames.iter().filter_map(SseFrame::as_event) {
+            let Ok(serde_json::Value::Object(obj)) =
+                serde_json::from_str::<serde_json::Value>(&ev.data)
+            else {
+                continue;
+            };
+            if obj
+                .get("type")
+                .and_then(|t| t.as_str())
+                .is_some_and(|t| t.starts_with("response."))
+            {
+                return Some(StreamFormat::OpenAiResponses);
+            }
+            if obj.get("candidates").is_some_and(|c| c.is_array())
+                || obj.contains_key("usageMetadata")
+            {
+                return Some(StreamFormat::Gemini);
+            }
+        }
+        None
+    }
+}
+
+impl From<ProviderFormat> for StreamFormat {
+    fn from(f: ProviderFormat) -> StreamFormat {
+        match f {
+            ProviderFormat::Anthropic => StreamFormat::Anthropic,
+            ProviderFormat::OpenAiChat => StreamFormat::OpenAiChat,
+        }
+    }
+}
+
+impl fmt::Display for StreamFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl fmt::Display for ProviderFormat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -209,7 +350,7 @@ impl fmt::Display for ProviderFormat {
 /// (its `event:` name, or what the data said it was) and what was wrong with which field.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderDecodeError {
-    pub format: ProviderFormat,
+    pub format: StreamFormat,
     /// The event's name: the `event:` field, else the JSON `type`, else `chunk` / `data`.
     pub event: String,
     /// What was wrong, naming the field (serde's message for malformed JSON).
@@ -221,12 +362,12 @@ pub struct ProviderDecodeError {
 
 impl ProviderDecodeError {
     pub(crate) fn new(
-        format: ProviderFormat,
+        format: impl Into<StreamFormat>,
         event: impl Into<String>,
         detail: impl Into<String>,
     ) -> Self {
         ProviderDecodeError {
-            format,
+            format: format.into(),
             event: event.into(),
             detail: detail.into(),
             frame: None,
@@ -246,25 +387,33 @@ impl fmt::Display for ProviderDecodeError {
 
 impl std::error::Error for ProviderDecodeError {}
 
-/// Either decoder, chosen at run time by [`ProviderFormat`].
+/// Any decoder, chosen at run time by [`StreamFormat`].
 #[derive(Debug, Clone)]
 pub enum ProviderDecoder {
     Anthropic(AnthropicDecoder),
     OpenAiChat(OpenAiChatDecoder),
+    OpenAiResponses(OpenAiResponsesDecoder),
+    Gemini(GeminiDecoder),
 }
 
 impl ProviderDecoder {
-    pub fn new(format: ProviderFormat) -> Self {
-        match format {
-            ProviderFormat::Anthropic => ProviderDecoder::Anthropic(AnthropicDecoder::new()),
-            ProviderFormat::OpenAiChat => ProviderDecoder::OpenAiChat(OpenAiChatDecoder::new()),
+    pub fn new(format: impl Into<StreamFormat>) -> Self {
+        match format.into() {
+            StreamFormat::Anthropic => ProviderDecoder::Anthropic(AnthropicDecoder::new()),
+            StreamFormat::OpenAiChat => ProviderDecoder::OpenAiChat(OpenAiChatDecoder::new()),
+            StreamFormat::OpenAiResponses => {
+                ProviderDecoder::OpenAiResponses(OpenAiResponsesDecoder::new())
+            }
+            StreamFormat::Gemini => ProviderDecoder::Gemini(GeminiDecoder::new()),
         }
     }
 
-    pub fn format(&self) -> ProviderFormat {
+    pub fn format(&self) -> StreamFormat {
         match self {
-            ProviderDecoder::Anthropic(_) => ProviderFormat::Anthropic,
-            ProviderDecoder::OpenAiChat(_) => ProviderFormat::OpenAiChat,
+            ProviderDecoder::Anthropic(_) => StreamFormat::Anthropic,
+            ProviderDecoder::OpenAiChat(_) => StreamFormat::OpenAiChat,
+            ProviderDecoder::OpenAiResponses(_) => StreamFormat::OpenAiResponses,
+            ProviderDecoder::Gemini(_) => StreamFormat::Gemini,
         }
     }
 
@@ -272,6 +421,8 @@ impl ProviderDecoder {
         match self {
             ProviderDecoder::Anthropic(d) => d.on_event(ev),
             ProviderDecoder::OpenAiChat(d) => d.on_event(ev),
+            ProviderDecoder::OpenAiResponses(d) => d.on_event(ev),
+            ProviderDecoder::Gemini(d) => d.on_event(ev),
         }
     }
 
@@ -290,6 +441,8 @@ impl ProviderDecoder {
         match self {
             ProviderDecoder::Anthropic(d) => d.finish(),
             ProviderDecoder::OpenAiChat(d) => d.finish(),
+            ProviderDecoder::OpenAiResponses(d) => d.finish(),
+            ProviderDecoder::Gemini(d) => d.finish(),
         }
     }
 }
@@ -297,7 +450,7 @@ impl ProviderDecoder {
 /// Decodes a whole stream. The first undecodable frame stops decoding; its 1-based position in
 /// `frames` is recorded in the error.
 pub fn decode_stream(
-    format: ProviderFormat,
+    format: impl Into<StreamFormat>,
     frames: &[SseFrame],
 ) -> Result<Vec<ProviderEvent>, ProviderDecodeError> {
     let mut dec = ProviderDecoder::new(format);
@@ -315,7 +468,7 @@ pub fn decode_stream(
 
 /// Parses an event's data as JSON into `T`, naming the event in the error.
 pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
-    format: ProviderFormat,
+    format: impl Into<StreamFormat>,
     event: &str,
     data: &str,
 ) -> Result<T, ProviderDecodeError> {

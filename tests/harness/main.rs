@@ -8,5 +8,6 @@ mod common;
 mod cassette;
 mod explore;
 mod fault_plans;
+mod import;
 mod library;
 mod wire_provider_captures;

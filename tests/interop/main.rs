@@ -1,7 +1,7 @@
 //! The models against real processes and real sockets: the published Letta Code CLI (`cli`,
 //! `cli_conformance`) and the Python SDK (`sdk`) against `sim serve`, installed by
 //! tests/interop/setup.sh (the fixtures beside this file: the scenarios they serve and the SDK
-//! script), and the models on real loopback TCP (`real_tcp`).
+//! script), the models on real loopback TCP (`real_tcp`), and `sim record` between real peers (`record`).
 //!
 //! Run just these: `cargo test --test interop` (a few minutes: the CLI flows run the real
 //! client, and flow 3 waits its 10 s busy back-off by design).
@@ -13,4 +13,5 @@ mod cli;
 mod cli_conformance;
 mod clients;
 mod real_tcp;
+mod record;
 mod sdk;

@@ -4,6 +4,8 @@
 pub mod bench;
 pub mod ci;
 pub mod explore;
+pub mod import;
+pub mod record;
 pub mod report;
 pub mod run;
 pub mod serve;

@@ -1,6 +1,9 @@
 //! The fake LLM provider: an HTTP server that answers each model call with the next recorded
 //! response (a provider-layer cassette), replaying its SSE frames at their recorded time offsets
 //! and ending the body the way the recording ended (clean, reset, or a stall that never closes).
+//! Scenarios give it version 1 stream cassettes ([`run`]); [`run_streams`] serves recorded
+//! responses of any stream format, OpenAI Responses and Gemini included (their requests are
+//! not validated: no loopsim model sends them).
 //!
 //! Which call gets which response is the call's index: call 0 gets response 0, and so on. The
 //! call counter lives outside the host task (an `Arc`), so a provider crash does not rewind it.
@@ -14,12 +17,14 @@ use hyper::body::{Frame, Incoming};
 use hyper::{Request, Response, StatusCode};
 use serde_json::json;
 
-use crate::cassette::{Cassette, EndKind};
+use crate::cassette::{
+    Cassette, CassetteError, CassetteErrorKind, EndKind, Recording, ResponseBody,
+};
 use crate::model::port::env::Env;
 use crate::model::port::http::{self, Body};
 use crate::model::port::inject::{ProviderHooks, StreamFault};
 use crate::model::port::observe::Observation;
-use crate::wire::provider::ProviderFormat;
+use crate::wire::provider::{ProviderFormat, StreamFormat};
 use crate::wire::sse::encode_frame;
 
 pub mod scripted;
@@ -63,10 +68,122 @@ pub struct ProviderState {
     pub next_cassette: usize,
 }
 
+/// One recorded response in any provider stream format (the formats only recorded, OpenAI
+/// Responses and Gemini, included): what the fake provider replays.
+#[derive(Debug, Clone)]
+pub struct StreamResponse {
+    pub name: String,
+    pub format: StreamFormat,
+    pub status: u16,
+    pub content_type: String,
+    pub frames: Vec<crate::cassette::TimedFrame>,
+    pub end: crate::cassette::StreamEnd,
+}
+
+impl StreamResponse {
+    /// Exchange `n` (1-based) of a recording, with its stream format
+    /// ([`Recording::stream_format`]); a whole body is replayed as one data frame, as a version
+    /// 1 error cassette is.
+    pub fn from_recording(
+        name: &str,
+        recording: &Recording,
+        n: usize,
+    ) -> Result<StreamResponse, CassetteError> {
+        let line = n + 1;
+        let err = |m: String| CassetteError {
+            origin: recording.origin().to_string(),
+            line: Some(line),
+            kind: CassetteErrorKind::Provider,
+            message: m,
+        };
+        let x = n
+            .checked_sub(1)
+            .and_then(|i| recording.exchanges().get(i))
+            .ok_or_else(|| err(format!("no exchange {n}")))?;
+        let a = x
+            .answer()
+            .ok_or_else(|| err(format!("exchange {n} has no response")))?;
+        let format = recording
+            .stream_format(n)
+            .ok_or_else(|| err(format!("exchange {n}: cannot tell its provider format")))?;
+        let frames = match &a.body {
+            ResponseBody::Sse(f) => f.clone(),
+            ResponseBody::Whole(b) if b.is_empty() => Vec::new(),
+            ResponseBody::Whole(b) => vec![crate::cassette::TimedFrame {
+                t_ms: 0,
+                frame: crate::wire::sse::SseFrame::Event(crate::wire::sse::SseEvent::data(
+                    String::from_utf8_lossy(&b.to_bytes()).into_owned(),
+                )),
+            }],
+        };
+        Ok(StreamResponse {
+            name: name.to_string(),
+            format,
+            status: a.status,
+            content_type: x
+                .response_header("content-type")
+                .unwrap_or("text/event-stream")
+                .to_string(),
+            frames,
+            end: crate::cassette::StreamEnd {
+                t_ms: a.end.t_ms,
+                kind: a.end.kind,
+            },
+        })
+    }
+
+    fn of_cassette(r: &ProviderResponse) -> StreamResponse {
+        let h = r.cassette.header();
+        StreamResponse {
+            name: r.name.clone(),
+            format: h.format.into(),
+            status: h.status,
+            content_type: h.content_type.clone(),
+            frames: r.cassette.frames().to_vec(),
+            end: r.cassette.end(),
+        }
+    }
+
+    /// Whether a request path is this response's API: the exact path for the formats a model
+    /// speaks and for OpenAI Responses, any `…:streamGenerateContent` model for Gemini.
+    fn answers(&self, path: &str) -> bool {
+        match self.format {
+            StreamFormat::Gemini => StreamFormat::of_path(path) == Some(StreamFormat::Gemini),
+            f => path == f.api_path(),
+        }
+    }
+}
+
+/// The fake provider's configuration when it serves [`StreamResponse`]s directly.
+#[derive(Clone)]
+pub struct StreamConfig {
+    pub port: u16,
+    pub responses: Vec<StreamResponse>,
+    pub hooks: Arc<dyn ProviderHooks>,
+}
+
 /// Runs the fake provider on `env` until the host stops.
 pub async fn run<E: Env>(
     env: E,
     config: Arc<ProviderConfig>,
+    state: Arc<Mutex<ProviderState>>,
+) -> std::io::Result<()> {
+    let streams = Arc::new(StreamConfig {
+        port: config.port,
+        responses: config
+            .responses
+            .iter()
+            .map(StreamResponse::of_cassette)
+            .collect(),
+        hooks: config.hooks.clone(),
+    });
+    run_streams(env, streams, state).await
+}
+
+/// Runs the fake provider over recorded responses of any stream format, until the host stops.
+pub async fn run_streams<E: Env>(
+    env: E,
+    config: Arc<StreamConfig>,
     state: Arc<Mutex<ProviderState>>,
 ) -> std::io::Result<()> {
     let port = config.port;
@@ -82,7 +199,7 @@ pub async fn run<E: Env>(
 
 async fn answer<E: Env>(
     env: E,
-    config: &ProviderConfig,
+    config: &StreamConfig,
     state: &Mutex<ProviderState>,
     req: Request<Incoming>,
 ) -> Response<Body> {
@@ -154,26 +271,24 @@ async fn answer<E: Env>(
             &json!({"type": "error", "error": {"type": "api_error", "message": message}}),
         );
     };
-    let header = resp.cassette.header();
-    if path != api_path(header.format) {
+    if !resp.answers(&path) {
         return http::json_response(
             StatusCode::NOT_FOUND,
             &json!({"type": "error", "error": {"type": "not_found_error",
-                "message": format!("{} answers {}, not {path}", resp.name, api_path(header.format))}}),
+                "message": format!("{} answers {}, not {path}", resp.name, resp.format.api_path())}}),
         );
     }
     env.observe(Observation::ProviderServe {
         call,
         cassette: resp.name.clone(),
-        status: header.status,
-        frames: resp.cassette.frames().len(),
+        status: resp.status,
+        frames: resp.frames.len(),
     });
-    let status = StatusCode::from_u16(header.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let status = StatusCode::from_u16(resp.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     if !status.is_success() {
         // An error response: the recorded frames' data is the JSON body.
         let body: String = resp
-            .cassette
-            .frames()
+            .frames
             .iter()
             .filter_map(|f| f.frame.as_event().map(|e| e.data.clone()))
             .collect();
@@ -186,8 +301,8 @@ async fn answer<E: Env>(
     let state = Replay {
         // tokio's clock: turmoil's simulated clock on this host in a simulation.
         start: tokio::time::Instant::now(),
-        frames: resp.cassette.frames().to_vec(),
-        end: resp.cassette.end(),
+        frames: resp.frames.clone(),
+        end: resp.end,
         next: 0,
         env,
         call,
@@ -201,7 +316,7 @@ async fn answer<E: Env>(
     });
     Response::builder()
         .status(status)
-        .header("content-type", header.content_type.as_str())
+        .header("content-type", resp.content_type.as_str())
         .header("cache-control", "no-cache")
         .body(StreamBody::new(body).boxed())
         .expect("valid response")
