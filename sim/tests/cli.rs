@@ -302,3 +302,110 @@ fn readme_sample_output_is_what_the_first_command_prints() {
     let o = sim(&["run", "scenarios/letta/approval_turn.toml", "--seed", "1"]);
     assert_eq!(stdout(&o), shown, "update README.md's sample output");
 }
+
+/// Writes `extra` appended to a bundled scenario (with `from` -> `to` replaced in its text and
+/// its cassette paths made absolute) into a temp dir, and returns the file's path.
+fn hostile_scenario(name: &str, base: &str, from: &str, to: &str, extra: &str) -> PathBuf {
+    let dir = temp_dir(&format!("hostile-{name}"));
+    let text = std::fs::read_to_string(root().join(base)).unwrap();
+    let cassettes = root().join("cassettes").canonicalize().unwrap();
+    let text = text
+        .replace("../../cassettes", cassettes.to_str().unwrap())
+        .replace(from, to);
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, format!("{text}\n{extra}")).unwrap();
+    path
+}
+
+fn assert_input_error(o: &Output, needle: &str) {
+    assert_eq!(o.status.code(), Some(2), "{}{}", stdout(o), stderr(o));
+    assert!(stderr(o).contains(needle), "{}", stderr(o));
+}
+
+#[test]
+fn latency_fault_below_the_minimum_latency_is_an_input_error_not_an_abort() {
+    let slow = "latency_ms = [100, 200]";
+    let p = hostile_scenario(
+        "lat-letta",
+        "scenarios/letta/approval_turn.toml",
+        "latency_ms = [1, 5]",
+        slow,
+        "[[faults]]\nkind = \"latency\"\nat_ms = 5\nmax_ms = 50\n",
+    );
+    let o = sim(&["run", p.to_str().unwrap(), "--seed", "0"]);
+    assert_input_error(&o, "lat-letta.toml:");
+    assert!(stderr(&o).contains("max_ms=50"), "{}", stderr(&o));
+
+    let p = hostile_scenario(
+        "lat-loop",
+        "scenarios/kimi/user_abort.toml",
+        "[provider]",
+        &format!("[network]\n{slow}\n\n[provider]"),
+        "[[faults]]\nkind = \"latency\"\non_event = \"loop_tool_start\"\nmax_ms = 50\n",
+    );
+    let o = sim(&["run", p.to_str().unwrap(), "--seed", "0"]);
+    assert_input_error(&o, "lat-loop.toml:");
+}
+
+#[test]
+fn swarm_on_a_slow_network_gives_every_seed_a_verdict() {
+    let p = hostile_scenario(
+        "lat-swarm",
+        "scenarios/letta/approval_turn.toml",
+        "latency_ms = [1, 5]",
+        "latency_ms = [400, 600]",
+        "",
+    );
+    let o = sim(&[
+        "explore",
+        p.to_str().unwrap(),
+        "--seeds",
+        "0..120",
+        "--swarm",
+    ]);
+    let out = stdout(&o);
+    assert!(
+        matches!(o.status.code(), Some(0) | Some(129)),
+        "{out}{}",
+        stderr(&o)
+    );
+    assert!(!out.contains("crash"), "{out}");
+}
+
+#[test]
+fn latency_ms_with_three_elements_is_an_input_error() {
+    let p = hostile_scenario(
+        "lat3",
+        "scenarios/letta/approval_turn.toml",
+        "latency_ms = [1, 5]",
+        "latency_ms = [1, 5, 9]",
+        "",
+    );
+    let o = sim(&["run", p.to_str().unwrap()]);
+    assert_input_error(&o, "lat3.toml:17:");
+}
+
+#[test]
+fn probe_requests_that_cannot_be_sent_are_input_errors() {
+    for (i, (method, path)) in [
+        ("POST", "v1/agents"),
+        ("PO ST", "/v1/agents"),
+        ("POST\r\nX: y", "/v1/agents"),
+        ("GET", "/v1/a b"),
+        ("GET", "/v1/a\r\nX: y"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let p = hostile_scenario(
+            &format!("req{i}"),
+            "scenarios/letta/approval_turn.toml",
+            "",
+            "",
+            &format!("[[requests]]\nat_ms = 10\nmethod = {method:?}\npath = {path:?}\n",),
+        );
+        let o = sim(&["run", p.to_str().unwrap()]);
+        assert_input_error(&o, &format!("req{i}.toml:"));
+        assert!(stderr(&o).contains("[[requests]]"), "{}", stderr(&o));
+    }
+}

@@ -108,8 +108,21 @@ pub struct Network {
     #[serde(default = "default_tick")]
     pub tick_ms: u64,
     /// Per-message latency range `[min, max]` in ms.
-    #[serde(default = "default_latency")]
+    #[serde(default = "default_latency", deserialize_with = "min_max_pair")]
     pub latency_ms: [u64; 2],
+}
+
+/// Reads a `[min, max]` pair, refusing an array of any other length (a plain `[u64; 2]` would
+/// drop a third element without a word).
+pub fn min_max_pair<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u64; 2], D::Error> {
+    let v = Vec::<u64>::deserialize(d)?;
+    match v[..] {
+        [min, max] => Ok([min, max]),
+        _ => Err(serde::de::Error::custom(format!(
+            "expected [min, max] (two numbers), found {} elements",
+            v.len()
+        ))),
+    }
 }
 
 fn default_tick() -> u64 {
@@ -403,6 +416,17 @@ impl Scenario {
         for f in &self.faults {
             if let Some(problem) = f.get_ref().problem() {
                 return Err(at.at(f.span(), problem));
+            }
+            if let Fault::Latency { max_ms, .. } = f.get_ref()
+                && *max_ms < self.network.latency_ms[0]
+            {
+                return Err(at.at(
+                    f.span(),
+                    format!(
+                        "latency max_ms={max_ms} is below [network] latency_ms minimum {}",
+                        self.network.latency_ms[0]
+                    ),
+                ));
             }
         }
         self.system().validate(self)
