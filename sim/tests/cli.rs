@@ -409,3 +409,78 @@ fn probe_requests_that_cannot_be_sent_are_input_errors() {
         assert!(stderr(&o).contains("[[requests]]"), "{}", stderr(&o));
     }
 }
+
+#[test]
+fn zero_tick_jobs_and_runs_on_the_command_line_are_input_errors() {
+    let s = "scenarios/letta/approval_turn.toml";
+    for args in [
+        &["run", s, "--tick-ms", "0"][..],
+        &["run", s, "--runs", "0"],
+        &["explore", s, "--seeds", "0..1", "--tick-ms", "0"],
+        &["explore", s, "--seeds", "0..1", "--jobs", "0"],
+    ] {
+        let o = sim(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let flag = args[args.len() - 2];
+        assert!(stderr(&o).contains(flag), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn serve_refuses_an_agent_loop_scenario() {
+    let o = sim(&[
+        "serve",
+        "--scenario",
+        "scenarios/kimi/user_abort.toml",
+        "--port",
+        "0",
+    ]);
+    assert_input_error(&o, "user_abort.toml:8:");
+}
+
+#[test]
+fn unknown_on_event_name_is_an_input_error() {
+    let p = hostile_scenario(
+        "on-event",
+        "scenarios/kimi/user_abort.toml",
+        "on_event = \"loop_tool_start\"",
+        "on_event = \"loop_tool_strat\"",
+        "",
+    );
+    let o = sim(&["run", p.to_str().unwrap()]);
+    assert_input_error(&o, "on-event.toml:");
+    assert!(stderr(&o).contains("loop_tool_strat"), "{}", stderr(&o));
+}
+
+#[test]
+fn letta_sections_in_an_agent_loop_scenario_are_input_errors() {
+    for (name, extra) in [
+        (
+            "loop-requests",
+            "[[requests]]\nat_ms = 10\npath = \"/v1/agents\"\n",
+        ),
+        ("loop-server", "[server]\nprofile = \"cloud\"\n"),
+        (
+            "loop-expect",
+            "[[expect]]\ninvariant = \"deterministic\"\nfinding = \"x\"\n",
+        ),
+        (
+            "loop-planted",
+            "[planted]\nclient_resume_from_zero = true\n",
+        ),
+    ] {
+        let p = hostile_scenario(name, "scenarios/kimi/user_abort.toml", "", "", extra);
+        let o = sim(&["run", p.to_str().unwrap()]);
+        assert_input_error(&o, &format!("{name}.toml:3"));
+    }
+    let p = hostile_scenario(
+        "letta-planted",
+        "scenarios/letta/approval_turn.toml",
+        "",
+        "",
+        "[planted]\nloop_results_in_completion_order = true\n",
+    );
+    let o = sim(&["run", p.to_str().unwrap()]);
+    assert_input_error(&o, "letta-planted.toml:");
+    assert!(stderr(&o).contains("agent-loop"), "{}", stderr(&o));
+}

@@ -309,6 +309,33 @@ impl Planted {
     }
 }
 
+impl Scenario {
+    /// Refuses a `[planted]` switch of the other system: it would sit in a world that never
+    /// reads it, and the canary would pass without its defect. Agent-loop switches are the
+    /// `loop_` ones.
+    fn planted_for_this_system(&self) -> Result<(), InputError> {
+        #[derive(Deserialize)]
+        struct Switches {
+            #[serde(default)]
+            planted: BTreeMap<String, Spanned<toml::Value>>,
+        }
+        let Ok(found) = toml::from_str::<Switches>(&self.source) else {
+            return Ok(());
+        };
+        let agent_loop = self.is_agent_loop();
+        for (name, value) in &found.planted {
+            if value.get_ref().as_bool() == Some(true) && name.starts_with("loop_") != agent_loop {
+                let other = if agent_loop { "letta" } else { "agent-loop" };
+                return Err(self.error_at(
+                    value.span(),
+                    format!("[planted] {name} is a switch of system \"{other}\"; this scenario's world never reads it"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Planted {
     /// The switches that are on, by name (every one, whatever its name: a written canary must
     /// keep its defect).
@@ -413,6 +440,7 @@ impl Scenario {
         if self.network.tick_ms == 0 {
             return Err(at.whole("[network] tick_ms must be at least 1"));
         }
+        self.planted_for_this_system()?;
         for f in &self.faults {
             if let Some(problem) = f.get_ref().problem() {
                 return Err(at.at(f.span(), problem));

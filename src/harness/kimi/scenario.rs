@@ -172,7 +172,14 @@ pub struct Sections<'a> {
 
 /// The checks of an agent-loop scenario beyond those every scenario gets.
 pub fn validate(s: &Sections<'_>, at: &Origin<'_>) -> Result<(), InputError> {
-    for name in ["agent", "client", "permissions"] {
+    for name in [
+        "agent",
+        "client",
+        "permissions",
+        "server",
+        "requests",
+        "expect",
+    ] {
         if let Some(span) = at.section(name) {
             return Err(at.at(
                 span,
