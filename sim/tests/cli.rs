@@ -484,3 +484,41 @@ fn letta_sections_in_an_agent_loop_scenario_are_input_errors() {
     assert_input_error(&o, "letta-planted.toml:");
     assert!(stderr(&o).contains("agent-loop"), "{}", stderr(&o));
 }
+
+#[test]
+fn output_paths_in_a_missing_directory_or_naming_a_directory_fail_before_running() {
+    let dir = temp_dir("out-paths");
+    let missing = dir.join("no-such-dir").join("r.json");
+    let s = "scenarios/letta/approval_turn.toml";
+    for args in [
+        vec![
+            "explore",
+            s,
+            "--seeds",
+            "0..1",
+            "--out",
+            missing.to_str().unwrap(),
+        ],
+        vec![
+            "explore",
+            s,
+            "--seeds",
+            "0..1",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+        vec!["run", s, "--trace", missing.to_str().unwrap()],
+        vec!["run", s, "--trace", dir.to_str().unwrap()],
+    ] {
+        let o = sim(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stdout(&o).is_empty(), "{args:?} ran: {}", stdout(&o));
+    }
+    assert!(!dir.join("no-such-dir").exists());
+    let o = sim(&["run", s, "--trace", missing.to_str().unwrap()]);
+    assert!(
+        stderr(&o).contains("no-such-dir does not exist"),
+        "{}",
+        stderr(&o)
+    );
+}
