@@ -522,3 +522,23 @@ fn output_paths_in_a_missing_directory_or_naming_a_directory_fail_before_running
         stderr(&o)
     );
 }
+
+#[test]
+fn a_cassette_that_is_a_directory_or_a_device_is_not_reported_as_missing() {
+    let cassettes = root().join("cassettes").canonicalize().unwrap();
+    let first = format!(
+        "{}/provider/anthropic_tool_use_split_args.jsonl",
+        cassettes.display()
+    );
+    for (name, to, needle) in [
+        ("cas-dir", cassettes.display().to_string(), "is a directory"),
+        ("cas-dev", "/dev/null".to_string(), "is not a regular file"),
+    ] {
+        let p = hostile_scenario(name, "scenarios/letta/approval_turn.toml", "", "", "");
+        let text = std::fs::read_to_string(&p).unwrap().replace(&first, &to);
+        std::fs::write(&p, text).unwrap();
+        let o = sim(&["run", p.to_str().unwrap()]);
+        assert_input_error(&o, &format!("{name}.toml:22:"));
+        assert!(stderr(&o).contains(needle), "{}", stderr(&o));
+    }
+}

@@ -424,10 +424,17 @@ impl Scenario {
         for r in &self.provider.responses {
             let p = self.resolve(r.get_ref());
             if !p.is_file() {
+                let what = if p.is_dir() {
+                    "is a directory, not a cassette file"
+                } else if p.exists() {
+                    "is not a regular file"
+                } else {
+                    "not found"
+                };
                 return Err(at.at(
                     r.span(),
                     format!(
-                        "cassette {:?} not found (looked at {}); paths are relative to the scenario file",
+                        "cassette {:?} {what} (looked at {}); paths are relative to the scenario file",
                         r.get_ref(),
                         p.display()
                     ),
