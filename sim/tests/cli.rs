@@ -542,3 +542,17 @@ fn a_cassette_that_is_a_directory_or_a_device_is_not_reported_as_missing() {
         assert!(stderr(&o).contains(needle), "{}", stderr(&o));
     }
 }
+
+#[test]
+fn an_expect_naming_an_undocumented_finding_is_an_input_error() {
+    let p = hostile_scenario(
+        "expect-finding",
+        "scenarios/letta/approval_turn.toml",
+        "",
+        "",
+        "[[expect]]\nprofile = \"letta-code\"\ninvariant = \"deterministic\"\nfinding = \"no-such-finding\"\n",
+    );
+    let o = sim(&["run", p.to_str().unwrap()]);
+    assert_input_error(&o, "expect-finding.toml:");
+    assert!(stderr(&o).contains("no-such-finding"), "{}", stderr(&o));
+}

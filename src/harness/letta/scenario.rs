@@ -385,6 +385,14 @@ impl ExpectedFailure {
                 self.invariant
             ));
         }
+        let known = crate::harness::letta::findings::documented();
+        if !known.contains(&self.finding.as_str()) {
+            return err(format!(
+                "unknown finding {:?} in [[expect]]: expected a heading of docs/findings.md ({})",
+                self.finding,
+                known.join(", ")
+            ));
+        }
         Ok(())
     }
 }
