@@ -96,7 +96,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
     /// How many times to run the seed; 2 or more checks `deterministic`.
-    #[arg(long, default_value_t = 2, value_name = "N")]
+    #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: u32,
     /// Run at least twice and report the first divergent trace event and its simulated time.
     #[arg(long)]
@@ -106,7 +106,7 @@ pub struct RunArgs {
     pub print_trace: bool,
     /// Override the scenario's turmoil tick ([network] tick_ms), e.g. to reproduce a
     /// failure a `sim explore --tick-ms` sweep found.
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub tick_ms: Option<u64>,
 }
 
@@ -119,7 +119,7 @@ pub struct ExploreArgs {
     #[arg(long, value_parser = parse_range, default_value = "0..100")]
     pub seeds: std::ops::Range<u64>,
     /// Worker threads.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = at_least_one)]
     pub jobs: usize,
     /// Run only shard K of N (1-based): the seeds with seed % N == K-1.
     #[arg(long, value_parser = parse_shard, value_name = "K/N")]
@@ -143,7 +143,7 @@ pub struct ExploreArgs {
     /// keep their exact values at any tick; hops between hosts take at least one tick. A
     /// 10 ms tick sweeps about eight times faster than 1 ms (docs/performance.md); each
     /// failure's reproduce command carries the flag.
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub tick_ms: Option<u64>,
 }
 
@@ -184,7 +184,7 @@ pub struct CiArgs {
     /// Seeds per canary.
     #[arg(long, default_value_t = 20)]
     pub canary_seeds: u64,
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_parser = at_least_one)]
     pub jobs: usize,
     /// Write JUnit XML here.
     #[arg(long, value_name = "FILE")]
@@ -289,4 +289,13 @@ fn parse_shard(s: &str) -> Result<(u64, u64), String> {
         return Err(format!("shard {s:?}: need 1 <= K <= N"));
     }
     Ok((k, n))
+}
+
+/// A count that must be at least 1 (`--jobs`).
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }

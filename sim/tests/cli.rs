@@ -302,3 +302,257 @@ fn readme_sample_output_is_what_the_first_command_prints() {
     let o = sim(&["run", "scenarios/letta/approval_turn.toml", "--seed", "1"]);
     assert_eq!(stdout(&o), shown, "update README.md's sample output");
 }
+
+/// Writes `extra` appended to a bundled scenario (with `from` -> `to` replaced in its text and
+/// its cassette paths made absolute) into a temp dir, and returns the file's path.
+fn hostile_scenario(name: &str, base: &str, from: &str, to: &str, extra: &str) -> PathBuf {
+    let dir = temp_dir(&format!("hostile-{name}"));
+    let text = std::fs::read_to_string(root().join(base)).unwrap();
+    let cassettes = root().join("cassettes").canonicalize().unwrap();
+    let text = text
+        .replace("../../cassettes", cassettes.to_str().unwrap())
+        .replace(from, to);
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, format!("{text}\n{extra}")).unwrap();
+    path
+}
+
+fn assert_input_error(o: &Output, needle: &str) {
+    assert_eq!(o.status.code(), Some(2), "{}{}", stdout(o), stderr(o));
+    assert!(stderr(o).contains(needle), "{}", stderr(o));
+}
+
+#[test]
+fn latency_fault_below_the_minimum_latency_is_an_input_error_not_an_abort() {
+    let slow = "latency_ms = [100, 200]";
+    let p = hostile_scenario(
+        "lat-letta",
+        "scenarios/letta/approval_turn.toml",
+        "latency_ms = [1, 5]",
+        slow,
+        "[[faults]]\nkind = \"latency\"\nat_ms = 5\nmax_ms = 50\n",
+    );
+    let o = sim(&["run", p.to_str().unwrap(), "--seed", "0"]);
+    assert_input_error(&o, "lat-letta.toml:");
+    assert!(stderr(&o).contains("max_ms=50"), "{}", stderr(&o));
+
+    let p = hostile_scenario(
+        "lat-loop",
+        "scenarios/kimi/user_abort.toml",
+        "[provider]",
+        &format!("[network]\n{slow}\n\n[provider]"),
+        "[[faults]]\nkind = \"latency\"\non_event = \"loop_tool_start\"\nmax_ms = 50\n",
+    );
+    let o = sim(&["run", p.to_str().unwrap(), "--seed", "0"]);
+    assert_input_error(&o, "lat-loop.toml:");
+}
+
+#[test]
+fn swarm_on_a_slow_network_gives_every_seed_a_verdict() {
+    let p = hostile_scenario(
+        "lat-swarm",
+        "scenarios/letta/approval_turn.toml",
+        "latency_ms = [1, 5]",
+        "latency_ms = [400, 600]",
+        "",
+    );
+    let o = sim(&[
+        "explore",
+        p.to_str().unwrap(),
+        "--seeds",
+        "0..120",
+        "--swarm",
+    ]);
+    let out = stdout(&o);
+    assert!(
+        matches!(o.status.code(), Some(0) | Some(129)),
+        "{out}{}",
+        stderr(&o)
+    );
+    assert!(!out.contains("crash"), "{out}");
+}
+
+#[test]
+fn latency_ms_with_three_elements_is_an_input_error() {
+    let p = hostile_scenario(
+        "lat3",
+        "scenarios/letta/approval_turn.toml",
+        "latency_ms = [1, 5]",
+        "latency_ms = [1, 5, 9]",
+        "",
+    );
+    let o = sim(&["run", p.to_str().unwrap()]);
+    assert_input_error(&o, "lat3.toml:17:");
+}
+
+#[test]
+fn probe_requests_that_cannot_be_sent_are_input_errors() {
+    for (i, (method, path)) in [
+        ("POST", "v1/agents"),
+        ("PO ST", "/v1/agents"),
+        ("POST\r\nX: y", "/v1/agents"),
+        ("GET", "/v1/a b"),
+        ("GET", "/v1/a\r\nX: y"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let p = hostile_scenario(
+            &format!("req{i}"),
+            "scenarios/letta/approval_turn.toml",
+            "",
+            "",
+            &format!("[[requests]]\nat_ms = 10\nmethod = {method:?}\npath = {path:?}\n",),
+        );
+        let o = sim(&["run", p.to_str().unwrap()]);
+        assert_input_error(&o, &format!("req{i}.toml:"));
+        assert!(stderr(&o).contains("[[requests]]"), "{}", stderr(&o));
+    }
+}
+
+#[test]
+fn zero_tick_jobs_and_runs_on_the_command_line_are_input_errors() {
+    let s = "scenarios/letta/approval_turn.toml";
+    for args in [
+        &["run", s, "--tick-ms", "0"][..],
+        &["run", s, "--runs", "0"],
+        &["explore", s, "--seeds", "0..1", "--tick-ms", "0"],
+        &["explore", s, "--seeds", "0..1", "--jobs", "0"],
+    ] {
+        let o = sim(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let flag = args[args.len() - 2];
+        assert!(stderr(&o).contains(flag), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn serve_refuses_an_agent_loop_scenario() {
+    let o = sim(&[
+        "serve",
+        "--scenario",
+        "scenarios/kimi/user_abort.toml",
+        "--port",
+        "0",
+    ]);
+    assert_input_error(&o, "user_abort.toml:8:");
+}
+
+#[test]
+fn unknown_on_event_name_is_an_input_error() {
+    let p = hostile_scenario(
+        "on-event",
+        "scenarios/kimi/user_abort.toml",
+        "on_event = \"loop_tool_start\"",
+        "on_event = \"loop_tool_strat\"",
+        "",
+    );
+    let o = sim(&["run", p.to_str().unwrap()]);
+    assert_input_error(&o, "on-event.toml:");
+    assert!(stderr(&o).contains("loop_tool_strat"), "{}", stderr(&o));
+}
+
+#[test]
+fn letta_sections_in_an_agent_loop_scenario_are_input_errors() {
+    for (name, extra) in [
+        (
+            "loop-requests",
+            "[[requests]]\nat_ms = 10\npath = \"/v1/agents\"\n",
+        ),
+        ("loop-server", "[server]\nprofile = \"cloud\"\n"),
+        (
+            "loop-expect",
+            "[[expect]]\ninvariant = \"deterministic\"\nfinding = \"x\"\n",
+        ),
+        (
+            "loop-planted",
+            "[planted]\nclient_resume_from_zero = true\n",
+        ),
+    ] {
+        let p = hostile_scenario(name, "scenarios/kimi/user_abort.toml", "", "", extra);
+        let o = sim(&["run", p.to_str().unwrap()]);
+        assert_input_error(&o, &format!("{name}.toml:3"));
+    }
+    let p = hostile_scenario(
+        "letta-planted",
+        "scenarios/letta/approval_turn.toml",
+        "",
+        "",
+        "[planted]\nloop_results_in_completion_order = true\n",
+    );
+    let o = sim(&["run", p.to_str().unwrap()]);
+    assert_input_error(&o, "letta-planted.toml:");
+    assert!(stderr(&o).contains("agent-loop"), "{}", stderr(&o));
+}
+
+#[test]
+fn output_paths_in_a_missing_directory_or_naming_a_directory_fail_before_running() {
+    let dir = temp_dir("out-paths");
+    let missing = dir.join("no-such-dir").join("r.json");
+    let s = "scenarios/letta/approval_turn.toml";
+    for args in [
+        vec![
+            "explore",
+            s,
+            "--seeds",
+            "0..1",
+            "--out",
+            missing.to_str().unwrap(),
+        ],
+        vec![
+            "explore",
+            s,
+            "--seeds",
+            "0..1",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+        vec!["run", s, "--trace", missing.to_str().unwrap()],
+        vec!["run", s, "--trace", dir.to_str().unwrap()],
+    ] {
+        let o = sim(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stdout(&o).is_empty(), "{args:?} ran: {}", stdout(&o));
+    }
+    assert!(!dir.join("no-such-dir").exists());
+    let o = sim(&["run", s, "--trace", missing.to_str().unwrap()]);
+    assert!(
+        stderr(&o).contains("no-such-dir does not exist"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_cassette_that_is_a_directory_or_a_device_is_not_reported_as_missing() {
+    let cassettes = root().join("cassettes").canonicalize().unwrap();
+    let first = format!(
+        "{}/provider/anthropic_tool_use_split_args.jsonl",
+        cassettes.display()
+    );
+    for (name, to, needle) in [
+        ("cas-dir", cassettes.display().to_string(), "is a directory"),
+        ("cas-dev", "/dev/null".to_string(), "is not a regular file"),
+    ] {
+        let p = hostile_scenario(name, "scenarios/letta/approval_turn.toml", "", "", "");
+        let text = std::fs::read_to_string(&p).unwrap().replace(&first, &to);
+        std::fs::write(&p, text).unwrap();
+        let o = sim(&["run", p.to_str().unwrap()]);
+        assert_input_error(&o, &format!("{name}.toml:22:"));
+        assert!(stderr(&o).contains(needle), "{}", stderr(&o));
+    }
+}
+
+#[test]
+fn an_expect_naming_an_undocumented_finding_is_an_input_error() {
+    let p = hostile_scenario(
+        "expect-finding",
+        "scenarios/letta/approval_turn.toml",
+        "",
+        "",
+        "[[expect]]\nprofile = \"letta-code\"\ninvariant = \"deterministic\"\nfinding = \"no-such-finding\"\n",
+    );
+    let o = sim(&["run", p.to_str().unwrap()]);
+    assert_input_error(&o, "expect-finding.toml:");
+    assert!(stderr(&o).contains("no-such-finding"), "{}", stderr(&o));
+}

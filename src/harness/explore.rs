@@ -210,12 +210,15 @@ pub fn baseline(scenario: &Scenario) -> Result<Baseline, InputError> {
 /// The scenario a swarm seed runs: its explicit faults plus the seed's swarm plan.
 pub fn with_swarm(scenario: &Scenario, seed: u64, baseline: &Baseline) -> Scenario {
     let mut s = scenario.clone();
-    s.faults.extend(
-        baseline
-            .plan(seed)
-            .into_iter()
-            .map(|f| Spanned::new(0..0, f)),
-    );
+    s.faults
+        .extend(baseline.plan(seed).into_iter().map(|mut f| {
+            // The swarm draws latency faults from a fixed range; one below the
+            // scenario's minimum latency is raised to it, so the plan stays valid.
+            if let Fault::Latency { max_ms, .. } = &mut f {
+                *max_ms = (*max_ms).max(scenario.network.latency_ms[0]);
+            }
+            Spanned::new(0..0, f)
+        }));
     s
 }
 

@@ -107,8 +107,21 @@ pub struct Network {
     #[serde(default = "default_tick")]
     pub tick_ms: u64,
     /// Per-message latency range `[min, max]` in ms.
-    #[serde(default = "default_latency")]
+    #[serde(default = "default_latency", deserialize_with = "min_max_pair")]
     pub latency_ms: [u64; 2],
+}
+
+/// Reads a `[min, max]` pair, refusing an array of any other length (a plain `[u64; 2]` would
+/// drop a third element without a word).
+pub fn min_max_pair<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u64; 2], D::Error> {
+    let v = Vec::<u64>::deserialize(d)?;
+    match v[..] {
+        [min, max] => Ok([min, max]),
+        _ => Err(serde::de::Error::custom(format!(
+            "expected [min, max] (two numbers), found {} elements",
+            v.len()
+        ))),
+    }
 }
 
 fn default_tick() -> u64 {
@@ -295,6 +308,33 @@ impl Planted {
     }
 }
 
+impl Scenario {
+    /// Refuses a `[planted]` switch of the other system: it would sit in a world that never
+    /// reads it, and the canary would pass without its defect. Agent-loop switches are the
+    /// `loop_` ones.
+    fn planted_for_this_system(&self) -> Result<(), InputError> {
+        #[derive(Deserialize)]
+        struct Switches {
+            #[serde(default)]
+            planted: BTreeMap<String, Spanned<toml::Value>>,
+        }
+        let Ok(found) = toml::from_str::<Switches>(&self.source) else {
+            return Ok(());
+        };
+        let agent_loop = self.is_agent_loop();
+        for (name, value) in &found.planted {
+            if value.get_ref().as_bool() == Some(true) && name.starts_with("loop_") != agent_loop {
+                let other = if agent_loop { "letta" } else { "agent-loop" };
+                return Err(self.error_at(
+                    value.span(),
+                    format!("[planted] {name} is a switch of system \"{other}\"; this scenario's world never reads it"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Planted {
     /// The switches that are on, by name (every one, whatever its name: a written canary must
     /// keep its defect).
@@ -365,10 +405,17 @@ impl Scenario {
         for r in &self.provider.responses {
             let p = self.resolve(r.get_ref());
             if !p.is_file() {
+                let what = if p.is_dir() {
+                    "is a directory, not a cassette file"
+                } else if p.exists() {
+                    "is not a regular file"
+                } else {
+                    "not found"
+                };
                 return Err(at.at(
                     r.span(),
                     format!(
-                        "cassette {:?} not found (looked at {}); paths are relative to the scenario file",
+                        "cassette {:?} {what} (looked at {}); paths are relative to the scenario file",
                         r.get_ref(),
                         p.display()
                     ),
@@ -381,9 +428,21 @@ impl Scenario {
         if self.network.tick_ms == 0 {
             return Err(at.whole("[network] tick_ms must be at least 1"));
         }
+        self.planted_for_this_system()?;
         for f in &self.faults {
             if let Some(problem) = f.get_ref().problem() {
                 return Err(at.at(f.span(), problem));
+            }
+            if let Fault::Latency { max_ms, .. } = f.get_ref()
+                && *max_ms < self.network.latency_ms[0]
+            {
+                return Err(at.at(
+                    f.span(),
+                    format!(
+                        "latency max_ms={max_ms} is below [network] latency_ms minimum {}",
+                        self.network.latency_ms[0]
+                    ),
+                ));
             }
         }
         Ok(())

@@ -162,6 +162,13 @@ fn input_error(opts: &ServeOptions, message: String) -> InputError {
 /// listens: its address, the agent, the conversations that exist, the profile and the faults.
 pub fn serve(opts: ServeOptions, ready: impl FnOnce(Value)) -> Result<(), InputError> {
     let scenario = Scenario::load(&opts.scenario)?;
+    // Only the Letta world has a server; an agent loop talks to its provider alone.
+    if scenario.is_agent_loop() {
+        return Err(scenario.error_at(
+            scenario.scenario.system.span(),
+            "sim serve serves a Letta server; this is an agent-loop scenario (system = \"agent-loop\"), which has none",
+        ));
+    }
     // Network and process faults act on turmoil; on real TCP there is nothing to apply them to.
     if let Some(f) = scenario
         .faults

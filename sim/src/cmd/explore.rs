@@ -6,11 +6,14 @@ use std::time::Instant;
 use loopsim::harness::explore::ExploreOptions;
 use loopsim::harness::sweep::{explore_files, shrink_first_failures};
 
-use super::{CmdResult, write_file};
+use super::{CmdResult, check_output, write_file};
 use crate::args::{ExploreArgs, Format};
 use crate::progress::Bar;
 
 pub fn run(a: ExploreArgs) -> CmdResult {
+    if let Some(file) = &a.out {
+        check_output(file)?;
+    }
     let options = ExploreOptions {
         seeds: a.seeds,
         jobs: a.jobs,

@@ -19,6 +19,29 @@ use loopsim::harness::scenario::InputError;
 pub type CmdResult = Result<i32, InputError>;
 
 /// Writes an output file the user asked for, creating its directory.
+/// Refuses an output file the user named that cannot be written: a directory, or a file in a
+/// directory that does not exist. Checked before any work, so a sweep never runs for nothing.
+pub fn check_output(path: &Path) -> Result<(), InputError> {
+    let error = |message: String| InputError {
+        file: path.display().to_string(),
+        line: None,
+        column: None,
+        message,
+    };
+    if path.is_dir() {
+        return Err(error("cannot write: is a directory; name a file".into()));
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && !dir.is_dir()
+    {
+        return Err(error(format!(
+            "cannot write: directory {} does not exist",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
 pub fn write_file(path: &Path, text: &str) -> Result<(), InputError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         let _ = std::fs::create_dir_all(dir);

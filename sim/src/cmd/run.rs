@@ -2,10 +2,13 @@
 
 use loopsim::harness::seed::run_seed;
 
-use super::{CmdResult, write_file};
+use super::{CmdResult, check_output, write_file};
 use crate::args::RunArgs;
 
 pub fn run(a: RunArgs) -> CmdResult {
+    if let Some(file) = &a.trace {
+        check_output(file)?;
+    }
     let runs = if a.check_determinism {
         a.runs.max(2)
     } else {

@@ -223,6 +223,9 @@ impl FaultRuntime {
     fn apply(&mut self, sim: &mut turmoil::Sim<'_>, action: Action) {
         match action {
             Action::SetMaxLatency(ms) => {
+                // turmoil draws each message's latency from [min, max]; a max below the
+                // minimum would underflow there, so it is held at the minimum.
+                let ms = ms.max(self.base_min_latency);
                 sim.set_max_message_latency(std::time::Duration::from_millis(ms));
                 self.latency_raised = ms != self.base_max_latency;
                 self.current_max_latency = ms;

@@ -66,7 +66,16 @@ impl When {
     /// What is wrong with a trigger built in code (one read from a file is checked as it is
     /// read).
     pub fn problem(&self) -> Option<String> {
-        matches!(self, When::OnEvent { nth: 0, .. }).then(|| "nth counts from 1".into())
+        use crate::model::port::observe::Observation;
+        match self {
+            When::OnEvent { nth: 0, .. } => Some("nth counts from 1".into()),
+            When::OnEvent { event, .. } if !Observation::NAMES.contains(&event.as_str()) => {
+                Some(format!(
+                    "unknown on_event {event:?}: expected a trace event name such as \"loop_tool_start\" (docs/scenario.md)"
+                ))
+            }
+            _ => None,
+        }
     }
 
     /// The time of an `at_ms` trigger.

@@ -42,7 +42,10 @@ pub struct AgentLoopSection {
     #[serde(default = "default_idle")]
     pub stream_idle_timeout_ms: u64,
     /// Each tool execution takes a latency drawn from `[min, max]` ms (seeded).
-    #[serde(default = "default_tool_latency")]
+    #[serde(
+        default = "default_tool_latency",
+        deserialize_with = "crate::harness::scenario::min_max_pair"
+    )]
     pub tool_latency_ms: [u64; 2],
     /// Files in the workspace at the start: path → content (a path without `/` is under `/`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -169,7 +172,14 @@ pub struct Sections<'a> {
 
 /// The checks of an agent-loop scenario beyond those every scenario gets.
 pub fn validate(s: &Sections<'_>, at: &Origin<'_>) -> Result<(), InputError> {
-    for name in ["agent", "client", "permissions"] {
+    for name in [
+        "agent",
+        "client",
+        "permissions",
+        "server",
+        "requests",
+        "expect",
+    ] {
         if let Some(span) = at.section(name) {
             return Err(at.at(
                 span,

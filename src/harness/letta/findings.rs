@@ -62,3 +62,13 @@ fn turns_interleaved(events: &[TraceEvent]) -> bool {
     }
     concurrent && interleaved
 }
+
+/// The findings docs/findings.md documents: its `## ` headings, which are also their anchors.
+/// An `[[expect]]` must name one of them.
+pub fn documented() -> Vec<&'static str> {
+    include_str!("../../../docs/findings.md")
+        .lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .map(str::trim)
+        .collect()
+}

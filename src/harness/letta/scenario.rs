@@ -282,6 +282,37 @@ pub struct ProbeRequest {
     pub max_frames: Option<usize>,
 }
 
+impl ProbeRequest {
+    /// Why this request cannot be put on the wire, if it cannot: the method must be an HTTP
+    /// token and the path an absolute path with no whitespace or control characters.
+    pub fn problem(&self) -> Option<String> {
+        let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+        if self.method.is_empty() || !self.method.chars().all(token) {
+            return Some(format!(
+                "[[requests]] method {:?} is not an HTTP method (letters only, no spaces or line breaks)",
+                self.method
+            ));
+        }
+        if !self.path.starts_with('/') {
+            return Some(format!(
+                "[[requests]] path {:?} must start with \"/\"",
+                self.path
+            ));
+        }
+        if self
+            .path
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || !c.is_ascii())
+        {
+            return Some(format!(
+                "[[requests]] path {:?} contains a space, a line break or a non-ASCII character; percent-encode it",
+                self.path
+            ));
+        }
+        None
+    }
+}
+
 fn default_method() -> String {
     "POST".into()
 }
@@ -354,6 +385,14 @@ impl ExpectedFailure {
                 self.invariant
             ));
         }
+        let known = crate::harness::letta::findings::documented();
+        if !known.contains(&self.finding.as_str()) {
+            return err(format!(
+                "unknown finding {:?} in [[expect]]: expected a heading of docs/findings.md ({})",
+                self.finding,
+                known.join(", ")
+            ));
+        }
         Ok(())
     }
 }
@@ -417,6 +456,11 @@ pub fn validate(s: &Sections<'_>, at: &Origin<'_>) -> Result<(), InputError> {
     }
     for e in s.expect {
         e.get_ref().check(e.span(), at)?;
+    }
+    for r in s.requests {
+        if let Some(problem) = r.get_ref().problem() {
+            return Err(at.at(r.span(), problem));
+        }
     }
     if s.responses.is_empty() {
         return Err(at.whole("[provider] responses is empty: list at least one cassette"));
