@@ -108,6 +108,10 @@ pub struct RunArgs {
     /// failure a `sim explore --tick-ms` sweep found.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub tick_ms: Option<u64>,
+    /// Also write the run as one self-contained HTML page: a sequence diagram with the faults
+    /// and the event each failing invariant tripped on (docs/trace.md).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -145,6 +149,14 @@ pub struct ExploreArgs {
     /// failure's reproduce command carries the flag.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub tick_ms: Option<u64>,
+    /// Also write the sweep as one self-contained HTML page: failures grouped by invariant,
+    /// the coverage goals, the reproduce commands (docs/trace.md).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// With --html: rerun failing seeds (the first 100) and write each one's run report into
+    /// this directory, linked from the sweep page.
+    #[arg(long, value_name = "DIR", requires = "html")]
+    pub html_dir: Option<PathBuf>,
 }
 
 #[derive(Args)]

@@ -12,6 +12,7 @@ pub mod explore;
 pub mod faults;
 pub mod gate;
 pub mod guard;
+pub mod html;
 pub mod input;
 pub mod invariants;
 pub mod kimi;

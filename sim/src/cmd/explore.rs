@@ -1,7 +1,14 @@
 //! `sim explore`: a sweep with a progress bar and its rate, the JSON report when asked, and the
 //! shrinking of the first failure of each invariant with `--shrink`.
 
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Instant;
+
+use loopsim::harness::explore::ExploreReport;
+use loopsim::harness::html;
+use loopsim::harness::scenario::InputError;
+use loopsim::harness::seed::run_seed;
 
 use loopsim::harness::explore::ExploreOptions;
 use loopsim::harness::sweep::{explore_files, shrink_first_failures};
@@ -11,7 +18,7 @@ use crate::args::{ExploreArgs, Format};
 use crate::progress::Bar;
 
 pub fn run(a: ExploreArgs) -> CmdResult {
-    if let Some(file) = &a.out {
+    for file in a.out.iter().chain(&a.html) {
         check_output(file)?;
     }
     let options = ExploreOptions {
@@ -44,8 +51,52 @@ pub fn run(a: ExploreArgs) -> CmdResult {
         write_file(&file, &json())?;
         eprintln!("report written to {}", file.display());
     }
+    if let Some(file) = &a.html {
+        let pages = match &a.html_dir {
+            Some(dir) => write_run_pages(&report, dir, file, a.tick_ms)?,
+            None => BTreeMap::new(),
+        };
+        write_file(file, &html::sweep_page(&report, &pages))?;
+        eprintln!("html report written to {}", file.display());
+    }
     if let Some(dir) = a.shrink {
         shrink_first_failures(&report, a.tick_ms, &dir, &mut |s| eprint!("{}", s.render()))?;
     }
     Ok(report.exit_code())
+}
+
+/// Failing seeds whose run report a sweep page links to, at most this many.
+const RUN_PAGES: usize = 100;
+
+/// Reruns the first failing seeds and writes each run's page into `dir`; returns the links,
+/// relative to the sweep page `page` when `dir` is beside it or under it.
+fn write_run_pages(
+    report: &ExploreReport,
+    dir: &Path,
+    page: &Path,
+    tick_ms: Option<u64>,
+) -> Result<BTreeMap<(String, u64), String>, InputError> {
+    std::fs::create_dir_all(dir).map_err(|e| InputError {
+        file: dir.display().to_string(),
+        line: None,
+        column: None,
+        message: format!("cannot create the --html-dir directory: {e}"),
+    })?;
+    let base = page.parent().unwrap_or(Path::new(""));
+    let mut links = BTreeMap::new();
+    for f in report.failures.iter().take(RUN_PAGES) {
+        let run = run_seed(Path::new(&f.scenario), f.seed, report.swarm, tick_ms, 1)?;
+        let stem = Path::new(&f.scenario)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "run".into());
+        let file = dir.join(format!("{stem}-seed{}.html", f.seed));
+        write_file(&file, &html::run_page(&run))?;
+        let link = file.strip_prefix(base).unwrap_or(&file);
+        links.insert(
+            (f.scenario.clone(), f.seed),
+            link.display().to_string().replace('\\', "/"),
+        );
+    }
+    Ok(links)
 }

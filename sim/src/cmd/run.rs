@@ -1,12 +1,13 @@
 //! `sim run`: one seed of one scenario, its report and, when asked, its trace.
 
+use loopsim::harness::html;
 use loopsim::harness::seed::run_seed;
 
 use super::{CmdResult, check_output, write_file};
 use crate::args::RunArgs;
 
 pub fn run(a: RunArgs) -> CmdResult {
-    if let Some(file) = &a.trace {
+    for file in a.trace.iter().chain(&a.html) {
         check_output(file)?;
     }
     let runs = if a.check_determinism {
@@ -18,6 +19,10 @@ pub fn run(a: RunArgs) -> CmdResult {
     if let Some(file) = a.trace {
         write_file(&file, &report.trace_text)?;
         println!("trace written to {}", file.display());
+    }
+    if let Some(file) = a.html {
+        write_file(&file, &html::run_page(&report))?;
+        println!("html report written to {}", file.display());
     }
     if a.print_trace {
         print!("{}", report.trace_text);
