@@ -556,3 +556,53 @@ fn an_expect_naming_an_undocumented_finding_is_an_input_error() {
     assert_input_error(&o, "expect-finding.toml:");
     assert!(stderr(&o).contains("no-such-finding"), "{}", stderr(&o));
 }
+
+#[test]
+fn html_reports_of_a_run_and_of_a_sweep_are_written_and_linked() {
+    let dir = temp_dir("html");
+    let run = dir.join("run.html");
+    let o = sim(&[
+        "run",
+        "scenarios/planted/dangling_tool_call.toml",
+        "--seed",
+        "1",
+        "--html",
+        run.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(129), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&run).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert!(page.contains(r#"data-invariant="tool-call-resolved""#));
+
+    let sweep = dir.join("sweep.html");
+    let o = sim(&[
+        "explore",
+        "scenarios/planted/dangling_tool_call.toml",
+        "--seeds",
+        "0..2",
+        "--html",
+        sweep.to_str().unwrap(),
+        "--html-dir",
+        dir.join("runs").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(129), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&sweep).unwrap();
+    assert!(page.contains(r#"<a href="runs/dangling_tool_call-seed1.html">run report</a>"#));
+    assert!(dir.join("runs/dangling_tool_call-seed1.html").is_file());
+
+    let o = sim(&[
+        "explore",
+        "scenarios/planted/dangling_tool_call.toml",
+        "--html-dir",
+        dir.join("runs").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "--html-dir needs --html");
+    let o = sim(&[
+        "run",
+        "scenarios/planted/dangling_tool_call.toml",
+        "--html",
+        dir.join("no/such/dir/run.html").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("does not exist"), "{}", stderr(&o));
+}
