@@ -206,8 +206,7 @@ async fn handle(env: ProviderEnv, ctx: Arc<Ctx>, req: Request<Incoming>) -> Resp
     };
     let mut served = provider::Served::default();
     let (resp, route) = if method == Method::POST && StreamFormat::of_path(&path).is_some() {
-        let (resp, s) =
-            provider::answer_body(env, &ctx.config, &ctx.state, &path, &body).await;
+        let (resp, s) = provider::answer_body(env, &ctx.config, &ctx.state, &path, &body).await;
         served = s;
         (resp, ROUTE_MODEL_CALL)
     } else if method == Method::GET && path == CATALOG_PATHS[0] {

@@ -319,7 +319,12 @@ pub async fn answer_body<E: Env>(
 
 /// The response that replays `resp` for model call `call`: an error status with its recorded
 /// body, or the recorded stream frame by frame.
-fn replay<E: Env>(env: E, config: &StreamConfig, call: u32, resp: &StreamResponse) -> Response<Body> {
+fn replay<E: Env>(
+    env: E,
+    config: &StreamConfig,
+    call: u32,
+    resp: &StreamResponse,
+) -> Response<Body> {
     env.observe(Observation::ProviderServe {
         call,
         cassette: resp.name.clone(),
