@@ -232,8 +232,14 @@ pub struct BenchArgs {
 #[derive(Args)]
 pub struct ServeArgs {
     /// The scenario file (TOML; see docs/scenario.md).
-    #[arg(long)]
-    pub scenario: PathBuf,
+    #[arg(long, required_unless_present = "provider_only")]
+    pub scenario: Option<PathBuf>,
+    /// Serve the scenario's fake provider alone (no Letta server): model calls answered from
+    /// its cassettes and script with its provider faults, model catalogs for the Letta Code
+    /// CLI's local backend, every request logged to --log. docs/serve.md "--provider-only".
+    #[arg(long, value_name = "SCENARIO",
+          conflicts_with_all = ["scenario", "seed", "profile", "scripted_model"])]
+    pub provider_only: Option<PathBuf>,
     /// The seed for ids and everything else the server draws.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,

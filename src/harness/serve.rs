@@ -15,6 +15,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
+mod provider_only;
+pub use provider_only::{ProviderOnlyOptions, serve_provider};
+
 use super::env::AddressBook;
 use super::faults::NowFn;
 use super::letta::world::{SERVER_PORT, server_parts};

@@ -160,6 +160,17 @@ pub fn run_cli(
     args: &[&str],
     prepare: impl FnOnce(&Path),
 ) -> CliRun {
+    run_cli_env(letta_js, served, args, &[], prepare)
+}
+
+/// [`run_cli`] with more environment variables, set after (and so over) its own.
+pub fn run_cli_env(
+    letta_js: &Path,
+    served: &Served,
+    args: &[&str],
+    env: &[(&str, &str)],
+    prepare: impl FnOnce(&Path),
+) -> CliRun {
     let home = served.dir.join("home");
     let work = served.dir.join("work");
     std::fs::create_dir_all(&home).unwrap();
@@ -178,6 +189,7 @@ pub fn run_cli(
         .env("DO_NOT_TRACK", "1")
         .env("DISABLE_AUTOUPDATER", "1")
         .env("LETTA_DISABLE_SESSION_PERSIST", "1")
+        .envs(env.iter().copied())
         .current_dir(&work)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

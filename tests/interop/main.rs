@@ -12,6 +12,7 @@ mod common;
 mod cli;
 mod cli_conformance;
 mod clients;
+mod local_backend;
 mod real_tcp;
 mod record;
 mod sdk;

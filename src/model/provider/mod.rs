@@ -162,22 +162,28 @@ pub struct StreamConfig {
     pub hooks: Arc<dyn ProviderHooks>,
 }
 
+impl StreamConfig {
+    /// The same responses, port and hooks as a version 1 cassette configuration.
+    pub fn of_cassettes(config: &ProviderConfig) -> StreamConfig {
+        StreamConfig {
+            port: config.port,
+            responses: config
+                .responses
+                .iter()
+                .map(StreamResponse::of_cassette)
+                .collect(),
+            hooks: config.hooks.clone(),
+        }
+    }
+}
+
 /// Runs the fake provider on `env` until the host stops.
 pub async fn run<E: Env>(
     env: E,
     config: Arc<ProviderConfig>,
     state: Arc<Mutex<ProviderState>>,
 ) -> std::io::Result<()> {
-    let streams = Arc::new(StreamConfig {
-        port: config.port,
-        responses: config
-            .responses
-            .iter()
-            .map(StreamResponse::of_cassette)
-            .collect(),
-        hooks: config.hooks.clone(),
-    });
-    run_streams(env, streams, state).await
+    run_streams(env, Arc::new(StreamConfig::of_cassettes(&config)), state).await
 }
 
 /// Runs the fake provider over recorded responses of any stream format, until the host stops.
@@ -205,18 +211,37 @@ async fn answer<E: Env>(
 ) -> Response<Body> {
     let path = req.uri().path().to_string();
     // The request body is read in full: a real provider does, and the server waits for it.
-    let body = match http::read_body(req.into_body(), 64 << 20).await {
-        Ok(b) => b,
-        Err(e) => {
-            return http::json_response(
-                StatusCode::BAD_REQUEST,
-                &json!({"type": "error", "error": {"type": "invalid_request_error", "message": e}}),
-            );
-        }
-    };
+    match http::read_body(req.into_body(), 64 << 20).await {
+        Ok(body) => answer_body(env, config, state, &path, &body).await.0,
+        Err(e) => http::json_response(
+            StatusCode::BAD_REQUEST,
+            &json!({"type": "error", "error": {"type": "invalid_request_error", "message": e}}),
+        ),
+    }
+}
+
+/// What [`answer_body`] did with a model call: its 0-based call number (none for a request
+/// refused before it counted: invalid, or on another API's path) and the cassette that
+/// answered it (`<fault>` for an injected error, `<none>` when none was left).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Served {
+    pub call: Option<u32>,
+    pub cassette: Option<String>,
+}
+
+/// Answers one model call whose body has been read: validates it, applies the fault hooks,
+/// and replays the next recorded response. `path` is the request path without its query.
+pub async fn answer_body<E: Env>(
+    env: E,
+    config: &StreamConfig,
+    state: &Mutex<ProviderState>,
+    path: &str,
+    body: &[u8],
+) -> (Response<Body>, Served) {
+    let mut served = Served::default();
     // Validate the conversation as the real API does; a refused request consumes no response.
-    if let Some(format) = format_of_path(&path)
-        && let Err(message) = validate::validate(format, &body)
+    if let Some(format) = format_of_path(path)
+        && let Err(message) = validate::validate(format, body)
     {
         let call = state.lock().unwrap().calls;
         env.observe(Observation::ProviderRejected {
@@ -224,16 +249,30 @@ async fn answer<E: Env>(
             status: 400,
             message: message.clone(),
         });
-        return http::json_response(
+        let resp = http::json_response(
             StatusCode::BAD_REQUEST,
             &validate::error_body(format, &message),
         );
+        return (resp, served);
+    }
+    // A call on another API's path is refused before it counts, so it consumes nothing.
+    let next = state.lock().unwrap().next_cassette;
+    if let Some(resp) = config.responses.get(next)
+        && !resp.answers(path)
+    {
+        let resp = http::json_response(
+            StatusCode::NOT_FOUND,
+            &json!({"type": "error", "error": {"type": "not_found_error",
+                "message": format!("{} answers {}, not {path}", resp.name, resp.format.api_path())}}),
+        );
+        return (resp, served);
     }
     let call = {
         let mut st = state.lock().unwrap();
         st.calls += 1;
         st.calls - 1
     };
+    served.call = Some(call);
     if let Some(ov) = config.hooks.override_call(call) {
         env.observe(Observation::ProviderServe {
             call,
@@ -241,13 +280,14 @@ async fn answer<E: Env>(
             status: ov.status,
             frames: 0,
         });
+        served.cassette = Some("<fault>".into());
         let mut b = Response::builder()
             .status(StatusCode::from_u16(ov.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
             .header("content-type", "application/json");
         for (k, v) in &ov.headers {
             b = b.header(k.as_str(), v.as_str());
         }
-        return b.body(http::full(ov.body)).expect("valid response");
+        return (b.body(http::full(ov.body)).expect("valid response"), served);
     }
     let index = {
         let mut st = state.lock().unwrap();
@@ -266,18 +306,25 @@ async fn answer<E: Env>(
             status: 500,
             frames: 0,
         });
-        return http::json_response(
+        served.cassette = Some("<none>".into());
+        let resp = http::json_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             &json!({"type": "error", "error": {"type": "api_error", "message": message}}),
         );
+        return (resp, served);
     };
-    if !resp.answers(&path) {
-        return http::json_response(
-            StatusCode::NOT_FOUND,
-            &json!({"type": "error", "error": {"type": "not_found_error",
-                "message": format!("{} answers {}, not {path}", resp.name, resp.format.api_path())}}),
-        );
-    }
+    served.cassette = Some(resp.name.clone());
+    (replay(env, config, call, resp), served)
+}
+
+/// The response that replays `resp` for model call `call`: an error status with its recorded
+/// body, or the recorded stream frame by frame.
+fn replay<E: Env>(
+    env: E,
+    config: &StreamConfig,
+    call: u32,
+    resp: &StreamResponse,
+) -> Response<Body> {
     env.observe(Observation::ProviderServe {
         call,
         cassette: resp.name.clone(),
