@@ -13,8 +13,12 @@ use proptest::sample::select;
 
 use super::faults::{Fault, LOOP_EVENT_TYPES, When};
 use super::input::InputError;
-use super::kimi::swarm::Baseline as LoopBaseline;
-use super::letta::swarm::Baseline as LettaBaseline;
+// The stream actions and abort points are the swarm's own lists, so a property test and a
+// sweep explore the same space.
+use super::kimi::swarm::{
+    ABORT_EVENTS, Baseline as LoopBaseline, STREAM_ACTIONS as LOOP_STREAM_ACTIONS,
+};
+use super::letta::swarm::{Baseline as LettaBaseline, STREAM_ACTIONS};
 use super::scenario::Scenario;
 use super::system::Baseline;
 use crate::model::kimi::agent::inject::{AbortReason, Garbage, ListenerFault};
@@ -57,35 +61,6 @@ pub fn plans_over(baseline: &Baseline) -> BoxedStrategy<Vec<Fault>> {
         .prop_map(|faults| faults.into_iter().flatten().collect())
         .boxed()
 }
-
-/// Stream actions a swarm puts on a server response or a provider answer.
-const STREAM_ACTIONS: [StreamFault; 6] = [
-    StreamFault::Reset,
-    StreamFault::CutInside,
-    StreamFault::Stall,
-    StreamFault::Close,
-    StreamFault::Drop,
-    StreamFault::Duplicate,
-];
-
-/// The agent reads provider answers whole; a dropped frame is not one of its faults.
-const LOOP_STREAM_ACTIONS: [StreamFault; 5] = [
-    StreamFault::Reset,
-    StreamFault::CutInside,
-    StreamFault::Stall,
-    StreamFault::Close,
-    StreamFault::Duplicate,
-];
-
-/// Agent events a user abort can follow (the loop then acts at a safe point).
-const ABORT_EVENTS: [&str; 6] = [
-    "loop_step_begin",
-    "loop_provider_response",
-    "loop_model_return",
-    "loop_tool_call",
-    "loop_tool_start",
-    "loop_tool_result",
-];
 
 fn letta_families(b: &LettaBaseline) -> Vec<BoxedStrategy<Fault>> {
     let horizon = b.end_ms.max(1);

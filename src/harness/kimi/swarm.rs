@@ -54,7 +54,8 @@ impl Baseline {
     }
 }
 
-const STREAM_ACTIONS: [StreamFault; 5] = [
+/// The agent reads provider answers whole; a dropped frame is not one of its faults.
+pub(crate) const STREAM_ACTIONS: [StreamFault; 5] = [
     StreamFault::Reset,
     StreamFault::CutInside,
     StreamFault::Stall,
@@ -63,7 +64,7 @@ const STREAM_ACTIONS: [StreamFault; 5] = [
 ];
 
 /// A user abort lands after one of these agent events (the loop then acts at a safe point).
-const ABORT_EVENTS: [&str; 6] = [
+pub(crate) const ABORT_EVENTS: [&str; 6] = [
     "loop_step_begin",
     "loop_provider_response",
     "loop_model_return",

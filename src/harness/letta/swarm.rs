@@ -51,7 +51,7 @@ impl Baseline {
 /// The fault families a Letta swarm draws from (DESIGN.md §3).
 pub const FAMILIES: [&str; 4] = ["network", "process", "provider", "stream"];
 
-const STREAM_ACTIONS: [StreamFault; 6] = [
+pub(crate) const STREAM_ACTIONS: [StreamFault; 6] = [
     StreamFault::Reset,
     StreamFault::CutInside,
     StreamFault::Stall,
