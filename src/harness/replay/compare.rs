@@ -160,6 +160,9 @@ pub struct ReplayReport {
     pub divergence: Option<Divergence>,
     /// Invariants broken in the replayed world: (invariant, message).
     pub violations: Vec<(String, String)>,
+    /// Client side: how each user turn ended.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub turn_outcomes: Vec<String>,
     /// The trace up to the end of the divergent exchange (all of it when none diverged).
     pub trace: Vec<String>,
     /// Why the simulation stopped early, if it did.
@@ -198,6 +201,9 @@ impl ReplayReport {
                 self.differing,
                 self.exchanges
             )),
+        }
+        if !self.turn_outcomes.is_empty() {
+            parts.push(format!("turns {}", self.turn_outcomes.join(", ")));
         }
         for (inv, _) in &self.violations {
             parts.push(format!("violates {inv}"));
@@ -405,7 +411,54 @@ pub fn report_server(
         bookkeeping_bodies_differing: bookkeeping,
         divergence: divergence.map(|(d, _)| d),
         violations: Vec::new(),
+        turn_outcomes: Vec::new(),
         trace,
         stopped: out.stopped.clone(),
+    }
+}
+
+/// The report of a client-side replay.
+pub fn report_client(
+    rec: &Recording,
+    c: &super::client::ClientComparison,
+    opts: &super::ReplayOptions,
+) -> ReplayReport {
+    use crate::harness::letta::conformance::render;
+    let divergence = c.mismatch.as_ref().map(|m| Divergence {
+        exchange: m.index + 1,
+        request: m
+            .expected
+            .as_ref()
+            .map_or("<end>".to_string(), ToString::to_string),
+        difference: Difference {
+            problems: vec![m.to_string()],
+            diff: unified_diff(&render(&c.expected), &render(&c.actual), 2),
+            recorded: render(&c.expected),
+            ours: render(&c.actual),
+        },
+    });
+    let violations = c
+        .report
+        .invariants
+        .iter()
+        .flat_map(|(inv, vs)| vs.iter().map(|v| (inv.to_string(), v.message.clone())))
+        .collect();
+    let lines: Vec<String> = c.report.trace_text.lines().map(str::to_string).collect();
+    let skip = lines.len().saturating_sub(TRACE_LINES);
+    ReplayReport {
+        cassette: rec.origin().to_string(),
+        side: "client",
+        server_profile: opts.server.profile.as_str().to_string(),
+        client_profile: Some(opts.client_profile.as_str().to_string()),
+        exchanges: c.expected.len().max(c.actual.len()),
+        frames: 0,
+        differing: usize::from(c.mismatch.is_some()),
+        differences: Vec::new(),
+        bookkeeping_bodies_differing: 0,
+        divergence,
+        violations,
+        turn_outcomes: c.report.turn_outcomes.clone(),
+        trace: lines[skip..].to_vec(),
+        stopped: None,
     }
 }

@@ -138,7 +138,7 @@ fn replays_older_run(rec: &Recording, i: usize) -> bool {
 }
 
 /// Whether the exchange's stream was a model call of its own.
-fn makes_model_call(rec: &Recording, i: usize) -> bool {
+pub fn makes_model_call(rec: &Recording, i: usize) -> bool {
     is_send(&rec.exchanges()[i]) && !run_shown_before(rec, i) && !replays_older_run(rec, i)
 }
 
@@ -181,7 +181,14 @@ pub fn agents(rec: &Recording) -> Vec<AgentConfig> {
 /// The model call a send's stream shows, as an OpenAI chat stream cassette; `None` when the
 /// stream carries no model output.
 fn answer_of(x: &Exchange, n: usize, origin: &str) -> Option<Cassette> {
-    let frames = sse_of(x)?;
+    answer_from_frames(sse_of(x)?, n, origin)
+}
+
+fn answer_from_frames(
+    frames: &[crate::cassette::TimedFrame],
+    n: usize,
+    origin: &str,
+) -> Option<Cassette> {
     let mut chunks: Vec<(u64, Value)> = Vec::new();
     let mut calls: Vec<String> = Vec::new();
     let mut usage = json!({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0});
@@ -259,7 +266,23 @@ fn answer_of(x: &Exchange, n: usize, origin: &str) -> Option<Cassette> {
     push(last_t, u.to_string());
     push(last_t, "[DONE]".into());
     lines.push(json!({"t": last_t - first_t, "end": EndKind::Clean.as_str()}).to_string());
-    Cassette::parse(&lines.join("\n"), &format!("{origin} exchange {}", x.t_ms)).ok()
+    Cassette::parse(&lines.join("\n"), &format!("{origin} exchange {n}")).ok()
+}
+
+/// A plain text answer (for a scenario whose recording made no model call: it lists one).
+pub fn text_answer(text: &str, origin: &str) -> Option<Cassette> {
+    let frames = vec![crate::cassette::TimedFrame {
+        t_ms: 0,
+        frame: SseFrame::Event(crate::wire::sse::SseEvent::data(
+            json!({"message_type": "assistant_message", "content": text}).to_string(),
+        )),
+    }];
+    answer_from_frames(&frames, 0, origin)
+}
+
+/// The model call exchange `i` (0-based) shows, as a provider cassette.
+pub fn answer_for_call(rec: &Recording, i: usize) -> Option<Cassette> {
+    answer_of(&rec.exchanges()[i], i + 1, rec.origin())
 }
 
 /// The recording as requests, the model's answers in call order, and the agents to configure.

@@ -7,6 +7,7 @@
 //!   runs older than the recording);
 //! - `compare`: one recorded response against ours, the report and its rendering.
 
+pub mod client;
 pub mod compare;
 pub mod derive;
 pub mod normalize;
@@ -162,11 +163,18 @@ pub fn replay_file(
     let rec = load_letta(path)?;
     match opts.side {
         Side::Server => Ok(replay_server(&rec, &opts.server)),
-        Side::Client => Err(InputError {
-            file: "--side".into(),
-            line: None,
-            column: None,
-            message: "client-side replay is not built yet".into(),
-        }),
+        Side::Client => replay_client(&rec, opts),
     }
+}
+
+/// Runs the scenario the recording implies and compares the client's requests with the
+/// recorded client's.
+pub fn replay_client(rec: &Recording, opts: &ReplayOptions) -> Result<ReplayReport, InputError> {
+    let scenario = client::scenario_of(
+        rec,
+        opts.client_profile.as_str(),
+        opts.server.profile.as_str(),
+    )?;
+    let c = client::compare_client(&scenario, client::recorded_steps(rec))?;
+    Ok(compare::report_client(rec, &c, opts))
 }
