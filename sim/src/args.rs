@@ -80,6 +80,10 @@ pub enum Command {
     Record(crate::cmd::record::Args),
     #[command(after_help = "Docs: docs/record-replay.md, docs/cassette.md")]
     Import(crate::cmd::import::Args),
+    #[command(
+        after_help = "Exit codes: 0 match, 129 divergence or a broken invariant, 2 bad input.\n\nDocs: docs/record-replay.md, docs/cassette.md, docs/exit-codes.md"
+    )]
+    Replay(crate::cmd::replay::Args),
 }
 
 #[derive(Args)]

@@ -36,6 +36,7 @@ fn main() -> ExitCode {
         Command::Serve(a) => cmd::serve::run(a),
         Command::Record(a) => cmd::record::run(a),
         Command::Import(a) => cmd::import::run(a),
+        Command::Replay(a) => cmd::replay::run(a),
     };
     ExitCode::from(match result {
         Ok(code) => code as u8,

@@ -18,6 +18,7 @@ pub mod invariants;
 pub mod kimi;
 pub mod letta;
 pub mod record;
+pub mod replay;
 pub mod report;
 pub mod run;
 pub mod scenario;

@@ -26,19 +26,12 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::Request;
-
-use loopsim::harness::env::SimEnv;
-use loopsim::harness::trace::Trace;
-use loopsim::model::letta::server::{
-    self, AgentConfig, ApprovalConflict, NoHooks, Profile, ServerBugs, ServerConfig, Store,
-};
-use loopsim::model::provider::scripted::{self, ScriptConfig, ScriptState};
+use loopsim::harness::replay::server::{ModelSource, ReplayRequest, ServerAnswer, ServerSetup};
+use loopsim::harness::replay::{self, Expected, Normalizer};
+use loopsim::model::letta::server::{AgentConfig, ApprovalConflict, Profile, ServerBugs};
+use loopsim::model::provider::scripted::ScriptConfig;
 use loopsim::wire::provider::ProviderFormat;
 
 /// The agent every capture used (PROVENANCE.md "Agent, created once").
@@ -226,149 +219,42 @@ fn load(name: &str) -> Capture {
     }
 }
 
-/// What our server answered.
-#[derive(Debug, Clone, Default)]
-struct Answer {
-    status_line: String,
-    content_type: String,
-    body: Vec<u8>,
-    /// The request or its body failed (not an answer the capture can match).
-    error: Option<String>,
-    done: bool,
-}
-
-type Answers = Arc<Mutex<BTreeMap<String, Answer>>>;
-
-/// Ids of the kinds a path can name (`run-…`, `conv-…`), in order of first appearance.
-fn ids_in(text: &str, prefix: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    let mut rest = text;
-    while let Some(i) = rest.find(prefix) {
-        let cand = &rest[i..];
-        let id_len = prefix.len() + 36;
-        if cand.len() >= id_len && is_uuid(&cand[prefix.len()..id_len]) {
-            let id = cand[..id_len].to_string();
-            if !out.contains(&id) {
-                out.push(id);
-            }
-            rest = &cand[id_len..];
-        } else {
-            rest = &cand[prefix.len()..];
-        }
-    }
-    out
-}
-
-fn is_uuid(s: &str) -> bool {
-    s.len() == 36
-        && s.char_indices().all(|(i, c)| match i {
-            8 | 13 | 18 | 23 => c == '-',
-            _ => c.is_ascii_hexdigit() && !c.is_ascii_uppercase(),
-        })
-}
-
-/// The captured path with the run / conversation ids of earlier captures replaced by ours:
-/// the i-th run id of the earlier capture that showed it is our i-th run id of that capture.
-fn map_path(path: &str, earlier: &[(Capture, String)], answers: &Answers) -> String {
-    let mut out = path.to_string();
-    for prefix in ["run-", "conv-"] {
-        for id in ids_in(path, prefix) {
-            let found = earlier.iter().find_map(|(c, key)| {
-                let i = ids_in(&c.body_text, prefix).iter().position(|x| *x == id)?;
-                let ours = answers.lock().unwrap().get(key).map(|a| a.body.clone())?;
-                ids_in(&String::from_utf8_lossy(&ours), prefix)
-                    .get(i)
-                    .cloned()
-            });
-            if let Some(ours) = found {
-                out = out.replace(&id, &ours);
-            }
-        }
-    }
-    out
-}
-
-async fn send(env: &SimEnv, cap: &Capture, path: &str, answers: &Answers, key: &str) {
-    let mut b = Request::builder()
-        .method(cap.method.as_str())
-        .uri(path)
-        .header("host", "127.0.0.1:8283")
-        // curl 7.88.1's defaults (harness/cap.sh).
-        .header("user-agent", "curl/7.88.1")
-        .header("accept", "*/*");
+/// The capture as a request for the replay world: curl 7.88.1's defaults (harness/cap.sh),
+/// started as [`Start`] says (`index` is its place in the world's request list, after setup).
+fn request(cap: &Capture, index: usize, caps: &[Capture], start: Start) -> ReplayRequest {
+    let mut headers = vec![
+        ("user-agent".to_string(), "curl/7.88.1".to_string()),
+        ("accept".to_string(), "*/*".to_string()),
+    ];
     if cap.body.is_some() {
-        b = b.header("content-type", "application/json");
+        headers.push(("content-type".into(), "application/json".into()));
     }
-    if let Some((k, v)) = &cap.extra_header {
-        b = b.header(k.as_str(), v.as_str());
-    }
-    let req = b
-        .body(Full::new(Bytes::from(cap.body.clone().unwrap_or_default())))
-        .expect("request");
-    let resp =
-        match loopsim::model::port::http::send(env, "server:8283", req, Duration::from_secs(60))
-            .await
-        {
-            Ok(r) => r,
-            Err(e) => {
-                answers.lock().unwrap().insert(
-                    key.to_string(),
-                    Answer {
-                        error: Some(e.to_string()),
-                        done: true,
-                        ..Answer::default()
-                    },
-                );
-                return;
-            }
-        };
-    let status = resp.status();
-    let content_type = resp
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
-    answers.lock().unwrap().insert(
-        key.to_string(),
-        Answer {
-            status_line: format!(
-                "HTTP/1.1 {} {}",
-                status.as_u16(),
-                status.canonical_reason().unwrap_or("")
-            ),
-            content_type,
-            ..Answer::default()
+    headers.extend(cap.extra_header.clone());
+    let start = match start {
+        // After every earlier response (setup included) has ended, plus cap.sh's 0.5 s settle.
+        After => replay::server::Start {
+            after_end: (0..index).map(|i| (i, 500)).collect(),
+            ..Default::default()
         },
-    );
-    let mut body = resp.into_body();
-    loop {
-        let frame = match tokio::time::timeout(Duration::from_secs(900), body.frame()).await {
-            Err(_) => Some(Err("no bytes for 900 s".to_string())),
-            Ok(f) => f.map(|r| r.map_err(|e| loopsim::model::port::http::error_chain(&e))),
-        };
-        let mut all = answers.lock().unwrap();
-        let a = all.get_mut(key).expect("inserted above");
-        match frame {
-            None => break,
-            Some(Err(e)) => {
-                a.error = Some(e);
-                break;
-            }
-            Some(Ok(f)) => {
-                if let Ok(d) = f.into_data() {
-                    a.body.extend_from_slice(&d);
-                }
-                // A client that gave up (f3): hang up after as many frames as it read.
-                if let Some(n) = cap.cut_after_frames
-                    && String::from_utf8_lossy(&a.body).matches("\n\n").count() >= n
-                {
-                    break;
-                }
+        With(leader) => {
+            let i = caps.iter().position(|c| c.name == leader).expect("leader");
+            replay::server::Start {
+                after_start: Some((i + 1, cap.started_ms - caps[i].started_ms)),
+                ..Default::default()
             }
         }
+    };
+    ReplayRequest {
+        name: cap.name.clone(),
+        method: cap.method.clone(),
+        path: cap.path.clone(),
+        headers,
+        body: cap.body.clone().unwrap_or_default(),
+        start,
+        cut_after_frames: cap.cut_after_frames,
+        script_requests: cap.first_n.map(|n| n - 1),
+        recorded_text: cap.body_text.clone(),
     }
-    answers.lock().unwrap().get_mut(key).expect("inserted").done = true;
 }
 
 /// Runs one chain in its own world and returns our answer per capture name.
@@ -376,317 +262,92 @@ fn run_chain(
     steps: &[(&str, Start)],
     keepalive: Duration,
     slow_delay: Duration,
-) -> (Vec<Capture>, BTreeMap<String, Answer>) {
+) -> (Vec<Capture>, BTreeMap<String, ServerAnswer>) {
     let caps: Vec<Capture> = steps.iter().map(|(n, _)| load(n)).collect();
     let starts: Vec<Start> = steps.iter().map(|(_, s)| *s).collect();
     let answers = run_world(caps.clone(), starts, keepalive, slow_delay);
     (caps, answers)
 }
 
-/// Sends `caps` in order to a fresh letta-oss-0.16 server with the scripted model.
+/// Sends `caps` in order to a fresh letta-oss-0.16 server with the scripted model, after the
+/// setup request that created the conversation h1 used (PROVENANCE.md "Conversation (for
+/// h1)"); the replay world is `loopsim::harness::replay::server`'s.
 fn run_world(
     caps: Vec<Capture>,
     starts: Vec<Start>,
     keepalive: Duration,
     slow_delay: Duration,
-) -> BTreeMap<String, Answer> {
-    let trace = Trace::new();
-    let agents = vec![AgentConfig {
-        id: AGENT.into(),
-        model: MODEL.into(),
-    }];
-    let store = Arc::new(Mutex::new(Store::new(7, &agents)));
-    let config = ServerConfig {
-        port: 8283,
-        provider_addr: "provider:9000".into(),
-        provider_api: ProviderFormat::OpenAiChat,
-        agents,
-        provider_idle_timeout: Duration::from_secs(60),
-        profile: Profile::LettaOss016,
-        keepalive_interval: keepalive,
-        approval_conflict: ApprovalConflict::InBand,
-        bugs: ServerBugs::default(),
-        hooks: Arc::new(NoHooks),
-        request_log: None,
-        exchange_log: None,
+) -> BTreeMap<String, ServerAnswer> {
+    let setup = ReplayRequest {
+        name: "setup".into(),
+        method: "POST".into(),
+        path: format!("/v1/conversations/?agent_id={AGENT}"),
+        headers: vec![
+            ("user-agent".into(), "curl/7.88.1".into()),
+            ("accept".into(), "*/*".into()),
+            ("content-type".into(), "application/json".into()),
+        ],
+        body: br#"{"summary":"probe conversation"}"#.to_vec(),
+        start: replay::server::Start::default(),
+        cut_after_frames: None,
+        script_requests: None,
+        recorded_text: CAPTURED_CONV.into(),
     };
-    let script = Arc::new(ScriptConfig {
-        slow_delay,
-        ..ScriptConfig::captured(9000)
-    });
-    let script_state = Arc::new(Mutex::new(ScriptState::default()));
-
-    let mut sim = turmoil::Builder::new()
-        .rng_seed(7)
-        .epoch(UNIX_EPOCH + Duration::from_millis(EPOCH_UNIX_MS))
-        .tick_duration(Duration::from_millis(1))
-        .min_message_latency(Duration::from_millis(1))
-        .max_message_latency(Duration::from_millis(1))
-        .simulation_duration(Duration::from_secs(3600))
-        .build();
-    {
-        let (trace, script, state) = (trace.clone(), script.clone(), script_state.clone());
-        sim.host("provider", move || {
-            let env = SimEnv::new("provider", trace.clone(), EPOCH_UNIX_MS);
-            let (script, state) = (script.clone(), state.clone());
-            async move {
-                scripted::run(env, script, state)
-                    .await
-                    .map_err(|e| e.to_string().into())
-            }
-        });
+    let mut requests = vec![setup];
+    for (i, (cap, start)) in caps.iter().zip(starts).enumerate() {
+        requests.push(request(cap, i + 1, &caps, start));
     }
-    {
-        let (trace, config, store) = (trace.clone(), config.clone(), store.clone());
-        sim.host("server", move || {
-            let env = SimEnv::new("server", trace.clone(), EPOCH_UNIX_MS);
-            let (config, store) = (config.clone(), store.clone());
-            async move {
-                server::run(env, config, store)
-                    .await
-                    .map_err(|e| e.to_string().into())
-            }
-        });
-    }
-    let answers: Answers = Arc::new(Mutex::new(BTreeMap::new()));
-    {
-        let env = SimEnv::new("curl", trace.clone(), EPOCH_UNIX_MS);
-        let answers = answers.clone();
-        sim.client("curl", async move {
-            // Setup: the conversation h1 used (PROVENANCE.md "Conversation (for h1)").
-            let setup = Capture {
-                name: "setup".into(),
-                method: "POST".into(),
-                path: format!("/v1/conversations/?agent_id={AGENT}"),
-                extra_header: None,
-                body: Some(br#"{"summary":"probe conversation"}"#.to_vec()),
-                started_ms: 0,
-                status_line: String::new(),
-                content_type: String::new(),
-                body_text: CAPTURED_CONV.into(),
-                first_n: None,
-                cut_after_frames: None,
-            };
-            send(&env, &setup, &setup.path, &answers, "setup").await;
-            let mut earlier: Vec<(Capture, String)> = vec![(setup, "setup".into())];
-            let mut running: Vec<tokio::task::JoinHandle<()>> = Vec::new();
-            let mut started_at: BTreeMap<String, u64> = BTreeMap::new();
-            for (cap, start) in caps.iter().zip(starts) {
-                match start {
-                    After => {
-                        for h in running.drain(..) {
-                            let _ = h.await;
-                        }
-                        tokio::time::sleep(Duration::from_millis(500)).await;
-                    }
-                    With(leader) => {
-                        let lead = caps.iter().find(|c| c.name == leader).expect("leader");
-                        let at = started_at[leader] + (cap.started_ms - lead.started_ms);
-                        let now = env_now();
-                        if at > now {
-                            tokio::time::sleep(Duration::from_millis(at - now)).await;
-                        }
-                    }
-                }
-                started_at.insert(cap.name.clone(), env_now());
-                if let Some(n) = cap.first_n {
-                    script_state.lock().unwrap().requests = n - 1;
-                }
-                let path = map_path(&cap.path, &earlier, &answers);
-                let (env2, cap2, answers2) = (env.clone(), cap.clone(), answers.clone());
-                running.push(tokio::spawn(async move {
-                    send(&env2, &cap2, &path, &answers2, &cap2.name).await;
-                }));
-                earlier.push((cap.clone(), cap.name.clone()));
-            }
-            for h in running {
-                let _ = h.await;
-            }
-            Ok(())
-        });
-    }
-    sim.run().expect("simulation");
-    answers.lock().unwrap().clone()
-}
-
-fn env_now() -> u64 {
-    turmoil::sim_elapsed().map_or(0, |d| d.as_millis() as u64)
-}
-
-/// Replaces what a server invents with placeholders. Ids (`run-`, `message-`, `step-`,
-/// `ping-`, `conv-`, `agent-` + uuid) and bare uuids (the otids derived from message ids)
-/// become `<kind-N>`, numbered per kind in order of first appearance in the capture; an id an
-/// earlier capture of the chain showed first becomes `<kind-N@that capture>`, so references
-/// across captures (a replay's run, d3's `pending_request_id`, b2's step) are checked too, and
-/// a mismatch in one capture does not renumber the others. The all-zero uuid of the default
-/// user and organisation stays. `date` values become `<date>`, Python datetime reprs
-/// `<datetime>`.
-#[derive(Default)]
-struct Normalizer {
-    /// Ids of earlier captures → their placeholder there, with `@capture`.
-    earlier: BTreeMap<String, String>,
-    /// Ids of this capture → placeholder.
-    seen: BTreeMap<String, String>,
-    counts: BTreeMap<String, usize>,
-}
-
-impl Normalizer {
-    fn placeholder(&mut self, kind: &str, value: &str) -> String {
-        if let Some(p) = self.seen.get(value).or_else(|| self.earlier.get(value)) {
-            return p.clone();
-        }
-        let n = self.counts.entry(kind.to_string()).or_insert(0);
-        *n += 1;
-        let p = format!("<{kind}-{n}>");
-        self.seen.insert(value.to_string(), p.clone());
-        p
-    }
-
-    /// Normalises capture `name`'s body; its new ids become references for later captures.
-    fn capture(&mut self, name: &str, text: &str) -> String {
-        let out = self.normalize(text);
-        for (value, p) in std::mem::take(&mut self.seen) {
-            let short = name.split('_').next().unwrap_or(name);
-            let label = format!("{}@{short}>", p.trim_end_matches('>'));
-            self.earlier.insert(value, label);
-        }
-        self.counts.clear();
-        out
-    }
-
-    fn normalize(&mut self, text: &str) -> String {
-        const KINDS: [&str; 8] = [
-            "run-", "message-", "step-", "ping-", "conv-", "agent-", "user-", "org-",
-        ];
-        let b = text.as_bytes();
-        let mut out = String::with_capacity(text.len());
-        let mut i = 0;
-        while i < text.len() {
-            let rest = &text[i..];
-            if let Some(kind) = KINDS.iter().find(|k| {
-                rest.starts_with(**k)
-                    && rest.len() >= k.len() + 36
-                    && is_uuid(&rest[k.len()..k.len() + 36])
-            }) {
-                let id = &rest[..kind.len() + 36];
-                if id.ends_with("00000000-0000-4000-8000-000000000000") {
-                    out.push_str(id);
-                } else {
-                    let p = self.placeholder(kind.trim_end_matches('-'), id);
-                    out.push_str(&p);
-                }
-                i += id.len();
-                continue;
-            }
-            if rest.len() >= 36
-                && is_uuid(&rest[..36])
-                && (i == 0 || !b[i - 1].is_ascii_alphanumeric())
-            {
-                let id = &rest[..36];
-                if id == "00000000-0000-4000-8000-000000000000" {
-                    out.push_str(id);
-                } else {
-                    let p = self.placeholder("uuid", id);
-                    out.push_str(&p);
-                }
-                i += 36;
-                continue;
-            }
-            if is_date(rest) {
-                out.push_str("<date>");
-                i += 25;
-                continue;
-            }
-            if rest.starts_with("datetime.datetime(")
-                && let Some(end) = rest.find("TzInfo(0))")
-            {
-                out.push_str("<datetime>");
-                i += end + "TzInfo(0))".len();
-                continue;
-            }
-            let c = rest.chars().next().expect("non-empty");
-            out.push(c);
-            i += c.len_utf8();
-        }
-        out
-    }
-}
-
-/// `YYYY-MM-DDTHH:MM:SS+00:00`, the only `date` format 0.16.8 streams.
-fn is_date(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.len() >= 25
-        && b[..25].iter().enumerate().all(|(i, c)| match i {
-            4 | 7 => *c == b'-',
-            10 => *c == b'T',
-            13 | 16 | 22 => *c == b':',
-            19 => *c == b'+',
-            _ => c.is_ascii_digit(),
-        })
-        && &s[19..25] == "+00:00"
+    let world = ServerSetup {
+        seed: 7,
+        agents: vec![AgentConfig {
+            id: AGENT.into(),
+            model: MODEL.into(),
+        }],
+        profile: Profile::LettaOss016,
+        approval_conflict: ApprovalConflict::InBand,
+        keepalive,
+        bugs: ServerBugs::default(),
+        provider_api: ProviderFormat::OpenAiChat,
+        model: ModelSource::Scripted(ScriptConfig {
+            slow_delay,
+            ..ScriptConfig::captured(9000)
+        }),
+        epoch_unix_ms: EPOCH_UNIX_MS,
+        mapped_kinds: vec!["run-", "conv-"],
+        budget: Duration::from_secs(3600),
+    };
+    let out = replay::server::run_world(&requests, &world);
+    assert_eq!(out.stopped, None, "simulation");
+    requests
+        .iter()
+        .zip(out.answers)
+        .filter_map(|(r, a)| Some((r.name.clone(), a?)))
+        .collect()
 }
 
 /// The mismatch report of one capture, or `None` when it matches.
 fn compare(
     cap: &Capture,
-    ours: Option<&Answer>,
+    ours: Option<&ServerAnswer>,
     captured_ids: &mut Normalizer,
     our_ids: &mut Normalizer,
 ) -> Option<String> {
-    let expected = captured_ids.capture(&cap.name, &cap.body_text);
-    let Some(a) = ours else {
-        return Some(format!("{}: never sent", cap.name));
+    let expected = Expected {
+        name: cap.name.clone(),
+        status_line: cap.status_line.clone(),
+        content_type: cap.content_type.clone(),
+        body_text: cap.body_text.clone(),
     };
-    let actual = our_ids.capture(&cap.name, &String::from_utf8_lossy(&a.body));
-    let mut problems = Vec::new();
-    if let Some(e) = &a.error {
-        problems.push(format!("request failed: {e}"));
-    }
-    if a.status_line != cap.status_line {
-        problems.push(format!(
-            "status line: captured {:?}, ours {:?}",
-            cap.status_line, a.status_line
-        ));
-    }
-    if a.content_type != cap.content_type {
-        problems.push(format!(
-            "content-type: captured {:?}, ours {:?}",
-            cap.content_type, a.content_type
-        ));
-    }
-    if expected != actual {
-        // One frame per line so the diff shows frames.
-        let lines = |s: &str| s.replace("\n\n", "\n\u{23CE}\n");
-        let (e, o) = (lines(&expected), lines(&actual));
-        let diff = similar::TextDiff::from_lines(&e, &o)
-            .unified_diff()
-            .context_radius(1)
-            .header("captured", "ours")
-            .to_string();
-        problems.push(format!("body differs:\n{diff}"));
-    }
-    (!problems.is_empty()).then(|| format!("== {}\n{}", cap.name, problems.join("\n")))
-}
-
-#[test]
-fn normalizer_numbers_ids_by_first_appearance() {
-    let mut n = Normalizer::default();
-    let s = n.capture(
-        "b_x",
-        r#"{"id":"message-2dc54175-e0d8-4433-838b-5c87a66a8b28","date":"2026-11-30T00:14:33+00:00","otid":"2dc54175-e0d8-4433-838b-5c87a66a8b00","run_id":"run-9692b116-0e54-437f-ad12-7076e30bfa01"} message-2dc54175-e0d8-4433-838b-5c87a66a8b28 user-00000000-0000-4000-8000-000000000000"#,
-    );
-    assert_eq!(
-        s,
-        r#"{"id":"<message-1>","date":"<date>","otid":"<uuid-1>","run_id":"<run-1>"} <message-1> user-00000000-0000-4000-8000-000000000000"#
-    );
-    // A later capture refers to it by where it came from; its own ids count from 1 again.
-    assert_eq!(
-        n.capture(
-            "f1_y",
-            "run-9692b116-0e54-437f-ad12-7076e30bfa01 run-00000000-0000-4000-8000-00000000000a"
-        ),
-        "<run-1@b> <run-1>"
-    );
+    let text = ours.map_or(String::new(), |a| {
+        String::from_utf8_lossy(&a.body).into_owned()
+    });
+    let d = replay::compare_answer(&expected, ours, &text, captured_ids, our_ids)?;
+    Some(format!(
+        "== {}\n{}\n{}",
+        cap.name,
+        d.problems.join("\n"),
+        d.diff
+    ))
 }
 
 #[test]
@@ -708,7 +369,7 @@ fn every_capture_is_in_a_chain() {
 /// Every capture, compared; the failure lists each mismatching capture with its diff.
 #[test]
 fn letta_oss_profile_reproduces_every_captured_stream() {
-    let mut results: Vec<(Capture, Option<Answer>)> = Vec::new();
+    let mut results: Vec<(Capture, Option<ServerAnswer>)> = Vec::new();
     let mut failures: Vec<String> = Vec::new();
     for (steps, keepalive, slow) in [
         (MAIN, Duration::from_secs(20), Duration::from_millis(1500)),

@@ -6,6 +6,7 @@ pub mod ci;
 pub mod explore;
 pub mod import;
 pub mod record;
+pub mod replay;
 pub mod report;
 pub mod run;
 pub mod serve;
