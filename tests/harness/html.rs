@@ -227,3 +227,37 @@ fn a_sweep_page_groups_failures_by_invariant_and_links_the_run_reports() {
         "each failure's reproduce command is on the page"
     );
 }
+
+#[test]
+fn a_replay_page_shows_each_recording_and_the_first_divergence_side_by_side() {
+    use loopsim::harness::replay::{self, ReplayOptions, Side};
+
+    let mut reports = Vec::new();
+    for (cassette, side) in [
+        ("cassettes/letta/a_fresh_unrestricted.jsonl", Side::Server),
+        (
+            "cassettes/letta/d3_pending_approval_after_startup_bidir.jsonl",
+            Side::Client,
+        ),
+    ] {
+        let opts = ReplayOptions::from_names(side, "letta-oss-0.16", "reference", false).unwrap();
+        reports.push(replay::replay_file(&common::repo().join(cassette), &opts).unwrap());
+    }
+    let page = html::replay_page(&reports);
+    assert_eq!(
+        page,
+        html::replay_page(&reports),
+        "the same bytes every time"
+    );
+    assert_eq!(page.matches(r#"<section class="replay""#).count(), 2);
+    assert!(page.contains(r#"class="lane-head" data-host="server""#));
+    for r in &reports {
+        match &r.divergence {
+            Some(d) => {
+                assert!(page.contains(&format!(r#"data-exchange="{}""#, d.exchange)));
+                assert!(page.contains(r#"<div class="side-by-side">"#));
+            }
+            None => assert!(page.contains("match")),
+        }
+    }
+}

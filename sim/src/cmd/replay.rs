@@ -6,11 +6,12 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::ValueEnum;
+use loopsim::harness::html;
 use loopsim::harness::replay::{self, ReplayOptions, Side};
 use loopsim::harness::report::exit;
 use serde_json::json;
 
-use super::CmdResult;
+use super::{CmdResult, check_output, write_file};
 use crate::args::Format;
 
 /// When the diff is coloured.
@@ -66,6 +67,11 @@ pub struct Args {
     /// Colour the diff.
     #[arg(long, value_enum, default_value_t = Colour::Auto)]
     pub color: Colour,
+    /// Also write every report of this command as one self-contained HTML page: the first
+    /// divergence as the recorded and the replayed body side by side, their diff, and the
+    /// replayed world as a sequence diagram (docs/trace.md).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 pub fn run(a: Args) -> CmdResult {
@@ -79,8 +85,12 @@ pub fn run(a: Args) -> CmdResult {
         Colour::Never => false,
         Colour::Auto => std::io::stdout().is_terminal(),
     };
+    if let Some(file) = &a.html {
+        check_output(file)?;
+    }
     let many = a.cassettes.len() > 1 || sides.len() > 1;
     let mut code = exit::PASS;
+    let mut reports = Vec::new();
     for path in &a.cassettes {
         for side in sides {
             let opts =
@@ -103,7 +113,14 @@ pub fn run(a: Args) -> CmdResult {
                     println!("wall time {wall_ms} ms");
                 }
             }
+            if a.html.is_some() {
+                reports.push(report);
+            }
         }
+    }
+    if let Some(file) = &a.html {
+        write_file(file, &html::replay_page(&reports))?;
+        eprintln!("html report written to {}", file.display());
     }
     Ok(code)
 }

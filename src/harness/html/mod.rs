@@ -1,11 +1,13 @@
 //! Self-contained HTML reports (docs/trace.md, "The HTML report"): a run as a sequence
-//! diagram with its faults and verdicts, and a sweep as its failures grouped by invariant.
+//! diagram with its faults and verdicts, a sweep as its failures grouped by invariant, and a
+//! replay as its first divergence beside the recording.
 //!
 //! One file, no network: the CSS and the small script are inline and the diagram is SVG drawn
 //! here. The bytes depend only on the report, so the same run gives the same file.
 
 mod page;
 pub mod parse;
+mod replay;
 pub mod sequence;
 
 use std::collections::BTreeMap;
@@ -14,6 +16,8 @@ use std::fmt::Write as _;
 use super::explore::ExploreReport;
 use super::report::{RunReport, Verdict};
 use super::system::System;
+
+pub use replay::replay_page;
 
 /// `&`, `<`, `>`, `"` and `'` as entities: safe in text and in quoted attributes.
 pub fn escape(s: &str) -> String {

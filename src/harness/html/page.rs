@@ -37,6 +37,9 @@ rect.fault{fill:#c62828;opacity:.13}
 .ev.tool-ev circle{fill:#f9a825}
 .ev.broke circle{fill:#d50000;r:6} .ev.broke text{fill:#d50000;font-weight:700}
 .ev.pinned text{text-decoration:underline} pre.trace{content-visibility:auto}
+.side-by-side{display:grid;grid-template-columns:1fr 1fr;gap:12px} .side-by-side pre,pre.diff{font:12px ui-monospace,monospace;background:#fff;border:1px solid #ddd;padding:8px;overflow:auto;max-height:50vh;white-space:pre-wrap;word-break:break-all}
+pre.diff .add{background:#e6ffec;color:#1b5e20} pre.diff .del{background:#ffebe9;color:#b71c1c} pre.diff .hunk{color:#1565c0}
+h3.divergence{color:#b71c1c}
 pre.trace{font:12px ui-monospace,monospace;background:#fff;border:1px solid #ddd;padding:8px;overflow:auto;max-height:40vh}
 pre.trace span.broke{background:#fde3e1} pre.trace span.pinned{background:#fff59d}
 "#;
