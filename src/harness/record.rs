@@ -170,26 +170,24 @@ struct Upstream {
 fn parse_upstream(url: &str) -> Result<Upstream, String> {
     let uri: hyper::Uri = url
         .parse()
-        .map_err(|e| format!("--upstream {url:?} is not a URL: {e}"))?;
+        .map_err(|e| format!("{url:?} is not a URL: {e}"))?;
     match uri.scheme_str() {
         Some("http") => {}
         Some(other) => {
             return Err(format!(
-                "--upstream {url:?}: scheme {other:?} is not supported (this build forwards plain http; put a TLS-terminating proxy of your own in between for https)"
+                "{url:?}: scheme {other:?} is not supported (this build forwards plain http; put a TLS-terminating proxy of your own in between for https)"
             ));
         }
         None => {
-            return Err(format!(
-                "--upstream {url:?}: no scheme (expected http://host:port)"
-            ));
+            return Err(format!("{url:?}: no scheme (expected http://host:port)"));
         }
     }
     let authority = uri
         .authority()
-        .ok_or_else(|| format!("--upstream {url:?}: no host"))?
+        .ok_or_else(|| format!("{url:?}: no host"))?
         .to_string();
     if uri.query().is_some() {
-        return Err(format!("--upstream {url:?}: a base URL has no query"));
+        return Err(format!("{url:?}: a base URL has no query"));
     }
     Ok(Upstream {
         url: url.trim_end_matches('/').to_string(),

@@ -26,9 +26,14 @@ const SECRET: &str = "sk-loopsim-planted-0123456789abcdefghij";
 
 /// `sim serve --provider-only` on a thread of this process: its ready line and request log.
 fn start_provider(dir: &Path) -> (Value, PathBuf) {
+    start_provider_with(dir, repo().join("tests/interop/provider_only.toml"))
+        .unwrap_or_else(|e| panic!("sim serve --provider-only failed: {e}"))
+}
+
+fn start_provider_with(dir: &Path, scenario: PathBuf) -> Result<(Value, PathBuf), String> {
     let log = dir.join("provider.jsonl");
     let opts = ProviderOnlyOptions {
-        scenario: repo().join("tests/interop/provider_only.toml"),
+        scenario,
         listen: "127.0.0.1:0".parse().unwrap(),
         request_log: Some(log.clone()),
         trace: Some(dir.join("provider-trace.txt")),
@@ -44,9 +49,146 @@ fn start_provider(dir: &Path) -> (Value, PathBuf) {
     });
     let ready = rx
         .recv_timeout(Duration::from_secs(30))
-        .expect("sim serve --provider-only got ready")
-        .unwrap_or_else(|e| panic!("sim serve --provider-only failed: {e}"));
-    (ready, log)
+        .expect("sim serve --provider-only got ready or failed")?;
+    Ok((ready, log))
+}
+
+/// tests/interop/provider_only.toml with its cassettes by absolute path and `extra` appended,
+/// written into `dir`.
+fn scenario_with(dir: &Path, extra: &str) -> PathBuf {
+    let text = std::fs::read_to_string(repo().join("tests/interop/provider_only.toml"))
+        .unwrap()
+        .replace(
+            "\"../../cassettes/",
+            &format!("\"{}/cassettes/", repo().display()),
+        );
+    let path = dir.join("scenario.toml");
+    std::fs::write(&path, format!("{text}\n{extra}")).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn provider_only_answers_catalogs_without_consuming_a_response_and_logs_every_request() {
+    use crate::record::proxy::send;
+
+    let dir = work_dir()
+        .join("runs")
+        .join(format!("provider-only-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let scenario = scenario_with(
+        &dir,
+        "[[faults]]\nkind = \"provider_error\"\ncall = 1\nstatus = 529\n",
+    );
+    let (ready, log) = start_provider_with(&dir, scenario).unwrap();
+    assert_eq!(ready["faults"].as_array().unwrap().len(), 1, "{ready}");
+    let addr: SocketAddr = ready["listening"].as_str().unwrap().parse().unwrap();
+    let json = [("content-type", "application/json")];
+    let post = |path: &'static str, body: Value| {
+        send(addr, "POST", path, &json, body.to_string().into_bytes())
+    };
+
+    let lm = send(addr, "GET", "/api/v0/models", &[], Vec::new()).await;
+    assert_eq!(lm.status, 200);
+    assert_eq!(lm.json()["data"][0]["id"], "gpt-4o-mini");
+    assert_eq!(lm.json()["data"][0]["max_context_length"], 200_000);
+    let models = send(addr, "GET", "/v1/models", &[], Vec::new()).await;
+    assert_eq!(models.json()["data"][0]["id"], "gpt-4o-mini");
+    let missing = send(addr, "GET", "/api/tags", &[], Vec::new()).await;
+    assert_eq!(missing.status, 404);
+    assert!(
+        missing.text().contains("no route for GET /api/tags"),
+        "{}",
+        missing.text()
+    );
+    // Invalid for the API: refused with its text, not counted as a call.
+    let stray = post(
+        "/v1/chat/completions",
+        serde_json::json!({"messages": [
+        {"role": "tool", "tool_call_id": "c", "content": "r"}]}),
+    )
+    .await;
+    assert_eq!(stray.status, 400);
+    assert!(
+        stray
+            .text()
+            .contains("must be a response to a preceeding message"),
+        "{}",
+        stray.text()
+    );
+    let user = serde_json::json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]});
+    let first = post("/v1/chat/completions", user.clone()).await;
+    assert_eq!(first.status, 200);
+    assert!(first.text().contains("call_fake0001"), "{}", first.text());
+    // Another API's path: refused, nothing consumed.
+    let wrong = post("/v1/messages", serde_json::json!({"messages": []})).await;
+    assert_eq!(wrong.status, 404, "{}", wrong.text());
+    // Call 1 is the scenario's provider_error; the cassette answers call 2; then none is left.
+    assert_eq!(post("/v1/chat/completions", user.clone()).await.status, 529);
+    let second = post("/v1/chat/completions", user.clone()).await;
+    assert!(
+        second.text().contains("chatcmpl-fake0002"),
+        "{}",
+        second.text()
+    );
+    let none = post("/v1/chat/completions", user).await;
+    assert_eq!(none.status, 500);
+    assert!(
+        none.text().contains("no recorded response left"),
+        "{}",
+        none.text()
+    );
+
+    let logged = lines(&log);
+    let summary: Vec<String> = logged
+        .iter()
+        .map(|l| {
+            let cassette = l["cassette"]
+                .as_str()
+                .map(|c| c.rsplit('/').next().unwrap().to_string());
+            format!(
+                "{} {} {} {} {:?} {cassette:?}",
+                l["method"].as_str().unwrap(),
+                l["path"].as_str().unwrap(),
+                l["status"],
+                l["route"].as_str().unwrap(),
+                l["call"].as_u64()
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            "GET /api/v0/models 200 catalog None None",
+            "GET /v1/models 200 catalog None None",
+            "GET /api/tags 404 not_found None None",
+            "POST /v1/chat/completions 400 model_call None None",
+            "POST /v1/chat/completions 200 model_call Some(0) Some(\"openai_bash_echo_tool_call.jsonl\")",
+            "POST /v1/messages 404 model_call None None",
+            "POST /v1/chat/completions 529 model_call Some(1) Some(\"<fault>\")",
+            "POST /v1/chat/completions 200 model_call Some(2) Some(\"openai_done_tool_said.jsonl\")",
+            "POST /v1/chat/completions 500 model_call Some(3) Some(\"<none>\")",
+        ]
+    );
+    assert_eq!(logged[4]["body"]["messages"][0]["content"], "hi");
+    assert_eq!(logged[0]["n"], 1);
+}
+
+#[test]
+fn provider_only_refuses_a_fault_it_cannot_apply_naming_its_line() {
+    let dir = work_dir()
+        .join("runs")
+        .join(format!("provider-only-fault-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let scenario = scenario_with(&dir, "[[faults]]\nkind = \"busy_on_send\"\nsend = 1\n");
+    let err = start_provider_with(&dir, scenario).unwrap_err();
+    let after = err.split("scenario.toml:").nth(1).unwrap_or("");
+    assert!(
+        after.starts_with(|c: char| c.is_ascii_digit()),
+        "no line: {err}"
+    );
+    assert!(err.contains("is not a provider fault"), "{err}");
 }
 
 /// A recorder on a thread of its own; send on the channel to stop it.

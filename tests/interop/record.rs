@@ -368,7 +368,7 @@ proptest! {
 // ---------------------------------------------------------------------------------------------
 // The recording proxy
 
-mod proxy {
+pub(crate) mod proxy {
     use std::convert::Infallible;
     use std::net::SocketAddr;
     use std::path::PathBuf;

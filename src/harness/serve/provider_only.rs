@@ -188,6 +188,15 @@ async fn handle(env: ProviderEnv, ctx: Arc<Ctx>, req: Request<Incoming>) -> Resp
             )
         })
         .collect();
+    let model_call = method == Method::POST && StreamFormat::of_path(&path).is_some();
+    let catalog = method == Method::GET && CATALOG_PATHS.contains(&path.as_str());
+    let route = if model_call {
+        ROUTE_MODEL_CALL
+    } else if catalog {
+        ROUTE_CATALOG
+    } else {
+        ROUTE_NOT_FOUND
+    };
     let body = match http::read_body(req.into_body(), MAX_BODY).await {
         Ok(b) => b,
         Err(e) => {
@@ -199,32 +208,29 @@ async fn handle(env: ProviderEnv, ctx: Arc<Ctx>, req: Request<Incoming>) -> Resp
             ctx.write_log(json!({
                 "method": method.as_str(), "path": ctx.scrubber.path(&path_and_query),
                 "headers": ctx.scrubber.headers(&headers), "body": null,
-                "status": 400, "route": ROUTE_NOT_FOUND,
+                "status": 400, "route": route, "call": null, "cassette": null,
             }));
             return resp;
         }
     };
     let mut served = provider::Served::default();
-    let (resp, route) = if method == Method::POST && StreamFormat::of_path(&path).is_some() {
+    let resp = if model_call {
         let (resp, s) = provider::answer_body(env, &ctx.config, &ctx.state, &path, &body).await;
         served = s;
-        (resp, ROUTE_MODEL_CALL)
-    } else if method == Method::GET && path == CATALOG_PATHS[0] {
-        let v = lmstudio_catalog(&ctx.model);
-        (http::json_response(StatusCode::OK, &v), ROUTE_CATALOG)
-    } else if method == Method::GET && path == CATALOG_PATHS[1] {
-        let v = models_list(ctx.api, &ctx.model);
-        (http::json_response(StatusCode::OK, &v), ROUTE_CATALOG)
+        resp
+    } else if catalog && path == CATALOG_PATHS[0] {
+        http::json_response(StatusCode::OK, &lmstudio_catalog(&ctx.model))
+    } else if catalog {
+        http::json_response(StatusCode::OK, &models_list(ctx.api, &ctx.model))
     } else {
         let message = format!(
             "sim serve --provider-only: no route for {method} {path} (it answers model calls on the provider API paths and GET {})",
             CATALOG_PATHS.join(", GET ")
         );
-        let resp = http::json_response(
+        http::json_response(
             StatusCode::NOT_FOUND,
             &json!({"error": {"type": "not_found_error", "message": message}}),
-        );
-        (resp, ROUTE_NOT_FOUND)
+        )
     };
     let logged_body: Value = if body.is_empty() {
         Value::Null

@@ -2,8 +2,8 @@
 //! response (a provider-layer cassette), replaying its SSE frames at their recorded time offsets
 //! and ending the body the way the recording ended (clean, reset, or a stall that never closes).
 //! Scenarios give it version 1 stream cassettes ([`run`]); [`run_streams`] serves recorded
-//! responses of any stream format, OpenAI Responses and Gemini included (their requests are
-//! not validated: no loopsim model sends them).
+//! responses of any stream format, OpenAI Responses and Gemini included. Every request is
+//! validated by the rules of the API its path names ([`validate::validate_stream`]).
 //!
 //! Which call gets which response is the call's index: call 0 gets response 0, and so on. The
 //! call counter lives outside the host task (an `Arc`), so a provider crash does not rewind it.
@@ -37,12 +37,6 @@ pub fn api_path(format: ProviderFormat) -> &'static str {
         ProviderFormat::Anthropic => "/v1/messages",
         ProviderFormat::OpenAiChat => "/v1/chat/completions",
     }
-}
-
-fn format_of_path(path: &str) -> Option<ProviderFormat> {
-    [ProviderFormat::Anthropic, ProviderFormat::OpenAiChat]
-        .into_iter()
-        .find(|f| api_path(*f) == path)
 }
 
 /// One recorded provider response: a cassette and the name it is known by in the trace.
@@ -240,8 +234,8 @@ pub async fn answer_body<E: Env>(
 ) -> (Response<Body>, Served) {
     let mut served = Served::default();
     // Validate the conversation as the real API does; a refused request consumes no response.
-    if let Some(format) = format_of_path(path)
-        && let Err(message) = validate::validate(format, body)
+    if let Some(format) = StreamFormat::of_path(path)
+        && let Err(message) = validate::validate_stream(format, body)
     {
         let call = state.lock().unwrap().calls;
         env.observe(Observation::ProviderRejected {
@@ -251,7 +245,7 @@ pub async fn answer_body<E: Env>(
         });
         let resp = http::json_response(
             StatusCode::BAD_REQUEST,
-            &validate::error_body(format, &message),
+            &validate::stream_error_body(format, &message),
         );
         return (resp, served);
     }

@@ -9,11 +9,119 @@
 //! - OpenAI Chat: "An assistant message with 'tool_calls' must be followed by tool messages
 //!   responding to each 'tool_call_id'. The following tool_call_ids did not have response
 //!   messages: ID" and "Invalid parameter: messages with role 'tool' must be a response to a
-//!   preceeding message with 'tool_calls'." (the API's spelling).
+//!   preceeding message with 'tool_calls'." (the API's spelling);
+//! - OpenAI Responses (checked only without `previous_response_id`, since with one the calls
+//!   live in the stored response): "No tool call found for function call output with call_id
+//!   ID." and "No tool output found for function call ID.";
+//! - Gemini `generateContent` / `streamGenerateContent` (status `INVALID_ARGUMENT`): "Please
+//!   ensure that function call turn comes immediately after a user turn or after a function
+//!   response turn.", "Please ensure that function response turn comes immediately after a
+//!   function call turn." and "Please ensure that the number of function response parts is
+//!   equal to the number of function call parts of the function call turn."
 
 use serde_json::{Value, json};
 
-use crate::wire::provider::ProviderFormat;
+use crate::wire::provider::{ProviderFormat, StreamFormat};
+
+/// The 400 body of any stream format's API for an invalid request.
+pub fn stream_error_body(format: StreamFormat, message: &str) -> Value {
+    match format {
+        StreamFormat::Anthropic => error_body(ProviderFormat::Anthropic, message),
+        StreamFormat::OpenAiChat => error_body(ProviderFormat::OpenAiChat, message),
+        StreamFormat::OpenAiResponses => json!({
+            "error": {"message": message, "type": "invalid_request_error",
+                      "param": "input", "code": null},
+        }),
+        StreamFormat::Gemini => json!({
+            "error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"},
+        }),
+    }
+}
+
+/// Checks a request body of any stream format; `Err` carries the API's error message.
+pub fn validate_stream(format: StreamFormat, body: &[u8]) -> Result<(), String> {
+    match format {
+        StreamFormat::Anthropic => validate(ProviderFormat::Anthropic, body),
+        StreamFormat::OpenAiChat => validate(ProviderFormat::OpenAiChat, body),
+        StreamFormat::OpenAiResponses => {
+            let v = parse(body)?;
+            if !v["previous_response_id"].is_null() {
+                return Ok(());
+            }
+            match &v["input"] {
+                Value::Array(items) => responses(items),
+                _ => Ok(()),
+            }
+        }
+        StreamFormat::Gemini => {
+            let v = parse(body)?;
+            let Some(contents) = v["contents"].as_array() else {
+                return Err("* GenerateContentRequest.contents: contents is not specified".into());
+            };
+            gemini(contents)
+        }
+    }
+}
+
+fn parse(body: &[u8]) -> Result<Value, String> {
+    serde_json::from_slice(body).map_err(|e| format!("There was an error parsing the body: {e}"))
+}
+
+/// Every `function_call_output` answers an earlier `function_call` of the input, and every
+/// `function_call` has its output before the input ends.
+fn responses(items: &[Value]) -> Result<(), String> {
+    let mut open: Vec<&str> = Vec::new();
+    for item in items {
+        let id = item["call_id"].as_str().unwrap_or("");
+        match item["type"].as_str() {
+            Some("function_call") => open.push(id),
+            Some("function_call_output") => match open.iter().position(|c| *c == id) {
+                Some(i) => {
+                    open.remove(i);
+                }
+                None => {
+                    return Err(format!(
+                        "No tool call found for function call output with call_id {id}."
+                    ));
+                }
+            },
+            _ => {}
+        }
+    }
+    match open.first() {
+        Some(id) => Err(format!("No tool output found for function call {id}.")),
+        None => Ok(()),
+    }
+}
+
+/// A function call turn follows a user turn (a function response turn is one); a function
+/// response turn follows a function call turn and answers each of its calls.
+fn gemini(contents: &[Value]) -> Result<(), String> {
+    let count = |c: &Value, key: &str| -> usize {
+        c["parts"]
+            .as_array()
+            .map_or(0, |ps| ps.iter().filter(|p| p.get(key).is_some()).count())
+    };
+    for (i, c) in contents.iter().enumerate() {
+        let prev = i.checked_sub(1).and_then(|p| contents.get(p));
+        if count(c, "functionCall") > 0
+            && !prev.is_some_and(|p| p["role"] == "user" || p["role"] == "function")
+        {
+            return Err("Please ensure that function call turn comes immediately after a user turn or after a function response turn.".into());
+        }
+        let responses = count(c, "functionResponse");
+        if responses > 0 {
+            let calls = prev.map_or(0, |p| count(p, "functionCall"));
+            if calls == 0 {
+                return Err("Please ensure that function response turn comes immediately after a function call turn.".into());
+            }
+            if calls != responses {
+                return Err("Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn.".into());
+            }
+        }
+    }
+    Ok(())
+}
 
 /// The 400 body each API sends for an invalid request.
 pub fn error_body(format: ProviderFormat, message: &str) -> Value {
@@ -31,8 +139,7 @@ pub fn error_body(format: ProviderFormat, message: &str) -> Value {
 
 /// Checks a request body; `Err` carries the API's error message.
 pub fn validate(format: ProviderFormat, body: &[u8]) -> Result<(), String> {
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| format!("There was an error parsing the body: {e}"))?;
+    let v = parse(body)?;
     let Some(messages) = v["messages"].as_array() else {
         return Err("messages: Field required".into());
     };
@@ -156,6 +263,104 @@ mod tests {
             validate(ProviderFormat::Anthropic, ok.to_string().as_bytes()),
             Ok(())
         );
+    }
+
+    #[test]
+    fn responses_outputs_and_calls_pair_by_call_id() {
+        let check = |input: Value| {
+            validate_stream(
+                StreamFormat::OpenAiResponses,
+                json!({"input": input}).to_string().as_bytes(),
+            )
+        };
+        let call =
+            json!({"type": "function_call", "call_id": "fc_1", "name": "x", "arguments": "{}"});
+        let output = json!({"type": "function_call_output", "call_id": "fc_1", "output": "r"});
+        let user = json!({"role": "user", "content": "hi"});
+        assert_eq!(check(json!([user, call, output])), Ok(()));
+        assert_eq!(
+            check(json!([user, output])),
+            Err("No tool call found for function call output with call_id fc_1.".into())
+        );
+        assert_eq!(
+            check(json!([user, call])),
+            Err("No tool output found for function call fc_1.".into())
+        );
+        // With a previous response the calls live there: nothing to check.
+        let later = json!({"previous_response_id": "resp_1", "input": [output]});
+        assert_eq!(
+            validate_stream(StreamFormat::OpenAiResponses, later.to_string().as_bytes()),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn gemini_function_turns_follow_each_other() {
+        let check = |contents: Value| {
+            validate_stream(
+                StreamFormat::Gemini,
+                json!({"contents": contents}).to_string().as_bytes(),
+            )
+        };
+        let user = json!({"role": "user", "parts": [{"text": "hi"}]});
+        let call = json!({"role": "model", "parts": [{"functionCall": {"name": "x", "args": {}}}]});
+        let two_calls = json!({"role": "model", "parts": [
+            {"functionCall": {"name": "x", "args": {}}}, {"functionCall": {"name": "y", "args": {}}}]});
+        let answer =
+            json!({"role": "user", "parts": [{"functionResponse": {"name": "x", "response": {}}}]});
+        assert_eq!(check(json!([user, call, answer])), Ok(()));
+        assert!(
+            check(json!([call]))
+                .unwrap_err()
+                .starts_with("Please ensure that function call turn")
+        );
+        assert!(
+            check(json!([user, answer]))
+                .unwrap_err()
+                .starts_with("Please ensure that function response turn")
+        );
+        assert!(
+            check(json!([user, two_calls, answer]))
+                .unwrap_err()
+                .contains("number of function response parts")
+        );
+        assert!(
+            validate_stream(StreamFormat::Gemini, b"{}")
+                .unwrap_err()
+                .contains("contents is not specified")
+        );
+    }
+
+    #[test]
+    fn the_recorded_gemini_and_responses_requests_are_valid() {
+        let root = env!("CARGO_MANIFEST_DIR");
+        for (file, format) in [
+            (
+                "gemini/pydanticai_function_call_thought_signature.jsonl",
+                StreamFormat::Gemini,
+            ),
+            (
+                "gemini/pydanticai_thinking_parts.jsonl",
+                StreamFormat::Gemini,
+            ),
+            (
+                "openai_responses/pydanticai_function_call_args_delta__and__output_text_after_tool.jsonl",
+                StreamFormat::OpenAiResponses,
+            ),
+            (
+                "openai_responses/pydanticai_reasoning_encrypted_then_function_call_usage.jsonl",
+                StreamFormat::OpenAiResponses,
+            ),
+        ] {
+            let text =
+                std::fs::read_to_string(format!("{root}/cassettes/provider/vcr/{file}")).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            for line in &lines[1..lines.len() - 1] {
+                let x: Value = serde_json::from_str(line).unwrap();
+                let body = x["request"]["body"]["json"].to_string();
+                assert_eq!(validate_stream(format, body.as_bytes()), Ok(()), "{file}");
+            }
+        }
     }
 
     #[test]
