@@ -428,3 +428,33 @@ pub fn scenario_of(
     s.cassette_overrides = answers.into_iter().enumerate().collect();
     Ok(s)
 }
+
+/// Writes the derived scenario as a standalone directory: `DIR/scenario.toml` and its answers
+/// under `DIR/answers/`, for `sim run`, `sim explore --swarm` and `sim shrink`. Returns the
+/// scenario's path.
+pub fn emit_scenario(
+    rec: &Recording,
+    dir: &Path,
+    client_profile: &str,
+    server_profile: &str,
+) -> Result<std::path::PathBuf, InputError> {
+    let (text, answers) =
+        derive_scenario(rec, client_profile, server_profile, &emitted_answer_name);
+    let err = |p: &Path, e: std::io::Error| InputError {
+        file: p.display().to_string(),
+        line: None,
+        column: None,
+        message: format!("cannot write: {e}"),
+    };
+    let answers_dir = dir.join("answers");
+    std::fs::create_dir_all(&answers_dir).map_err(|e| err(&answers_dir, e))?;
+    for (k, c) in answers.iter().enumerate() {
+        let p = dir.join(emitted_answer_name(k + 1));
+        std::fs::write(&p, c.to_jsonl()).map_err(|e| err(&p, e))?;
+    }
+    let path = dir.join("scenario.toml");
+    std::fs::write(&path, text).map_err(|e| err(&path, e))?;
+    // What was written must load like any scenario.
+    Scenario::load(&path)?;
+    Ok(path)
+}
