@@ -24,7 +24,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::derive::{DEFAULT_MODEL, answer_for_call, makes_model_call};
+use super::derive::{DEFAULT_MODEL, answer_for_call, data_of, makes_model_call};
 use crate::cassette::{Body, Cassette, Exchange, Recording, ResponseBody};
 use crate::harness::letta::conformance::{Mismatch, RawRequest, Step, compare, normalise, render};
 use crate::harness::report::RunReport;
@@ -161,13 +161,7 @@ pub fn derive_scenario(
         // Tool calls the model made, by id (for permissions and stale approvals).
         if let Some(ResponseBody::Sse(frames)) = x.answer().map(|a| &a.body) {
             for f in frames {
-                let Some(v) = f
-                    .frame
-                    .as_event()
-                    .and_then(|e| serde_json::from_str::<Value>(&e.data).ok())
-                else {
-                    continue;
-                };
+                let Some(v) = data_of(&f.frame) else { continue };
                 if v["message_type"] == "approval_request_message"
                     && let (Some(id), Some(name)) = (
                         v["tool_call"]["tool_call_id"].as_str(),
@@ -366,7 +360,7 @@ fn recorded_stop(x: &Exchange) -> Option<String> {
         return None;
     };
     frames.iter().find_map(|f| {
-        let v: Value = serde_json::from_str(&f.frame.as_event()?.data).ok()?;
+        let v = data_of(&f.frame)?;
         (v["message_type"] == "stop_reason")
             .then(|| v["stop_reason"].as_str().map(str::to_string))?
     })
@@ -379,13 +373,7 @@ fn approval_calls(x: &Exchange) -> Vec<(String, String, String)> {
         return out;
     };
     for f in frames {
-        let Some(v) = f
-            .frame
-            .as_event()
-            .and_then(|e| serde_json::from_str::<Value>(&e.data).ok())
-        else {
-            continue;
-        };
+        let Some(v) = data_of(&f.frame) else { continue };
         if v["message_type"] != "approval_request_message" {
             continue;
         }
