@@ -1,6 +1,7 @@
 //! `sim ci`: the regression gate. Every bundled scenario over a fixed seed list plus a seed
 //! range taken from the commit, with swarm faults and a determinism sample; every planted
-//! canary must be caught by its invariant; trace snapshots must match. Reports as JUnit XML and
+//! canary must be caught by its invariant; trace snapshots must match; every bug cassette
+//! (cassettes/bugs/) must replay to its expected verdicts. Reports as JUnit XML and
 //! JSON; exit code as documented (docs/exit-codes.md).
 
 use std::fmt::Write as _;
@@ -121,6 +122,11 @@ pub fn run_gate(
     for case in snapshot_cases(root, &bundled, progress)? {
         cases.push((case, vec![FailureKind::Correctness]));
     }
+    // 4. Bug cassettes: each recording replays to the verdicts its sidecar states.
+    for file in toml_files(&root.join("cassettes/bugs")) {
+        progress(&format!("bug cassette {}", file.display()));
+        cases.push((bug_cassette_case(&file)?, vec![FailureKind::Correctness]));
+    }
 
     // A failed sweep counts with its seeds' failure kinds; a canary not caught or a snapshot
     // that differs is a correctness failure of the gate.
@@ -195,6 +201,26 @@ fn sweep_case(report: &ExploreReport, file: &Path, range: [u64; 2]) -> Case {
         ok: report.failures.is_empty(),
         message,
     }
+}
+
+/// A bug cassette's case: passed when every replay its sidecar lists gives the stated verdict
+/// (`harness::replay::bugs`).
+fn bug_cassette_case(file: &Path) -> Result<Case, InputError> {
+    let results = crate::harness::replay::bugs::check(file)?;
+    let wrong: Vec<String> = results
+        .iter()
+        .flat_map(|(r, w)| w.iter().map(move |m| format!("{} side: {m}", r.side)))
+        .collect();
+    Ok(Case {
+        suite: "bug-cassette".into(),
+        name: file.display().to_string(),
+        ok: wrong.is_empty(),
+        message: if wrong.is_empty() {
+            format!("{} replays gave their expected verdicts", results.len())
+        } else {
+            wrong.join("\n")
+        },
+    })
 }
 
 /// A canary's case: passed when its planted defect is caught by every invariant it names.

@@ -11,49 +11,30 @@
 //! The comparison against `sim serve` driven by the real CLI uses the same code on the server's
 //! request log: tests/interop/cli_conformance.rs (docs/client.md, "Conformance").
 
-use std::path::PathBuf;
-
 use crate::common::{load, repo, run, scenario_path, with_mode, with_profile};
-use loopsim::harness::letta::conformance::{
-    RawRequest, Step, compare, normalise, parse_log_line, render,
-};
+use loopsim::cassette::Recording;
+use loopsim::harness::letta::conformance::{RawRequest, Step, compare, normalise, render};
+use loopsim::harness::replay::client::{compare_client, recorded_steps};
 use loopsim::harness::report::Verdict;
 use loopsim::harness::scenario::Scenario;
 
-fn capture(flow: &str) -> PathBuf {
-    repo()
-        .join("../shared/captures/letta_e2e")
-        .join(format!("{flow}.exchanges.jsonl"))
-}
-
-/// The CLI's protocol steps in a captured flow.
+/// The CLI's protocol steps in a captured flow (its committed import under cassettes/letta/).
 fn expected(flow: &str) -> Vec<Step> {
-    let path = capture(flow);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    let log: Vec<RawRequest> = text.lines().filter_map(parse_log_line).collect();
-    normalise(&log)
+    let path = repo().join("cassettes/letta").join(format!("{flow}.jsonl"));
+    recorded_steps(&Recording::load(&path).unwrap_or_else(|e| panic!("{e}")))
 }
 
-/// Our client's protocol steps for a scenario, run as the CLI ran: `letta-code`, headless, on a
-/// named conversation.
-fn ours(s: Scenario) -> (Vec<Step>, String) {
+/// Our client run as the CLI ran (`letta-code`, headless, on a named conversation) against
+/// the flow's steps: `sim replay --side client`'s comparison (harness::replay::client).
+fn assert_conforms(flow: &str, s: Scenario) {
     let mut s = with_mode(with_profile(s, "letta-code"), "headless");
     s.client.conversation = s.agent.id.clone();
-    let report = run(&s, 1, 1);
-    assert_eq!(report.verdict, Verdict::Pass, "{}", report.render());
-    let log: Vec<RawRequest> = report.requests.iter().map(RawRequest::from).collect();
-    (normalise(&log), report.render())
-}
-
-fn assert_conforms(flow: &str, s: Scenario) {
-    let want = expected(flow);
-    let (got, report) = ours(s);
-    if let Err(m) = compare(&want, &got) {
+    let c = compare_client(&s, expected(flow)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.report.verdict, Verdict::Pass, "{}", c.report.render());
+    if let Some(m) = &c.mismatch {
         panic!(
-            "{flow}: the Rust client differs from the real CLI at {m}\n\nreal CLI:\n{}\nRust client:\n{}\n{report}",
-            render(&want),
-            render(&got)
+            "{flow}: the Rust client differs from the real CLI at {m}\n\n{}",
+            c.explain()
         );
     }
 }

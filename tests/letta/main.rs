@@ -11,5 +11,6 @@ mod client_invariants;
 mod client_mechanisms;
 mod client_scenarios;
 mod golden_letta_oss;
+mod replay;
 mod server_scenarios;
 mod skeleton;

@@ -64,6 +64,11 @@ pub struct Args {
     /// without it those are compared on status and content type only.
     #[arg(long)]
     pub strict: bool,
+    /// Also write the scenario the recording implies (client side) as a standalone directory:
+    /// DIR/scenario.toml and its answers under DIR/answers/, for `sim run`, `sim explore
+    /// --swarm` and `sim shrink`. With several cassettes, one subdirectory each.
+    #[arg(long, value_name = "DIR")]
+    pub emit_scenario: Option<PathBuf>,
     /// Colour the diff.
     #[arg(long, value_enum, default_value_t = Colour::Auto)]
     pub color: Colour,
@@ -92,6 +97,17 @@ pub fn run(a: Args) -> CmdResult {
     let mut code = exit::PASS;
     let mut reports = Vec::new();
     for path in &a.cassettes {
+        if let Some(dir) = &a.emit_scenario {
+            let rec = replay::load_letta(path)?;
+            let out = if a.cassettes.len() > 1 {
+                dir.join(path.file_stem().unwrap_or_default())
+            } else {
+                dir.clone()
+            };
+            let written =
+                replay::client::emit_scenario(&rec, &out, &a.client_profile, &a.server_profile)?;
+            eprintln!("scenario written to {}", written.display());
+        }
         for side in sides {
             let opts =
                 ReplayOptions::from_names(*side, &a.server_profile, &a.client_profile, a.strict)?;

@@ -24,7 +24,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::derive::{DEFAULT_MODEL, answer_for_call, makes_model_call};
+use super::derive::{DEFAULT_MODEL, answer_for_call, data_of, makes_model_call};
 use crate::cassette::{Body, Cassette, Exchange, Recording, ResponseBody};
 use crate::harness::letta::conformance::{Mismatch, RawRequest, Step, compare, normalise, render};
 use crate::harness::report::RunReport;
@@ -161,13 +161,7 @@ pub fn derive_scenario(
         // Tool calls the model made, by id (for permissions and stale approvals).
         if let Some(ResponseBody::Sse(frames)) = x.answer().map(|a| &a.body) {
             for f in frames {
-                let Some(v) = f
-                    .frame
-                    .as_event()
-                    .and_then(|e| serde_json::from_str::<Value>(&e.data).ok())
-                else {
-                    continue;
-                };
+                let Some(v) = data_of(&f.frame) else { continue };
                 if v["message_type"] == "approval_request_message"
                     && let (Some(id), Some(name)) = (
                         v["tool_call"]["tool_call_id"].as_str(),
@@ -366,7 +360,7 @@ fn recorded_stop(x: &Exchange) -> Option<String> {
         return None;
     };
     frames.iter().find_map(|f| {
-        let v: Value = serde_json::from_str(&f.frame.as_event()?.data).ok()?;
+        let v = data_of(&f.frame)?;
         (v["message_type"] == "stop_reason")
             .then(|| v["stop_reason"].as_str().map(str::to_string))?
     })
@@ -379,13 +373,7 @@ fn approval_calls(x: &Exchange) -> Vec<(String, String, String)> {
         return out;
     };
     for f in frames {
-        let Some(v) = f
-            .frame
-            .as_event()
-            .and_then(|e| serde_json::from_str::<Value>(&e.data).ok())
-        else {
-            continue;
-        };
+        let Some(v) = data_of(&f.frame) else { continue };
         if v["message_type"] != "approval_request_message" {
             continue;
         }
@@ -427,4 +415,34 @@ pub fn scenario_of(
     let mut s = Scenario::parse(&text, &path)?;
     s.cassette_overrides = answers.into_iter().enumerate().collect();
     Ok(s)
+}
+
+/// Writes the derived scenario as a standalone directory: `DIR/scenario.toml` and its answers
+/// under `DIR/answers/`, for `sim run`, `sim explore --swarm` and `sim shrink`. Returns the
+/// scenario's path.
+pub fn emit_scenario(
+    rec: &Recording,
+    dir: &Path,
+    client_profile: &str,
+    server_profile: &str,
+) -> Result<std::path::PathBuf, InputError> {
+    let (text, answers) =
+        derive_scenario(rec, client_profile, server_profile, &emitted_answer_name);
+    let err = |p: &Path, e: std::io::Error| InputError {
+        file: p.display().to_string(),
+        line: None,
+        column: None,
+        message: format!("cannot write: {e}"),
+    };
+    let answers_dir = dir.join("answers");
+    std::fs::create_dir_all(&answers_dir).map_err(|e| err(&answers_dir, e))?;
+    for (k, c) in answers.iter().enumerate() {
+        let p = dir.join(emitted_answer_name(k + 1));
+        std::fs::write(&p, c.to_jsonl()).map_err(|e| err(&p, e))?;
+    }
+    let path = dir.join("scenario.toml");
+    std::fs::write(&path, text).map_err(|e| err(&path, e))?;
+    // What was written must load like any scenario.
+    Scenario::load(&path)?;
+    Ok(path)
 }

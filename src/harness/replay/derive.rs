@@ -74,7 +74,8 @@ fn recorded_end(x: &Exchange) -> u64 {
     }
 }
 
-fn data_of(f: &SseFrame) -> Option<Value> {
+/// An SSE frame's data as JSON.
+pub fn data_of(f: &SseFrame) -> Option<Value> {
     serde_json::from_str(&f.as_event()?.data).ok()
 }
 

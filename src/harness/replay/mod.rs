@@ -5,8 +5,12 @@
 //! - `server`: recorded requests sent to the server model in one simulated world;
 //! - `derive`: what a `letta` recording implies for that world (agents, the model's answers,
 //!   runs older than the recording);
-//! - `compare`: one recorded response against ours, the report and its rendering.
+//! - `compare`: one recorded response against ours, the report and its rendering;
+//! - `checks`: invariants of the replayed world (`stream-stays-in-conversation`);
+//! - `client`: the client side, the scenario a recording implies.
 
+pub mod bugs;
+pub mod checks;
 pub mod client;
 pub mod compare;
 pub mod derive;
@@ -88,7 +92,13 @@ pub fn replay_server(rec: &Recording, opts: &ServerOptions) -> ReplayReport {
         budget: Duration::from_secs(4 * 3600),
     };
     let out = server::run_world(&d.requests, &setup);
-    compare::report_server(rec, &d, &out, opts.profile, opts.scope)
+    let mut report = compare::report_server(rec, &d, &out, opts.profile, opts.scope);
+    report.violations.extend(
+        checks::stream_stays_in_conversation(&d.requests, &out)
+            .into_iter()
+            .map(|(_, m)| (checks::STREAM_STAYS_IN_CONVERSATION.to_string(), m)),
+    );
+    report
 }
 
 /// Which side loopsim's models play.
