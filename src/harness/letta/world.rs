@@ -149,6 +149,17 @@ pub fn server_parts(
     }];
     let profile = scenario.server_profile()?;
     let mut store = Store::new(derive_seed(seed, "server"), &agents);
+    if let Some(agent) = store.agents.get_mut(&scenario.agent.id) {
+        if let Some(w) = scenario.agent.context_window_limit {
+            agent
+                .extra
+                .insert("context_window_limit".into(), serde_json::json!(w));
+        }
+        if let Some(c) = &scenario.agent.compaction_settings {
+            let v = serde_json::to_value(c).unwrap_or_default();
+            agent.extra.insert("compaction_settings".into(), v);
+        }
+    }
     for f in &scenario.faults {
         if let Fault::StaleApproval {
             conversation,

@@ -20,6 +20,7 @@
 mod api;
 mod cancel;
 mod compact;
+pub mod compaction;
 mod errors;
 mod history;
 pub mod ids;
