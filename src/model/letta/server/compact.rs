@@ -304,6 +304,7 @@ fn apply<E: Env>(
         None => None,
     }
     .unwrap_or(snapshot.len().min(current.len()));
+    let from = planted_cut(config, st, &current, from);
     let mut next = system;
     next.push(summary_id.clone());
     next.extend(current[from..].iter().cloned());
@@ -351,6 +352,36 @@ fn apply<E: Env>(
         tokens_after,
         threshold,
     }
+}
+
+/// Where the deliberate defects of [`ServerBugs`](super::ServerBugs) move a cut that starts
+/// the kept part at `from`; the faithful server leaves it alone.
+fn planted_cut(config: &ServerConfig, st: &Store, current: &[String], from: usize) -> usize {
+    let bugs = &config.bugs;
+    let body = |i: usize| {
+        current
+            .get(i)
+            .and_then(|id| st.messages.get(id))
+            .map(|m| &m.body)
+    };
+    let calls_tools = |i: usize| matches!(body(i), Some(MessageBody::Assistant { tool_calls, .. }) if !tool_calls.is_empty());
+    if bugs.compaction_splits_tool_call {
+        // Past the first tool-call assistant message at or after the cut.
+        if let Some(k) = (from..current.len()).find(|&k| calls_tools(k)) {
+            return k + 1;
+        }
+    }
+    if bugs.compaction_cuts_at_user
+        && let Some(k) = (0..from)
+            .rev()
+            .find(|&k| matches!(body(k), Some(MessageBody::User { .. })))
+    {
+        return k;
+    }
+    if bugs.compaction_loses_message && from < current.len() {
+        return from + 1;
+    }
+    from
 }
 
 /// Indexes into `msgs` the summariser was shown: the head the first pass cut off, and on an

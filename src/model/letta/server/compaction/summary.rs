@@ -224,22 +224,6 @@ pub fn package_summary(
     .to_string()
 }
 
-/// The client's legacy extraction (§8.6): the text after "The following is a/an (in-context
-/// recursive) summary (of the previous/prior messages):", trimmed; `None` if it is not there.
-pub fn extract_legacy_summary(message: &str) -> Option<String> {
-    let start = message.find("The following is a")?;
-    let rest = &message[start..];
-    let colon = rest.find(':')?;
-    let head = &rest[..colon];
-    let ok = [
-        "The following is a summary",
-        "The following is an in-context recursive summary",
-    ]
-    .iter()
-    .any(|p| head.starts_with(p));
-    ok.then(|| rest[colon + 1..].trim().to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::estimate::CtxToolCall;
@@ -342,19 +326,5 @@ mod tests {
             all["message"],
             "Note: prior messages have been hidden from view due to conversation memory constraints.\nThe following is a summary of the previous messages:\n S"
         );
-    }
-
-    #[test]
-    fn rule_8_6_the_legacy_summary_text_is_extracted() {
-        let m = summary_note(false, None, "what happened");
-        assert_eq!(extract_legacy_summary(&m).as_deref(), Some("what happened"));
-        assert_eq!(
-            extract_legacy_summary(
-                "Note: x\nThe following is an in-context recursive summary of the prior messages: abc"
-            )
-            .as_deref(),
-            Some("abc")
-        );
-        assert_eq!(extract_legacy_summary("no summary here"), None);
     }
 }

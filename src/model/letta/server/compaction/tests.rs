@@ -259,3 +259,58 @@ fn rule_8_3_all_with_a_pending_tool_call_keeps_it_and_its_cut_is_an_assistant() 
     let o = run(&msgs, &all, Some(1000), vec![Ok("s".into())]).unwrap();
     assert_eq!(o.kept, vec![5]);
 }
+
+#[test]
+fn rule_8_3_a_cut_next_to_parallel_tool_calls_keeps_each_call_with_its_results() {
+    // user, assistant calling t1 and t2 in parallel, both results, assistant, user, assistant:
+    // whatever the window, the cut lands on an assistant message, so the parallel calls and
+    // their results are summarised together or kept together.
+    let parallel = CtxMessage {
+        tool_calls: vec![
+            CtxToolCall {
+                id: "t1".into(),
+                name: "Read".into(),
+                arguments: "{}".into(),
+            },
+            CtxToolCall {
+                id: "t2".into(),
+                name: "Grep".into(),
+                arguments: "{}".into(),
+            },
+        ],
+        ..m(Role::Assistant, 40)
+    };
+    let result = |id: &str| CtxMessage {
+        tool_call_id: Some(id.into()),
+        ..m(Role::ToolResult, 4000)
+    };
+    let msgs = vec![
+        m(Role::User, 40),
+        parallel,
+        result("t1"),
+        result("t2"),
+        m(Role::Assistant, 40),
+        m(Role::User, 40),
+        m(Role::Assistant, 40),
+        m(Role::User, 40),
+    ];
+    for window in [500u64, 2000, 2500, 4000, 10_000, 100_000] {
+        let Ok(cut) = plan::plan_sliding_window(&msgs, None, Some(window)) else {
+            continue;
+        };
+        assert_eq!(msgs[cut].role, Role::Assistant, "window {window}");
+        assert!(!(2..=3).contains(&cut), "window {window}: cut {cut}");
+        let kept_results: Vec<_> = msgs[cut..]
+            .iter()
+            .filter_map(|m| m.tool_call_id.clone())
+            .collect();
+        let kept_calls: Vec<_> = msgs[cut..]
+            .iter()
+            .flat_map(|m| m.tool_calls.iter().map(|c| c.id.clone()))
+            .collect();
+        assert!(
+            kept_results.iter().all(|r| kept_calls.contains(r)),
+            "window {window}"
+        );
+    }
+}

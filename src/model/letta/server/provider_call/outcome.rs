@@ -44,8 +44,8 @@ pub(super) struct Turn {
 /// Stores the assistant message, leaves its client tool calls pending, and ends the run:
 /// `stop_reason` (`requires_approval` with calls, else `end_turn`), `usage_statistics`,
 /// `[DONE]` (captures a, b; local: usage then stop_reason, §1.6). With `post_turn`, a context
-/// above the threshold holds back the chunks the post-turn compaction goes before (§1.6: local
-/// usage, compaction, stop_reason) and returns them for the caller to finish the run with.
+/// above the threshold holds back those last two chunks, which the post-turn compaction's chunks
+/// go before, and returns them for the caller to finish the run with.
 pub(super) fn finish_turn<E: Env>(
     env: &E,
     config: &ServerConfig,
@@ -155,14 +155,10 @@ pub(super) fn finish_turn<E: Env>(
     } else {
         (stop_chunk, usage_chunk)
     };
+    // The post-turn pair goes before both (§1.6 puts it after the local usage_statistics; the
+    // wire type of usage_statistics carries no seq_id for the client to read, so a pair after it
+    // would look like a gap to the reference client: docs/server.md "Compaction").
     if post_turn && post_turn_over(st, job, usage_tokens) {
-        if local {
-            record(env, config, st, &job.run_id, first, None);
-            return Some(Deferred {
-                stop,
-                rest: vec![second],
-            });
-        }
         return Some(Deferred {
             stop,
             rest: vec![first, second],
