@@ -19,7 +19,7 @@
 
 mod api;
 mod cancel;
-mod compact;
+pub mod compact;
 pub mod compaction;
 mod errors;
 mod history;
