@@ -42,9 +42,12 @@ pub const BUDGET_RESPECTED: &str = "budget-respected";
 pub const APPROVAL_ATTRIBUTION: &str = "approval-attribution";
 /// Approval results are sent in decision order.
 pub const RESULTS_ORDERED: &str = "results-ordered";
+/// Compaction never separates a tool call from its result, cuts only at an assistant message,
+/// summarises exactly what it removes and brings the estimate under the threshold.
+pub const COMPACTION_SAFE: &str = "compaction-safe";
 
 /// Every invariant id `sim run` knows (a scenario's `[[expect]]` table names one of these).
-pub const ALL: [&str; 15] = [
+pub const ALL: [&str; 16] = [
     TOOL_CALL_RESOLVED,
     TURN_TERMINATES,
     LOOP_ENVELOPE,
@@ -58,6 +61,7 @@ pub const ALL: [&str; 15] = [
     BUDGET_RESPECTED,
     APPROVAL_ATTRIBUTION,
     RESULTS_ORDERED,
+    COMPACTION_SAFE,
     LOCK_SAFETY,
     DETERMINISTIC,
 ];

@@ -247,6 +247,21 @@ pub struct Planted {
     /// Local server does not settle orphaned tool calls at a new turn (breaks history-valid).
     #[serde(default)]
     pub server_skips_orphan_settling: bool,
+    /// Compaction cuts one message after a tool-call assistant message, evicting the call and
+    /// keeping its results (breaks compaction-safe).
+    #[serde(default)]
+    pub server_compaction_splits_tool_call: bool,
+    /// Compaction cuts at the nearest user message before its assistant cut (breaks
+    /// compaction-safe).
+    #[serde(default)]
+    pub server_compaction_cuts_at_user: bool,
+    /// Compaction removes one message more than it summarised (breaks compaction-safe).
+    #[serde(default)]
+    pub server_compaction_loses_message: bool,
+    /// A compaction that leaves the context above the threshold goes on with the turn
+    /// (breaks compaction-safe).
+    #[serde(default)]
+    pub server_compaction_ignores_threshold: bool,
 }
 
 impl Planted {
@@ -278,6 +293,13 @@ impl Planted {
         }
         if self.server_skips_orphan_settling {
             v.push(super::invariants::HISTORY_VALID);
+        }
+        if self.server_compaction_splits_tool_call
+            || self.server_compaction_cuts_at_user
+            || self.server_compaction_loses_message
+            || self.server_compaction_ignores_threshold
+        {
+            v.push(super::invariants::COMPACTION_SAFE);
         }
         // One planted client defect per client invariant.
         use super::invariants as inv;

@@ -10,6 +10,7 @@ mod client_conformance;
 mod client_invariants;
 mod client_mechanisms;
 mod client_scenarios;
+mod compaction;
 mod golden_letta_oss;
 mod replay;
 mod server_scenarios;

@@ -151,4 +151,39 @@ pub const GOALS: &[Goal] = &[
             )
         },
     },
+    Goal {
+        id: "compacted",
+        what: "the server compacted a conversation",
+        reached: |t| any(t, |o| matches!(o, Observation::Compaction { .. })),
+    },
+    Goal {
+        id: "compaction-fallback-all",
+        what: "the sliding window could not plan (or left too much) and compaction fell back to all",
+        reached: |t| {
+            any(t, |o| {
+                matches!(
+                    o,
+                    Observation::Compaction {
+                        fell_back: true,
+                        ..
+                    }
+                )
+            })
+        },
+    },
+    Goal {
+        id: "overflow-ladder",
+        what: "the summariser overflowed and the overflow ladder cut its transcript",
+        reached: |t| {
+            any(t, |o| {
+                matches!(
+                    o,
+                    Observation::SummariserCall {
+                        budget: Some(_),
+                        ..
+                    }
+                )
+            })
+        },
+    },
 ];

@@ -28,7 +28,9 @@ pub fn shows(finding: &str, events: &[TraceEvent]) -> bool {
 }
 
 /// Two runs of one conversation were open at once, and the transcript got an assistant
-/// message between a tool call and its result (the other turn's answer).
+/// message between a tool call and its result (the other turn's answer), or one run stored a
+/// tool call while the other was open (whose next model call, after a compaction that keeps the
+/// call, sees it without its result).
 fn turns_interleaved(events: &[TraceEvent]) -> bool {
     // (run id, conversation id) of every run started and not yet ended.
     let mut open: Vec<(&str, &str)> = Vec::new();
@@ -47,8 +49,14 @@ fn turns_interleaved(events: &[TraceEvent]) -> bool {
                 open.push((run_id, conversation_id));
             }
             Observation::RunEnded { run_id, .. } => open.retain(|&(r, _)| r != run_id),
-            Observation::History { entry, .. } => match entry {
-                HistoryEntry::ToolCall { tool_call_id, .. } => unanswered.push(tool_call_id),
+            Observation::History {
+                entry,
+                conversation_id,
+            } => match entry {
+                HistoryEntry::ToolCall { tool_call_id, .. } => {
+                    unanswered.push(tool_call_id);
+                    interleaved |= open.iter().filter(|&&(_, c)| c == conversation_id).count() > 1;
+                }
                 HistoryEntry::ToolReturn { tool_call_id, .. }
                 | HistoryEntry::Denial { tool_call_id, .. }
                 | HistoryEntry::Settled { tool_call_id, .. } => {

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use crate::harness::invariants::{
     DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, TOOL_CALL_RESOLVED, Violation,
 };
+use crate::harness::letta::compaction_safe::removed_history_units;
 use crate::harness::trace::TraceEvent;
 use crate::model::port::observe::{HistoryEntry, Observation};
 
@@ -157,6 +158,16 @@ pub fn durable_ack(events: &[TraceEvent]) -> Vec<Violation> {
             Observation::History {
                 conversation_id, ..
             } => *histories.entry(conversation_id.clone()).or_default() += 1,
+            // Entries a compaction took out of the context were not lost: the summary stands
+            // for them (docs/server.md "Compaction").
+            Observation::Compaction {
+                conversation_id,
+                removed,
+                ..
+            } => {
+                let h = histories.entry(conversation_id.clone()).or_default();
+                *h = h.saturating_sub(removed_history_units(removed));
+            }
             Observation::RunStarted { run_id, .. } => {
                 chunks.entry(run_id.clone()).or_default();
             }

@@ -3,6 +3,7 @@
 
 pub mod bare;
 pub mod client_invariants;
+pub mod compaction_safe;
 pub mod conformance;
 pub mod coverage;
 pub mod findings;

@@ -4,9 +4,10 @@
 
 use crate::harness::faults::Fault;
 use crate::harness::invariants::{
-    DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, TOOL_CALL_RESOLVED, Violation,
+    COMPACTION_SAFE, DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, TOOL_CALL_RESOLVED, Violation,
 };
 use crate::harness::letta::client_invariants::client_invariants;
+use crate::harness::letta::compaction_safe::compaction_safe;
 use crate::harness::letta::invariants::{
     durable_ack, history_valid, one_run_per_request, pending_tool_calls, tool_call_resolved,
 };
@@ -42,6 +43,7 @@ pub fn invariants(
         (TOOL_CALL_RESOLVED, tool_call_resolved(trace)),
         (ONE_RUN_PER_REQUEST, one_run_per_request(trace)),
         (HISTORY_VALID, history_valid(trace)),
+        (COMPACTION_SAFE, compaction_safe(trace)),
     ];
     let crashes_server = scenario
         .faults

@@ -21,6 +21,14 @@ pub struct Agent {
     pub id: String,
     #[serde(default = "default_model")]
     pub model: String,
+    /// The agent's `context_window_limit`: with one, the server compacts the conversation when
+    /// its context passes the threshold (letta-protocol.md §8.1). None: it never does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window_limit: Option<u64>,
+    /// The agent's `compaction_settings` (`mode`, `sliding_window_percentage`, `prompt`,
+    /// `clip_chars`; §8.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction_settings: Option<toml::Table>,
 }
 
 fn default_model() -> String {
@@ -33,6 +41,8 @@ impl Default for Agent {
         Agent {
             id: String::new(),
             model: default_model(),
+            context_window_limit: None,
+            compaction_settings: None,
         }
     }
 }

@@ -149,6 +149,17 @@ pub fn server_parts(
     }];
     let profile = scenario.server_profile()?;
     let mut store = Store::new(derive_seed(seed, "server"), &agents);
+    if let Some(agent) = store.agents.get_mut(&scenario.agent.id) {
+        if let Some(w) = scenario.agent.context_window_limit {
+            agent
+                .extra
+                .insert("context_window_limit".into(), serde_json::json!(w));
+        }
+        if let Some(c) = &scenario.agent.compaction_settings {
+            let v = serde_json::to_value(c).unwrap_or_default();
+            agent.extra.insert("compaction_settings".into(), v);
+        }
+    }
     for f in &scenario.faults {
         if let Fault::StaleApproval {
             conversation,
@@ -186,6 +197,10 @@ pub fn server_parts(
             ignore_request_token: p.server_ignores_request_token,
             volatile_writes: p.server_volatile_writes,
             skip_orphan_settling: p.server_skips_orphan_settling,
+            compaction_splits_tool_call: p.server_compaction_splits_tool_call,
+            compaction_cuts_at_user: p.server_compaction_cuts_at_user,
+            compaction_loses_message: p.server_compaction_loses_message,
+            compaction_ignores_threshold: p.server_compaction_ignores_threshold,
         },
         hooks,
         request_log: None,

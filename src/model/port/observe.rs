@@ -195,6 +195,33 @@ pub enum Observation {
         run_id: String,
         outcome: String,
     },
+    /// The server compacted a conversation (letta-protocol.md §8). Messages are described as
+    /// `role:id`, with the tool call ids an assistant makes or a tool result answers
+    /// (`assistant:ui-msg-3[t1,t2]`, `tool:ui-msg-4[t1]`, `summary:ui-msg-9`).
+    Compaction {
+        conversation_id: String,
+        run_id: Option<String>,
+        trigger: String,
+        mode: String,
+        /// Left the in-context history.
+        removed: Vec<String>,
+        /// Shown to the summariser.
+        summarized: Vec<String>,
+        /// The in-context transcript after it, the summary first.
+        kept: Vec<String>,
+        tokens_after: u64,
+        threshold: Option<u64>,
+        /// The sliding window fell back to `all`.
+        fell_back: bool,
+        /// The summariser overflowed and the ladder cut its transcript.
+        laddered: bool,
+    },
+    /// One summariser call of a compaction; `budget` is the overflow ladder's transcript budget.
+    SummariserCall {
+        conversation_id: String,
+        budget: Option<u64>,
+        outcome: String,
+    },
 
     // ---- provider ----------------------------------------------------------------------
     /// The fake provider answers call number `call` from a cassette.
@@ -420,7 +447,7 @@ impl Serialize for AccessList {
 
 impl Observation {
     /// Every name [`Observation::name`] can return, one per variant, in declaration order.
-    pub const NAMES: [&'static str; 53] = [
+    pub const NAMES: [&'static str; 55] = [
         "turn_start",
         "client_send",
         "client_response",
@@ -447,6 +474,8 @@ impl Observation {
         "run_ended",
         "provider_call",
         "provider_result",
+        "compaction",
+        "summariser_call",
         "provider_serve",
         "provider_serve_end",
         "run_attached",

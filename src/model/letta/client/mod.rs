@@ -21,6 +21,7 @@
 pub mod approval_batch;
 pub mod approvals;
 pub mod backend;
+pub mod compaction;
 pub mod policy;
 pub mod response_state;
 pub mod resume;

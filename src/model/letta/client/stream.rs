@@ -117,12 +117,18 @@ pub struct Transcript {
     pub total_tokens: u64,
     /// Text of assistant lines, in order (one per message id).
     pub assistant: IndexMap<String, String>,
+    /// Compaction lines and the post-compaction usage flag (letta-protocol.md §8.6).
+    pub compactions: super::compaction::Compactions,
 }
 
 impl Transcript {
     /// Accumulates one output chunk (skipped while `interrupted`, letta-protocol.md §4.2).
     pub fn accumulate(&mut self, chunk: &LettaChunk) {
         if self.interrupted {
+            return;
+        }
+        // Compaction chunks are never turn content.
+        if self.compactions.take(chunk) {
             return;
         }
         match chunk {

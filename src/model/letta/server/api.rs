@@ -24,7 +24,7 @@ use super::errors::{
 use super::parse::{body_json, percent_decode, q, q_all, query_pairs};
 use super::send::{Endpoint, is_sdk_client, send_message};
 use super::store::{Agent, Conversation, DEFAULT_SYSTEM, IdKind};
-use super::views::{agent_json, conversation_json, model_json, project, strip_variant};
+use super::views::{agent_json, conversation_json, model_json, project_in, strip_variant};
 use super::{
     NOT_BACKGROUND_DETAIL, OTID_ATTACH_POLLS_MS, Profile, Run, ServerConfig, SharedStore, Store,
     no_run_for_otid, stream,
@@ -129,7 +129,7 @@ pub(crate) async fn route<E: Env>(
         }
         (["v1", "conversations", conv_id, "compact"], Method::POST) => {
             let conv = conv_id.to_string();
-            compact(&env, &config, &store, &conv)
+            compact(&env, &config, &store, &conv).await
         }
         (["v1", "messages", message_id], Method::GET) => {
             get_message(&config, &store, message_id, epoch)
@@ -418,7 +418,7 @@ fn get_message(
     match st.messages.get(source) {
         Some(m) => mhttp::json_response(
             StatusCode::OK,
-            &Value::Array(project(m, config.profile, epoch)),
+            &Value::Array(project_in(&st, m, config.profile, epoch)),
         ),
         None => detail(
             StatusCode::NOT_FOUND,
@@ -442,7 +442,7 @@ fn list_messages(
     let mut all: Vec<Value> = st
         .conversation_messages(conv_id)
         .into_iter()
-        .flat_map(|m| project(m, profile, epoch))
+        .flat_map(|m| project_in(st, m, profile, epoch))
         .filter(|v| v["message_type"] != "system_message")
         .collect();
     if q(query, "order") != Some("asc") {

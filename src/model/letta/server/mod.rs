@@ -19,7 +19,8 @@
 
 mod api;
 mod cancel;
-mod compact;
+pub mod compact;
+pub mod compaction;
 mod errors;
 mod history;
 pub mod ids;
@@ -180,6 +181,16 @@ pub struct ServerBugs {
     /// Breaks `history-valid`: a new local turn does not settle orphaned tool calls, so the
     /// provider receives a tool use without its result.
     pub skip_orphan_settling: bool,
+    /// Breaks `compaction-safe`: the cut moves one past a tool-call assistant message, so the
+    /// call is evicted and its results kept.
+    pub compaction_splits_tool_call: bool,
+    /// Breaks `compaction-safe`: the cut moves back onto the nearest user message before it.
+    pub compaction_cuts_at_user: bool,
+    /// Breaks `compaction-safe`: one message more than was summarised leaves the context.
+    pub compaction_loses_message: bool,
+    /// Breaks `compaction-safe`: a compaction that leaves the context above the threshold does
+    /// not end the turn.
+    pub compaction_ignores_threshold: bool,
 }
 
 /// Where the server injects faults. The harness implements it from the scenario's fault plan

@@ -21,6 +21,7 @@
 //! `step_stream` translate the answer, `outcome` ends the run.
 
 mod outcome;
+mod pressure;
 pub mod request;
 mod step_stream;
 mod token_stream;
@@ -36,7 +37,9 @@ use serde_json::{Value, json};
 
 use self::outcome::{is_finished, provider_failed, vendor};
 use self::request::{RunJob, provider_body};
-use super::{ServerConfig, SharedStore};
+use super::compact::is_context_overflow;
+use super::compaction::{OVERFLOW_COMPACTIONS_PER_TURN, Trigger};
+use super::{Profile, ServerConfig, SharedStore};
 use crate::model::port::env::Env;
 use crate::model::port::http;
 use crate::model::port::observe::Observation;
@@ -48,20 +51,43 @@ use crate::wire::provider::ProviderFormat;
 /// (the OpenAI SDK's `min(0.5 s · 2^n, 8 s)`, without its jitter; the capture's 1.6 s total fits).
 pub const PROVIDER_RETRY_DELAYS_MS: [u64; 2] = [500, 1000];
 
-/// Runs one model step for `job` and ends the run.
-pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedStore, job: RunJob) {
+/// Runs one model step for `job` and ends the run: the preflight compaction check, the model
+/// call (compacting and retrying on a context overflow in the local profile, at most
+/// [`OVERFLOW_COMPACTIONS_PER_TURN`] times, §7.7), the translation of its answer.
+pub async fn execute<E: Env>(
+    env: E,
+    config: Arc<ServerConfig>,
+    store: SharedStore,
+    mut job: RunJob,
+) {
     let oss = config.profile.oss();
     // Step streaming: 0.16.8 calls the model without streaming (PROVENANCE.md "The fake
     // model": "With stream_tokens:false (a3, b2) it made non-streaming chat completion calls").
     let step_mode = oss && !job.stream_tokens && config.provider_api == ProviderFormat::OpenAiChat;
-    let mut body = provider_body(config.provider_api, &job);
-    if step_mode && let Some(o) = body.as_object_mut() {
-        o.insert("stream".into(), json!(false));
-        o.remove("stream_options");
-    }
-    let body = body.to_string();
-    let Some(resp) = call_provider(&env, &config, &store, &job, &body).await else {
+    if !pressure::preflight(&env, &config, &store, &mut job).await {
         return;
+    }
+    let mut overflow_compactions = 0;
+    let resp = loop {
+        let mut body = provider_body(config.provider_api, &job);
+        if step_mode && let Some(o) = body.as_object_mut() {
+            o.insert("stream".into(), json!(false));
+            o.remove("stream_options");
+        }
+        let body = body.to_string();
+        let compact_on_overflow = config.profile == Profile::Local
+            && overflow_compactions < OVERFLOW_COMPACTIONS_PER_TURN;
+        match call_provider(&env, &config, &store, &job, &body, compact_on_overflow).await {
+            Call::Answered(resp) => break resp,
+            Call::Ended => return,
+            Call::Overflow => {
+                overflow_compactions += 1;
+                let trigger = Trigger::ContextWindowOverflow;
+                if !pressure::compact_in_run(&env, &config, &store, &mut job, trigger).await {
+                    return;
+                }
+            }
+        }
     };
     if step_mode {
         return step_stream::step_call(env, config, store, job, resp).await;
@@ -69,22 +95,32 @@ pub async fn execute<E: Env>(env: E, config: Arc<ServerConfig>, store: SharedSto
     token_stream::translate(env, config, store, job, resp).await;
 }
 
+/// How a provider call came back.
+enum Call {
+    Answered(hyper::Response<Incoming>),
+    /// The run ended meanwhile, or the call failed and the run has been failed.
+    Ended,
+    /// The provider refused the request as too long, and the caller compacts (§7.7).
+    Overflow,
+}
+
 /// The provider call with the SDK's retries of an error status before any output
-/// ([`PROVIDER_RETRY_DELAYS_MS`]). `None` when the run ended meanwhile or the call failed (the
-/// run has then been failed).
+/// ([`PROVIDER_RETRY_DELAYS_MS`]). With `compact_on_overflow`, an error whose body carries a
+/// context-overflow marker is handed back instead of failing the run.
 async fn call_provider<E: Env>(
     env: &E,
     config: &ServerConfig,
     store: &SharedStore,
     job: &RunJob,
     body: &str,
-) -> Option<hyper::Response<Incoming>> {
+    compact_on_overflow: bool,
+) -> Call {
     let oss = config.profile.oss();
     let mut attempt = 0u32;
     loop {
         attempt += 1;
         if is_finished(store, &job.run_id) {
-            return None;
+            return Call::Ended;
         }
         env.observe(Observation::ProviderCall {
             run_id: job.run_id.clone(),
@@ -118,17 +154,24 @@ async fn call_provider<E: Env>(
                         if oss { String::new() } else { e.to_string() }
                     ),
                 );
-                return None;
+                return Call::Ended;
             }
         };
         let status = resp.status().as_u16();
         if (200..300).contains(&status) {
-            return Some(resp);
+            return Call::Answered(resp);
         }
         let text = http::read_body(resp.into_body(), 1 << 20)
             .await
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default();
+        if compact_on_overflow && is_context_overflow(&text) {
+            env.observe(Observation::ProviderResult {
+                run_id: job.run_id.clone(),
+                outcome: format!("context overflow: HTTP {status}"),
+            });
+            return Call::Overflow;
+        }
         let retryable = matches!(status, 408 | 409 | 429) || status >= 500;
         if retryable && (attempt as usize) <= PROVIDER_RETRY_DELAYS_MS.len() {
             tokio::time::sleep(Duration::from_millis(
@@ -152,7 +195,7 @@ async fn call_provider<E: Env>(
                 vendor(config.provider_api)
             ),
         );
-        return None;
+        return Call::Ended;
     }
 }
 

@@ -594,6 +594,7 @@ fn run_job(
         history,
         client_tools: req.client_tools.clone(),
         stream_tokens: req.stream_tokens,
+        include_compaction_messages: req.include_compaction_messages,
     }
 }
 

@@ -207,6 +207,19 @@ pub struct Store {
     pub run_streams: u64,
     /// How many times the server has started on this store.
     pub starts: u64,
+    /// Usage-derived tokens of each assistant message whose provider response reported usage
+    /// (the context estimate's anchor, letta-protocol.md §8.4).
+    pub usage: BTreeMap<String, u64>,
+    /// Compaction summary messages: `metadata.compaction` of each (letta-protocol.md §8.6).
+    pub summaries: BTreeMap<String, SummaryRecord>,
+}
+
+/// `metadata.compaction` of a summary message: the raw summary, its stats and mode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SummaryRecord {
+    pub summary: String,
+    pub stats: Value,
+    pub mode: String,
 }
 
 impl Store {
@@ -225,6 +238,8 @@ impl Store {
             sends: 0,
             run_streams: 0,
             starts: 0,
+            usage: BTreeMap::new(),
+            summaries: BTreeMap::new(),
         };
         for a in agents {
             s.agents.insert(

@@ -194,3 +194,16 @@ pub(crate) fn project(m: &Message, profile: Profile, epoch: u64) -> Vec<Value> {
         )],
     }
 }
+
+/// [`project`], with a compaction summary message shown as `summary_message` with its
+/// `summary` and `compaction_stats` (letta-protocol.md §8.6: "Listings project the summary
+/// message as `summary_message`").
+pub(crate) fn project_in(st: &Store, m: &Message, profile: Profile, epoch: u64) -> Vec<Value> {
+    match st.summaries.get(&m.id) {
+        Some(r) => vec![extend(
+            envelope(m, &m.id, "summary_message", None, epoch),
+            json!({"summary": r.summary, "compaction_stats": r.stats}),
+        )],
+        None => project(m, profile, epoch),
+    }
+}

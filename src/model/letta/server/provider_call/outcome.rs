@@ -2,6 +2,7 @@
 //! tool calls left pending ([`finish_turn`]); a provider error fails the run
 //! ([`provider_failed`]). A run that ended meanwhile (a cancel) is left alone.
 
+use super::pressure::{Deferred, post_turn_over};
 use super::request::RunJob;
 use crate::model::letta::server::store::{Message, MessageBody};
 use crate::model::letta::server::{
@@ -42,14 +43,17 @@ pub(super) struct Turn {
 
 /// Stores the assistant message, leaves its client tool calls pending, and ends the run:
 /// `stop_reason` (`requires_approval` with calls, else `end_turn`), `usage_statistics`,
-/// `[DONE]` (captures a, b; local: usage then stop_reason, §1.6).
+/// `[DONE]` (captures a, b; local: usage then stop_reason, §1.6). With `post_turn`, a context
+/// above the threshold holds back those last two chunks, which the post-turn compaction's chunks
+/// go before, and returns them for the caller to finish the run with.
 pub(super) fn finish_turn<E: Env>(
     env: &E,
     config: &ServerConfig,
     st: &mut Store,
     job: &RunJob,
     turn: Turn,
-) {
+    post_turn: bool,
+) -> Option<Deferred> {
     let local = config.profile == Profile::Local;
     let Turn {
         message_id,
@@ -79,9 +83,10 @@ pub(super) fn finish_turn<E: Env>(
             "LLM provider returned empty content in response",
             "LLM provider returned empty content in response (no text and no tool calls)",
         );
-        return;
+        return None;
     }
     let now = env.now_ms();
+    let message_id_for_usage = message_id.clone();
     st.push_message(
         &job.conversation_id,
         Message {
@@ -138,16 +143,31 @@ pub(super) fn finish_turn<E: Env>(
         message_type: "stop_reason".into(),
         stop_reason: stop.clone(),
     });
+    // The anchor of later context estimates (§8.4).
+    let usage_tokens = (usage.total_tokens > 0).then_some(usage.total_tokens);
     let usage_chunk = LettaChunk::UsageStatistics(usage);
     // Cloud: stop_reason, usage (captures); local: usage, then stop_reason last (§1.6).
+    if let Some(u) = usage_tokens {
+        st.usage.insert(message_id_for_usage.clone(), u);
+    }
     let (first, second) = if local {
         (usage_chunk, stop_chunk)
     } else {
         (stop_chunk, usage_chunk)
     };
+    // The post-turn pair goes before both (§1.6 puts it after the local usage_statistics; the
+    // wire type of usage_statistics carries no seq_id for the client to read, so a pair after it
+    // would look like a gap to the reference client: docs/server.md "Compaction").
+    if post_turn && post_turn_over(st, job, usage_tokens) {
+        return Some(Deferred {
+            stop,
+            rest: vec![first, second],
+        });
+    }
     record(env, config, st, &job.run_id, first, None);
     record(env, config, st, &job.run_id, second, None);
     finish_run(env, config, st, &job.run_id, stop, true);
+    None
 }
 
 /// The provider call failed: the run ends `llm_api_error` with `error_type`, `message` and

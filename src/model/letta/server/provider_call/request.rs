@@ -18,6 +18,9 @@ pub struct RunJob {
     /// `stream_tokens` of the request. `letta-oss-0.16` with `false` makes a non-streaming
     /// model call and sends each message whole (PROVENANCE.md "Step streaming", a3/b2).
     pub stream_tokens: bool,
+    /// The request asked for the compaction chunks (letta-protocol.md §10.2); the local
+    /// backend always emits them.
+    pub include_compaction_messages: bool,
 }
 
 /// The text of a stored user message's content.

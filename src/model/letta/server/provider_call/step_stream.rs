@@ -132,7 +132,9 @@ pub(super) async fn step_call<E: Env>(
         });
         record(&env, &config, &mut st, &job.run_id, chunk, None);
     }
-    finish_turn(
+    // Step streaming (0.16.8 with `stream_tokens:false`) makes no post-turn check: the
+    // preflight check covers its turns (docs/server.md "Compaction").
+    let _no_post_turn = finish_turn(
         &env,
         &config,
         &mut st,
@@ -145,5 +147,6 @@ pub(super) async fn step_call<E: Env>(
             provider_stop,
             usage,
         },
+        false,
     );
 }

@@ -9,6 +9,7 @@ use hyper::body::Incoming;
 use serde_json::json;
 
 use super::outcome::{Turn, finish_turn, is_finished, vendor};
+use super::pressure::{Deferred, finish_after_compaction};
 use super::request::RunJob;
 use crate::model::letta::server::store::{IdKind, Store};
 use crate::model::letta::server::{
@@ -134,7 +135,9 @@ pub(super) async fn translate<E: Env>(
             None => "ended without a stop".into(),
         },
     });
-    t.end(&store);
+    if let Some(deferred) = t.end(&store) {
+        finish_after_compaction(&env, &config, &store, job, deferred).await;
+    }
 }
 
 impl<E: Env> Translation<'_, E> {
@@ -371,7 +374,7 @@ impl<E: Env> Translation<'_, E> {
 
     /// Ends the run on what the stream said: failed when it errored, ended without a stop, or
     /// lost the stop of an open call; else the model turn is stored.
-    fn end(self, store: &SharedStore) {
+    fn end(self, store: &SharedStore) -> Option<Deferred> {
         let Translation {
             env,
             config,
@@ -389,7 +392,7 @@ impl<E: Env> Translation<'_, E> {
         } = self;
         let mut st = store.lock().unwrap();
         if st.runs.get(&job.run_id).is_none_or(|r| r.finished) {
-            return;
+            return None;
         }
         // A call the provider never closed (cut by max_tokens) is not a call: its arguments are
         // truncated JSON and it must not run.
@@ -422,7 +425,7 @@ impl<E: Env> Translation<'_, E> {
                     "An error occurred during agent execution.",
                     &detail,
                 );
-                return;
+                return None;
             }
             // A cut provider stream: two stop_reason frames (error, llm_api_error) then the error
             // frame (captures g_cutstream_*). Partial output is not kept in history.
@@ -447,7 +450,7 @@ impl<E: Env> Translation<'_, E> {
                 "An error occurred during agent execution.",
                 &detail,
             );
-            return;
+            return None;
         }
         finish_turn(
             env,
@@ -462,7 +465,8 @@ impl<E: Env> Translation<'_, E> {
                 provider_stop,
                 usage,
             },
-        );
+            true,
+        )
     }
 }
 

@@ -1,0 +1,145 @@
+//! `compaction-safe` (DESIGN.md §5, docs/invariants.md) over the server's `compaction` events:
+//! a compaction never separates a tool call from its result, cuts only at an assistant
+//! message, summarises exactly the messages it removes (none lost, none twice), and brings the
+//! estimate under the threshold, or the turn ends with the documented error (the run ends
+//! `error`). Pure: it reads a finished trace.
+
+use std::collections::BTreeSet;
+
+use crate::harness::invariants::{COMPACTION_SAFE, Violation};
+use crate::harness::trace::TraceEvent;
+use crate::model::port::observe::Observation;
+
+/// A message as the `compaction` event describes it: `role:id[calls]`.
+struct Described<'a> {
+    role: &'a str,
+    id: &'a str,
+    calls: Vec<&'a str>,
+}
+
+fn parse(s: &str) -> Described<'_> {
+    let (role, rest) = s.split_once(':').unwrap_or((s, ""));
+    let (id, calls) = match rest.split_once('[') {
+        Some((id, c)) => (
+            id,
+            c.trim_end_matches(']')
+                .split(',')
+                .filter(|x| !x.is_empty())
+                .collect(),
+        ),
+        None => (rest, Vec::new()),
+    };
+    Described { role, id, calls }
+}
+
+/// How many `history` trace entries the messages a compaction removed stand for: one per user
+/// message and tool result, one per assistant message plus one per tool call it made.
+pub fn removed_history_units(removed: &[String]) -> u64 {
+    removed
+        .iter()
+        .map(|s| {
+            let d = parse(s);
+            match d.role {
+                "assistant" => 1 + d.calls.len() as u64,
+                "summary" => 0,
+                _ => 1,
+            }
+        })
+        .sum()
+}
+
+/// `compaction-safe`.
+pub fn compaction_safe(events: &[TraceEvent]) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        let Observation::Compaction {
+            conversation_id,
+            run_id,
+            mode,
+            removed,
+            summarized,
+            kept,
+            tokens_after,
+            threshold,
+            ..
+        } = &e.obs
+        else {
+            continue;
+        };
+        let mut violation = |message: String| {
+            out.push(Violation {
+                invariant: COMPACTION_SAFE,
+                event: Some(i),
+                message: format!("compaction of {conversation_id}: {message}"),
+            })
+        };
+        let kept: Vec<Described> = kept.iter().map(|s| parse(s)).collect();
+        let removed_d: Vec<Described> = removed.iter().map(|s| parse(s)).collect();
+        // 1. No tool call on one side of the cut with its result on the other.
+        let kept_calls: BTreeSet<&str> = kept
+            .iter()
+            .filter(|m| m.role == "assistant")
+            .flat_map(|m| m.calls.iter().copied())
+            .collect();
+        for m in kept.iter().filter(|m| m.role == "tool") {
+            for c in &m.calls {
+                if !kept_calls.contains(c) {
+                    violation(format!(
+                        "the result {} of tool call {c} was kept but its call was removed",
+                        m.id
+                    ));
+                }
+            }
+        }
+        for m in removed_d.iter().filter(|m| m.role == "tool") {
+            for c in &m.calls {
+                if kept_calls.contains(c) {
+                    violation(format!(
+                        "the result {} of tool call {c} was removed but its call was kept",
+                        m.id
+                    ));
+                }
+            }
+        }
+        // 2. The kept part starts at an assistant message (the sliding window), or is empty or
+        // one trailing tool-call assistant message (`all`).
+        let rest: Vec<&Described> = kept.iter().filter(|m| m.role != "summary").collect();
+        if let Some(first) = rest.first()
+            && first.role != "assistant"
+        {
+            violation(format!(
+                "the {mode} cut is not at an assistant message: the kept part starts with {}:{}",
+                first.role, first.id
+            ));
+        }
+        // 3. Summarised exactly what it removed: none lost, none twice.
+        let removed_ids: BTreeSet<&str> = removed_d.iter().map(|m| m.id).collect();
+        let summarized_ids: BTreeSet<&str> = summarized.iter().map(|s| parse(s).id).collect();
+        for id in removed_ids.difference(&summarized_ids) {
+            violation(format!(
+                "{id} was removed from context without being summarised"
+            ));
+        }
+        let kept_ids: BTreeSet<&str> = kept.iter().map(|m| m.id).collect();
+        for id in summarized_ids.intersection(&kept_ids) {
+            violation(format!("{id} was summarised and also kept"));
+        }
+        // 4. Under the threshold, or the run ends with the documented error.
+        if let Some(t) = threshold
+            && tokens_after > t
+        {
+            let ended_error = run_id.as_ref().is_some_and(|r| {
+                events[i..].iter().any(|e| {
+                    matches!(&e.obs, Observation::RunEnded { run_id, stop_reason }
+                        if run_id == r && stop_reason == "error")
+                })
+            });
+            if run_id.is_some() && !ended_error {
+                violation(format!(
+                    "{tokens_after} tokens after compaction, above the threshold {t}, and the run did not end with the error"
+                ));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,132 @@
+//! Compaction end to end (letta-protocol.md §8): the compaction scenarios in simulation, with
+//! their chunks in the trace, and the four planted defects of `compaction-safe`, each caught.
+
+use crate::common::{lines_with, load, run, scenario_path, violations};
+use loopsim::harness::invariants::COMPACTION_SAFE;
+use loopsim::harness::report::{RunReport, Verdict};
+
+fn passing(name: &str) -> RunReport {
+    let r = run(&load(scenario_path(name)), 1, 2);
+    assert_eq!(r.verdict, Verdict::Pass, "{}", r.render());
+    r
+}
+
+/// The server's `chunk_recorded` message types of one run, in order.
+fn recorded(r: &RunReport, run_id: &str) -> Vec<String> {
+    lines_with(r, &format!("chunk_recorded run_id={run_id} "))
+        .iter()
+        .filter_map(|l| l.split("message_type=").nth(1))
+        .map(str::to_string)
+        .collect()
+}
+
+fn compaction_line(r: &RunReport) -> String {
+    let lines = lines_with(r, " compaction conversation_id=");
+    assert_eq!(lines.len(), 1, "{}", r.trace_text);
+    lines[0].to_string()
+}
+
+#[test]
+fn a_large_tool_result_compacts_at_preflight_with_the_all_fallback() {
+    let r = passing("compaction_long_tool_results.toml");
+    let c = compaction_line(&r);
+    assert!(c.contains("trigger=context_window_limit mode=all"), "{c}");
+    assert!(c.contains(r#"kept=["summary:"#), "{c}");
+    assert!(c.contains("fell_back=true"), "{c}");
+    let run_id = c
+        .split("run_id=")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .unwrap();
+    let types = recorded(&r, run_id);
+    // The pair comes before the model's output, then the local order: usage, stop_reason.
+    assert_eq!(
+        types[..2],
+        ["event_message", "summary_message"],
+        "{types:?}"
+    );
+    assert_eq!(
+        types[types.len() - 2..],
+        ["usage_statistics", "stop_reason"],
+        "{types:?}"
+    );
+    assert!(
+        lines_with(&r, "client_chunk")
+            .iter()
+            .any(|l| l.contains("message_type=summary_message")),
+        "the client processed the summary"
+    );
+}
+
+#[test]
+fn the_sliding_window_cuts_at_an_assistant_message_and_keeps_the_open_call_with_its_result() {
+    let r = passing("compaction_sliding_window.toml");
+    let c = compaction_line(&r);
+    assert!(c.contains("mode=sliding_window"), "{c}");
+    assert!(c.contains("fell_back=false"), "{c}");
+    // Turn 1 (user, weather call, its result) summarised; turn 2 kept from its first assistant
+    // message on, the Read call beside its result.
+    let kept = c.split("kept=").nth(1).unwrap();
+    assert!(kept.starts_with(r#"["summary:"#), "{kept}");
+    assert!(kept.contains(r#","assistant:"#), "{kept}");
+    assert!(
+        kept.contains("[toolu_01SyntheticReadNotes01]\",\"tool:"),
+        "{kept}"
+    );
+}
+
+#[test]
+fn the_summariser_overflow_walks_the_ladder_to_the_first_budget_that_cuts() {
+    let r = passing("compaction_summariser_overflow.toml");
+    let calls = lines_with(&r, "summariser_call");
+    assert_eq!(calls.len(), 2, "{}", r.trace_text);
+    assert!(
+        calls[0].contains("budget=- outcome=\"overflow:"),
+        "{}",
+        calls[0]
+    );
+    assert!(
+        calls[1].contains("budget=2000 outcome=\"ok"),
+        "{}",
+        calls[1]
+    );
+    assert!(compaction_line(&r).contains("laddered=true"));
+}
+
+#[test]
+fn a_pending_approval_at_the_boundary_is_kept_and_answered_after_compaction() {
+    let r = passing("compaction_pending_approval.toml");
+    let c = compaction_line(&r);
+    assert!(c.contains(r#"removed=["user:"#), "{c}");
+    assert!(c.contains("toolu_01NRLabsLyVHZPKxbKvkfSMn]\"]"), "{c}");
+}
+
+#[test]
+fn every_planted_compaction_defect_is_caught() {
+    for (file, clause) in [
+        (
+            "compaction_splits_tool_call.toml",
+            "was kept but its call was removed",
+        ),
+        (
+            "compaction_cuts_at_user.toml",
+            "cut is not at an assistant message",
+        ),
+        (
+            "compaction_loses_message.toml",
+            "was removed from context without being summarised",
+        ),
+        (
+            "compaction_ignores_threshold.toml",
+            "above the threshold 80, and the run did not end with the error",
+        ),
+    ] {
+        let r = run(&load(format!("scenarios/planted/{file}")), 1, 1);
+        let v = violations(&r, COMPACTION_SAFE);
+        assert!(
+            v.iter().any(|v| v.message.contains(clause)),
+            "{file}: {}",
+            r.render()
+        );
+    }
+}
