@@ -24,6 +24,9 @@ fn main() -> ExitCode {
             return ExitCode::from(code as u8);
         }
     };
+    if prints_only(&cli.command) {
+        quit_on_closed_stdout();
+    }
     let result = match cli.command {
         Command::Run(a) => cmd::run::run(a),
         Command::Explore(a) => cmd::explore::run(a),
@@ -46,3 +49,24 @@ fn main() -> ExitCode {
         }
     })
 }
+
+/// The commands that talk to no socket: for them a closed stdout (`sim run … | head`) ends the
+/// process quietly, as it does for any Unix filter. Rust ignores SIGPIPE so that a write to a
+/// closed socket is an error rather than death; `serve`, `record` and `bench` need that.
+fn prints_only(command: &Command) -> bool {
+    !matches!(
+        command,
+        Command::Serve(_) | Command::Record(_) | Command::Bench(_)
+    )
+}
+
+#[cfg(unix)]
+fn quit_on_closed_stdout() {
+    // SAFETY: called before any thread starts; resets one signal's disposition.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+#[cfg(not(unix))]
+fn quit_on_closed_stdout() {}
