@@ -6,6 +6,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
+use crate::model::port::clock::{Clock, Sleep, Timers};
 use crate::model::port::env::{Env, Listener};
 use crate::model::port::observe::Observation;
 
@@ -17,6 +18,7 @@ pub struct SimEnv {
     host: Arc<str>,
     trace: Trace,
     epoch_ms: u64,
+    clock: Clock,
 }
 
 impl SimEnv {
@@ -25,6 +27,31 @@ impl SimEnv {
             host: host.into(),
             trace,
             epoch_ms,
+            clock: Clock::new(SimTimers),
+        }
+    }
+}
+
+/// Simulated time: turmoil's elapsed time on the running host; its timers are the host
+/// runtime's, which turmoil advances tick by tick.
+struct SimTimers;
+
+impl Timers for SimTimers {
+    fn now(&self) -> std::time::Duration {
+        turmoil::sim_elapsed().unwrap_or_default()
+    }
+
+    fn sleep_until(&self, deadline: std::time::Duration) -> Sleep {
+        let now = self.now();
+        let here = tokio::time::Instant::now();
+        let at = if deadline >= now {
+            here.checked_add(deadline - now)
+        } else {
+            Some(here.checked_sub(now - deadline).unwrap_or(here))
+        };
+        match at {
+            Some(at) => Box::pin(tokio::time::sleep_until(at)),
+            None => Box::pin(std::future::pending()),
         }
     }
 }
@@ -52,8 +79,8 @@ impl Env for SimEnv {
         turmoil::net::TcpStream::connect(addr.to_string()).await
     }
 
-    fn now_ms(&self) -> u64 {
-        turmoil::sim_elapsed().map_or(0, |d| d.as_millis() as u64)
+    fn clock(&self) -> Clock {
+        self.clock.clone()
     }
 
     fn epoch_ms(&self) -> u64 {
@@ -90,7 +117,7 @@ impl AddressBook {
 pub struct TcpEnv {
     host: Arc<str>,
     trace: Trace,
-    start: tokio::time::Instant,
+    clock: Clock,
     epoch_ms: u64,
     book: AddressBook,
 }
@@ -107,7 +134,7 @@ impl TcpEnv {
             trace,
             // Real time is the point of this Env: it serves real clients on real TCP and is
             // never used inside a simulation, so it cannot affect a simulated run.
-            start: tokio::time::Instant::now(),
+            clock: Clock::tokio(),
             epoch_ms,
             book,
         }
@@ -157,8 +184,8 @@ impl Env for TcpEnv {
         }
     }
 
-    fn now_ms(&self) -> u64 {
-        self.start.elapsed().as_millis() as u64
+    fn clock(&self) -> Clock {
+        self.clock.clone()
     }
 
     fn epoch_ms(&self) -> u64 {
