@@ -108,6 +108,10 @@ pub struct RunArgs {
     /// failure a `sim explore --tick-ms` sweep found.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub tick_ms: Option<u64>,
+    /// Step through every tick, idle or not, instead of skipping idle simulated time (the
+    /// trace is the same; for comparison, docs/performance.md).
+    #[arg(long)]
+    pub no_warp: bool,
 }
 
 #[derive(Args)]
@@ -145,6 +149,10 @@ pub struct ExploreArgs {
     /// failure's reproduce command carries the flag.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub tick_ms: Option<u64>,
+    /// Step through every tick, idle or not, instead of skipping idle simulated time (the
+    /// trace is the same; for comparison, docs/performance.md).
+    #[arg(long)]
+    pub no_warp: bool,
 }
 
 #[derive(Args)]
@@ -215,6 +223,10 @@ pub struct BenchArgs {
     /// (docs/performance.md).
     #[arg(long, value_delimiter = ',', value_name = "MS,...")]
     pub ticks: Vec<u64>,
+    /// Also run the same seeds stepping through every tick (`--no-warp`) and report both
+    /// rates and their ratio.
+    #[arg(long)]
+    pub compare_warp: bool,
 }
 
 #[derive(Args)]

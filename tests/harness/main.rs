@@ -10,4 +10,5 @@ mod explore;
 mod fault_plans;
 mod import;
 mod library;
+mod warp;
 mod wire_provider_captures;
