@@ -5,6 +5,8 @@
 //! Seeds: one run seed; every consumer gets a seed derived from it by name
 //! ([`derive_seed`]), so adding a consumer never shifts another's stream.
 
+use std::collections::BTreeSet;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -155,8 +157,11 @@ pub fn run_to_end(
             continue;
         }
         // Quiet: no host used its Env during the step, nothing was applied to the world after
-        // it, and no message is on a link.
-        let still = clock.activity() == activity && faults.actions() == actions && !in_flight(sim);
+        // it, and no message is on a link that delivers (a held link delivers nothing before
+        // its release, a fault action the horizon below waits for).
+        let still = clock.activity() == activity
+            && faults.actions() == actions
+            && !in_flight(sim, faults.held());
         quiet = if still { quiet + 1 } else { 0 };
         if quiet < quiet_steps {
             continue;
@@ -206,12 +211,20 @@ pub fn idle_ticks(now: Duration, horizon: Duration, tick: Duration) -> u32 {
     u32::try_from(gap / tick.as_nanos()).unwrap_or(u32::MAX)
 }
 
-/// Whether any message is on a turmoil link (sent, not yet delivered, or held).
-fn in_flight(sim: &turmoil::Sim<'_>) -> bool {
+/// Whether any message is on a turmoil link that is not `held` (turmoil holds every message
+/// of a held link, old and new, until its release).
+fn in_flight(sim: &turmoil::Sim<'_>, held: &BTreeSet<(String, String)>) -> bool {
+    let held: Vec<(IpAddr, IpAddr)> = held
+        .iter()
+        .map(|(a, b)| {
+            let (a, b) = (sim.lookup(a.as_str()), sim.lookup(b.as_str()));
+            (a.min(b), a.max(b))
+        })
+        .collect();
     let mut any = false;
     sim.links(|links| {
         for mut link in links {
-            if link.next().is_some() {
+            if !held.contains(&link.pair()) && link.next().is_some() {
                 any = true;
                 break;
             }

@@ -88,6 +88,11 @@ impl FaultRuntime {
         triggers.chain(follow_ups).min()
     }
 
+    /// Host pairs whose links hold their messages now (until a scheduled release or the heal).
+    pub fn held(&self) -> &BTreeSet<(String, String)> {
+        &self.held
+    }
+
     /// Hosts crashed and not yet restarted.
     pub fn crashed(&self) -> &BTreeSet<String> {
         &self.crashed
