@@ -108,8 +108,10 @@ pub struct RunArgs {
     /// failure a `sim explore --tick-ms` sweep found.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub tick_ms: Option<u64>,
-    /// Step through every tick, idle or not, instead of skipping idle simulated time (the
-    /// trace is the same; for comparison, docs/performance.md).
+    /// Skip idle simulated time (harness/warp.rs; not yet the default, docs/performance.md).
+    #[arg(long, conflicts_with = "no_warp")]
+    pub warp: bool,
+    /// Step through every tick, idle or not (the default for now).
     #[arg(long)]
     pub no_warp: bool,
 }
@@ -149,8 +151,10 @@ pub struct ExploreArgs {
     /// failure's reproduce command carries the flag.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub tick_ms: Option<u64>,
-    /// Step through every tick, idle or not, instead of skipping idle simulated time (the
-    /// trace is the same; for comparison, docs/performance.md).
+    /// Skip idle simulated time (harness/warp.rs; not yet the default, docs/performance.md).
+    #[arg(long, conflicts_with = "no_warp")]
+    pub warp: bool,
+    /// Step through every tick, idle or not (the default for now).
     #[arg(long)]
     pub no_warp: bool,
 }
@@ -223,8 +227,8 @@ pub struct BenchArgs {
     /// (docs/performance.md).
     #[arg(long, value_delimiter = ',', value_name = "MS,...")]
     pub ticks: Vec<u64>,
-    /// Also run the same seeds stepping through every tick (`--no-warp`) and report both
-    /// rates and their ratio.
+    /// Run the seeds warped and stepping through every tick, and report both rates, their
+    /// ratio and how many traces are identical.
     #[arg(long)]
     pub compare_warp: bool,
 }

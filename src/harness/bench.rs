@@ -100,6 +100,10 @@ pub fn bench(
     } else {
         None
     };
+    let mut scenario = scenario;
+    if options.compare_warp {
+        scenario.network.warp = true;
+    }
     let seeds = options.seeds.max(1);
     let rss_start = meter.rss_kib();
     let pass = measure(&scenario, seeds, base.as_ref(), "bench", meter)?;

@@ -110,8 +110,8 @@ pub struct Network {
     #[serde(default = "default_latency", deserialize_with = "min_max_pair")]
     pub latency_ms: [u64; 2],
     /// Whether the step loop skips idle simulated time (harness/warp.rs). Not a scenario key:
-    /// on unless `--no-warp` turned it off ([`crate::harness::warp::set_warp_by_default`]);
-    /// the trace is the same either way.
+    /// off unless `--warp` turned it on ([`crate::harness::warp::set_warp_by_default`]); the
+    /// trace is meant to be the same either way.
     #[serde(skip, default = "default_warp")]
     pub warp: bool,
 }

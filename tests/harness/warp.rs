@@ -7,7 +7,9 @@
 //! mixes a process-wide counter into its otids): no two of its runs agree, warped or not.
 //!
 //! `cargo test` runs seeds 0..2; the standing check over seeds 0..50 is the ignored test
-//! (`cargo test --release --test harness -- --ignored warp`, a few minutes).
+//! (`cargo test --release --test harness -- --ignored warp`, a few minutes). It does not pass
+//! yet: two of its 7,000 runs differ (docs/performance.md, "The harness owns the clock"), which
+//! is why warping is not the default.
 
 use std::path::PathBuf;
 
@@ -69,4 +71,23 @@ fn warping_gives_the_same_trace_on_every_scenario() {
 fn warping_gives_the_same_trace_on_every_scenario_seeds_0_to_50() {
     let found = divergences(0..50);
     assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn a_skip_ends_on_the_last_tick_boundary_before_the_horizon() {
+    use loopsim::harness::world::idle_ticks;
+    use std::time::Duration;
+    let ms = Duration::from_millis;
+    // From 5 ms to a deadline at 10 ms on a 1 ms tick: the steps ending at 6..9 are skipped,
+    // the one ending at 10 (where the timer fires) runs.
+    assert_eq!(idle_ticks(ms(5), ms(10), ms(1)), 4);
+    // A deadline inside the next step, or now: nothing to skip.
+    assert_eq!(idle_ticks(ms(5), ms(6), ms(1)), 0);
+    assert_eq!(idle_ticks(ms(5), ms(5), ms(1)), 0);
+    assert_eq!(idle_ticks(ms(5), ms(4), ms(1)), 0);
+    // A coarse tick: only whole ticks, so a timer at 25 ms still fires inside the step from
+    // 20 to 30 at its own instant.
+    assert_eq!(idle_ticks(ms(0), ms(25), ms(10)), 2);
+    assert_eq!(idle_ticks(ms(0), ms(30), ms(10)), 2);
+    assert_eq!(idle_ticks(ms(0), ms(31), ms(10)), 3);
 }

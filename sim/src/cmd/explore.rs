@@ -14,7 +14,7 @@ pub fn run(a: ExploreArgs) -> CmdResult {
     if let Some(file) = &a.out {
         check_output(file)?;
     }
-    loopsim::harness::warp::set_warp_by_default(!a.no_warp);
+    loopsim::harness::warp::set_warp_by_default(a.warp && !a.no_warp);
     let options = ExploreOptions {
         seeds: a.seeds,
         jobs: a.jobs,

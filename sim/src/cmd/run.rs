@@ -9,7 +9,7 @@ pub fn run(a: RunArgs) -> CmdResult {
     if let Some(file) = &a.trace {
         check_output(file)?;
     }
-    loopsim::harness::warp::set_warp_by_default(!a.no_warp);
+    loopsim::harness::warp::set_warp_by_default(a.warp && !a.no_warp);
     let runs = if a.check_determinism {
         a.runs.max(2)
     } else {
