@@ -9,6 +9,10 @@
 //!   processes; use `BTreeMap`/`BTreeSet` or `IndexMap`).
 //! - `wall-clock`: `SystemTime` or `std::time::Instant` in `src/` (simulated time only;
 //!   `tokio::time::Instant` is allowed: under turmoil and a paused tokio clock it is virtual).
+//! - `model-clock`: `tokio::time` in `src/model/` (a model reads time, sleeps and times out
+//!   only through the `Clock` its `Env` hands out, so the harness owns simulated time and can
+//!   skip idle stretches of it; `src/model/port/clock.rs`, which wraps tokio's clock for real
+//!   TCP and paused-runtime tests, is the one exception).
 //! - `os-entropy`: randomness from the operating system in `src/` (every random draw comes from
 //!   the seeded PRNG).
 //! - `select-biased`: a `select!` whose first token is not `biased;` (an unbiased select polls
@@ -32,10 +36,15 @@ use std::path::Path;
 const MAX_LINES: usize = 900;
 
 /// Narrow, reasoned exceptions: (file, rule, why). Each must still match a violation, so a stale
-/// exception fails too. None today: the real-TCP `Env` (src/harness/tcp.rs) and `sim serve`
+/// exception fails too. The real-TCP `Env` (src/harness/tcp.rs) and `sim serve`
 /// (src/harness/serve.rs) read real time through `tokio::time::Instant`, which the wall-clock
 /// rule allows.
-const EXCEPTIONS: &[(&str, &str, &str)] = &[];
+const EXCEPTIONS: &[(&str, &str, &str)] = &[(
+    "src/model/port/clock.rs",
+    "model-clock",
+    "`Clock::tokio`: tokio's clock as a model clock, for `sim serve`'s real-TCP Env and for the \
+     model tests under a paused tokio runtime",
+)];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Violation {
@@ -62,12 +71,15 @@ struct Scope {
     layered: bool,
     /// `src/` (not `sim/src/`): the determinism rules.
     library: bool,
+    /// `src/model/`: time only through the model's `Clock`.
+    model: bool,
 }
 
 fn scope(path: &str) -> Scope {
     Scope {
         layered: path.starts_with("src/model/") || path.starts_with("src/wire/"),
         library: path.starts_with("src/"),
+        model: path.starts_with("src/model/"),
     }
 }
 
@@ -476,6 +488,13 @@ fn check(path: &str, text: &str) -> Vec<Violation> {
         {
             report(line, rule, segs.join("::"));
         }
+        if scope.model && path_matches(&segs, &["tokio", "time"]) {
+            report(
+                line,
+                "model-clock",
+                format!("{} (a model's time is its Env's Clock)", segs.join("::")),
+            );
+        }
     }
 
     for (n, comment) in split.comments.lines().enumerate() {
@@ -603,11 +622,11 @@ const SIM: &str = "sim/src/x.rs";
 fn a_clean_file_passes() {
     let text = r#"//! A model file that follows every rule.
 use std::collections::BTreeMap;
-use tokio::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Waits on two things, in order.
-async fn wait(a: impl Future<Output = ()>, b: impl Future<Output = ()>) {
-    let _start = Instant::now();
+async fn wait(clock: &Clock, a: impl Future<Output = ()>, b: impl Future<Output = ()>) {
+    let _start = clock.now() + Duration::from_millis(1);
     tokio::select! {
         biased;
         _ = a => {}
@@ -701,13 +720,37 @@ fn the_wall_clock_fails_in_src_and_tokio_instant_is_allowed() {
     );
     assert_eq!(
         rules(
-            MODEL,
+            HARNESS,
             "use tokio::time::Instant;\nfn f() { Instant::now(); }\n"
         ),
         []
     );
-    assert_eq!(rules(MODEL, "let t = tokio::time::Instant::now();\n"), []);
+    assert_eq!(rules(HARNESS, "let t = tokio::time::Instant::now();\n"), []);
     assert_eq!(rules(SIM, "use std::time::Instant;\n"), []);
+}
+
+#[test]
+fn tokio_time_fails_in_a_model_and_is_allowed_in_the_harness() {
+    assert_eq!(
+        rules(MODEL, "use tokio::time::Instant;\n"),
+        [(1, "model-clock")]
+    );
+    assert_eq!(
+        rules(
+            MODEL,
+            "async fn f() {\n    tokio::time::sleep(d).await;\n}\n"
+        ),
+        [(2, "model-clock")]
+    );
+    assert_eq!(
+        rules(MODEL, "use tokio::{sync::watch, time};\n"),
+        [(1, "model-clock")]
+    );
+    assert_eq!(
+        rules(MODEL, "/// Like `tokio::time::timeout`.\nfn f() {}\n"),
+        []
+    );
+    assert_eq!(rules(HARNESS, "tokio::time::sleep(d).await;\n"), []);
 }
 
 #[test]

@@ -116,6 +116,12 @@ pub struct RunArgs {
     /// and the event each failing invariant tripped on (docs/trace.md).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Skip idle simulated time (harness/warp.rs; not yet the default, docs/performance.md).
+    #[arg(long, conflicts_with = "no_warp")]
+    pub warp: bool,
+    /// Step through every tick, idle or not (the default for now).
+    #[arg(long)]
+    pub no_warp: bool,
 }
 
 #[derive(Args)]
@@ -161,6 +167,12 @@ pub struct ExploreArgs {
     /// this directory, linked from the sweep page.
     #[arg(long, value_name = "DIR", requires = "html")]
     pub html_dir: Option<PathBuf>,
+    /// Skip idle simulated time (harness/warp.rs; not yet the default, docs/performance.md).
+    #[arg(long, conflicts_with = "no_warp")]
+    pub warp: bool,
+    /// Step through every tick, idle or not (the default for now).
+    #[arg(long)]
+    pub no_warp: bool,
 }
 
 #[derive(Args)]
@@ -231,6 +243,10 @@ pub struct BenchArgs {
     /// (docs/performance.md).
     #[arg(long, value_delimiter = ',', value_name = "MS,...")]
     pub ticks: Vec<u64>,
+    /// Run the seeds warped and stepping through every tick, and report both rates, their
+    /// ratio and how many traces are identical.
+    #[arg(long)]
+    pub compare_warp: bool,
 }
 
 #[derive(Args)]

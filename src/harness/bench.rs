@@ -30,6 +30,8 @@ pub struct BenchOptions {
     pub compare_bare: bool,
     /// Run the seeds once more per tick (ms), overriding the scenario's `[network] tick_ms`.
     pub ticks: Vec<u64>,
+    /// Run the seeds once more stepping through every tick (no warp), and compare the traces.
+    pub compare_warp: bool,
 }
 
 /// What the bench asks of its caller: the wall clock, the process's memory, and where progress
@@ -55,6 +57,8 @@ pub struct Pass {
     pub events: usize,
     /// Seeds whose run did not pass.
     pub failures: u64,
+    /// Each seed's trace hash, in seed order.
+    pub hashes: Vec<String>,
 }
 
 /// The fault-free comparison with the bare world.
@@ -77,9 +81,11 @@ pub struct BenchReport {
     pub pass: Pass,
     /// Resident memory before and after the main pass, in KiB.
     pub rss_kib: Option<(u64, u64)>,
-    /// (tick ms, pass) per requested tick.
-    pub ticks: Vec<(u64, Pass)>,
+    /// (tick ms, pass, the pass without warp when comparing) per requested tick.
+    pub ticks: Vec<(u64, Pass, Option<Pass>)>,
     pub bare: Option<BareComparison>,
+    /// The same seeds stepping through every tick, idle or not (`--compare-warp`).
+    pub no_warp: Option<Pass>,
 }
 
 /// Runs the bench on the scenario at `path`.
@@ -94,6 +100,10 @@ pub fn bench(
     } else {
         None
     };
+    let mut scenario = scenario;
+    if options.compare_warp {
+        scenario.network.warp = true;
+    }
     let seeds = options.seeds.max(1);
     let rss_start = meter.rss_kib();
     let pass = measure(&scenario, seeds, base.as_ref(), "bench", meter)?;
@@ -103,8 +113,21 @@ pub fn bench(
         let mut s = scenario.clone();
         s.network.tick_ms = t.max(1);
         let p = measure(&s, seeds, base.as_ref(), &format!("tick {t} ms"), meter)?;
-        ticks.push((s.network.tick_ms, p));
+        let stepped = if options.compare_warp {
+            let s = s.clone().with_no_warp(true);
+            let label = format!("tick {t} ms, no warp");
+            Some(measure(&s, seeds, base.as_ref(), &label, meter)?)
+        } else {
+            None
+        };
+        ticks.push((s.network.tick_ms, p, stepped));
     }
+    let no_warp = if options.compare_warp {
+        let s = scenario.clone().with_no_warp(true);
+        Some(measure(&s, seeds, base.as_ref(), "no warp", meter)?)
+    } else {
+        None
+    };
     let bare = if options.compare_bare {
         Some(compare_bare(path, &scenario, seeds, meter)?)
     } else {
@@ -119,6 +142,7 @@ pub fn bench(
         rss_kib: rss_start.zip(rss_end),
         ticks,
         bare,
+        no_warp,
     })
 }
 
@@ -135,6 +159,7 @@ fn measure(
         simulated_ms: 0,
         events: 0,
         failures: 0,
+        hashes: Vec::new(),
     };
     meter.pass_started(label);
     for seed in 0..seeds {
@@ -145,6 +170,7 @@ fn measure(
         let r = run_scenario(&s, seed, 1)?;
         pass.simulated_ms += r.end_ms;
         pass.events += r.events;
+        pass.hashes.push(r.trace_hash);
         if r.verdict.exit_code() != exit::PASS {
             pass.failures += 1;
         }
@@ -232,18 +258,65 @@ impl BenchReport {
                 "  {:>8}  {:>10}  {:>12}  {:>14}  {:>11}",
                 "tick ms", "runs/s", "simulated s", "simulated/wall", "not passing"
             );
-            for (tick, p) in &self.ticks {
-                let wall = p.wall.as_secs_f64();
-                let _ = writeln!(
-                    s,
-                    "  {:>8}  {:>10.1}  {:>12.3}  {:>13.0}x  {:>11}",
-                    tick,
-                    seeds / wall,
-                    secs(p.simulated_ms),
-                    secs(p.simulated_ms) / wall,
-                    p.failures
-                );
+            for (tick, p, stepped) in &self.ticks {
+                for (p, how) in
+                    std::iter::once((p, "")).chain(stepped.iter().map(|q| (q, " no warp")))
+                {
+                    let wall = p.wall.as_secs_f64();
+                    let _ = writeln!(
+                        s,
+                        "  {:>8}  {:>10.1}  {:>12.3}  {:>13.0}x  {:>11}{how}",
+                        tick,
+                        seeds / wall,
+                        secs(p.simulated_ms),
+                        secs(p.simulated_ms) / wall,
+                        p.failures
+                    );
+                }
+                if let Some(q) = stepped {
+                    let same = q
+                        .hashes
+                        .iter()
+                        .zip(&p.hashes)
+                        .filter(|(a, b)| a == b)
+                        .count();
+                    let _ = writeln!(
+                        s,
+                        "  {:>8}  speed-up {:.2}x, traces {same} of {} identical",
+                        tick,
+                        q.wall.as_secs_f64() / p.wall.as_secs_f64(),
+                        p.hashes.len()
+                    );
+                }
             }
+        }
+        if let Some(p) = &self.no_warp {
+            let nw = p.wall.as_secs_f64();
+            let same = p
+                .hashes
+                .iter()
+                .zip(&self.pass.hashes)
+                .filter(|(a, b)| a == b)
+                .count();
+            let _ = writeln!(s, "compare-warp    same seeds, stepping through every tick");
+            let _ = writeln!(
+                s,
+                "  warp          {:.1} runs/s, {:.0}x simulated/wall",
+                seeds / wall,
+                secs(self.pass.simulated_ms) / wall
+            );
+            let _ = writeln!(
+                s,
+                "  no warp       {:.1} runs/s, {:.0}x simulated/wall",
+                seeds / nw,
+                secs(p.simulated_ms) / nw
+            );
+            let _ = writeln!(s, "  speed-up      {:.2}x", nw / wall);
+            let _ = writeln!(
+                s,
+                "  traces        {same} of {} identical",
+                self.pass.hashes.len()
+            );
         }
         if let Some(b) = &self.bare {
             let (lw, bw) = (b.loopsim_wall.as_secs_f64(), b.bare_wall.as_secs_f64());

@@ -4,12 +4,18 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::model::port::clock::Clock;
 use crate::model::port::env::{Env, Listener};
 use crate::model::port::observe::Observation;
 
 use super::trace::Trace;
+use super::warp::WorldClock;
 
 /// A host on turmoil's simulated network.
 #[derive(Clone)]
@@ -17,43 +23,128 @@ pub struct SimEnv {
     host: Arc<str>,
     trace: Trace,
     epoch_ms: u64,
+    clock: Clock,
+    world: WorldClock,
 }
 
 impl SimEnv {
+    /// A host on the trace's world: its clock is the trace's world clock.
     pub fn new(host: &str, trace: Trace, epoch_ms: u64) -> Self {
         SimEnv {
             host: host.into(),
-            trace,
             epoch_ms,
+            clock: trace.clock().model_clock(),
+            world: trace.clock().clone(),
+            trace,
         }
     }
 }
 
-pub struct SimListener(turmoil::net::TcpListener);
+pub struct SimListener {
+    inner: turmoil::net::TcpListener,
+    clock: WorldClock,
+}
 
 impl Listener for SimListener {
-    type Stream = turmoil::net::TcpStream;
+    type Stream = SimStream;
     async fn accept(&mut self) -> io::Result<Self::Stream> {
-        self.0.accept().await.map(|(s, _)| s)
+        self.clock.touch();
+        let accepted = self.inner.accept().await;
+        self.clock.touch();
+        accepted.map(|(s, _)| SimStream::new(s, &self.clock))
+    }
+}
+
+/// A turmoil stream that notes every poll, write and close in the world clock's activity
+/// count (the warp skips time only across steps in which no host used the network).
+pub struct SimStream {
+    inner: turmoil::net::TcpStream,
+    clock: WorldClock,
+}
+
+impl SimStream {
+    fn new(inner: turmoil::net::TcpStream, clock: &WorldClock) -> Self {
+        SimStream {
+            inner,
+            clock: clock.clone(),
+        }
+    }
+}
+
+impl Drop for SimStream {
+    fn drop(&mut self) {
+        self.clock.touch();
+    }
+}
+
+impl AsyncRead for SimStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.clock.touch();
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for SimStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.clock.touch();
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.clock.touch();
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.clock.touch();
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.clock.touch();
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
     }
 }
 
 impl Env for SimEnv {
-    type Stream = turmoil::net::TcpStream;
+    type Stream = SimStream;
     type Listener = SimListener;
 
     async fn bind(&self, port: u16) -> io::Result<SimListener> {
-        turmoil::net::TcpListener::bind(("0.0.0.0", port))
-            .await
-            .map(SimListener)
+        self.world.touch();
+        let bound = turmoil::net::TcpListener::bind(("0.0.0.0", port)).await;
+        self.world.touch();
+        bound.map(|inner| SimListener {
+            inner,
+            clock: self.world.clone(),
+        })
     }
 
     async fn connect(&self, addr: &str) -> io::Result<Self::Stream> {
-        turmoil::net::TcpStream::connect(addr.to_string()).await
+        self.world.touch();
+        let connected = turmoil::net::TcpStream::connect(addr.to_string()).await;
+        self.world.touch();
+        connected.map(|s| SimStream::new(s, &self.world))
     }
 
-    fn now_ms(&self) -> u64 {
-        turmoil::sim_elapsed().map_or(0, |d| d.as_millis() as u64)
+    fn clock(&self) -> Clock {
+        self.clock.clone()
     }
 
     fn epoch_ms(&self) -> u64 {
@@ -61,6 +152,7 @@ impl Env for SimEnv {
     }
 
     fn observe(&self, event: Observation) {
+        self.world.touch();
         self.trace.push(self.now_ms(), &self.host, event);
     }
 }
@@ -90,7 +182,7 @@ impl AddressBook {
 pub struct TcpEnv {
     host: Arc<str>,
     trace: Trace,
-    start: tokio::time::Instant,
+    clock: Clock,
     epoch_ms: u64,
     book: AddressBook,
 }
@@ -107,7 +199,7 @@ impl TcpEnv {
             trace,
             // Real time is the point of this Env: it serves real clients on real TCP and is
             // never used inside a simulation, so it cannot affect a simulated run.
-            start: tokio::time::Instant::now(),
+            clock: Clock::tokio(),
             epoch_ms,
             book,
         }
@@ -157,8 +249,8 @@ impl Env for TcpEnv {
         }
     }
 
-    fn now_ms(&self) -> u64 {
-        self.start.elapsed().as_millis() as u64
+    fn clock(&self) -> Clock {
+        self.clock.clone()
     }
 
     fn epoch_ms(&self) -> u64 {

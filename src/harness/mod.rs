@@ -31,4 +31,5 @@ pub mod sweep;
 pub mod system;
 pub mod tcp;
 pub mod trace;
+pub mod warp;
 pub mod world;

@@ -109,6 +109,11 @@ pub struct Network {
     /// Per-message latency range `[min, max]` in ms.
     #[serde(default = "default_latency", deserialize_with = "min_max_pair")]
     pub latency_ms: [u64; 2],
+    /// Whether the step loop skips idle simulated time (harness/warp.rs). Not a scenario key:
+    /// off unless `--warp` turned it on ([`crate::harness::warp::set_warp_by_default`]); the
+    /// trace is meant to be the same either way.
+    #[serde(skip, default = "default_warp")]
+    pub warp: bool,
 }
 
 /// Reads a `[min, max]` pair, refusing an array of any other length (a plain `[u64; 2]` would
@@ -127,6 +132,9 @@ pub fn min_max_pair<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u64; 2], 
 fn default_tick() -> u64 {
     1
 }
+fn default_warp() -> bool {
+    crate::harness::warp::warp_by_default()
+}
 fn default_latency() -> [u64; 2] {
     [1, 5]
 }
@@ -136,6 +144,7 @@ impl Default for Network {
         Network {
             tick_ms: default_tick(),
             latency_ms: default_latency(),
+            warp: default_warp(),
         }
     }
 }
@@ -368,6 +377,15 @@ impl Planted {
 }
 
 impl Scenario {
+    /// The scenario stepped through every tick, idle or not, when `no_warp`. The trace is the
+    /// same either way, so the reproduce command does not carry it.
+    pub fn with_no_warp(mut self, no_warp: bool) -> Scenario {
+        if no_warp {
+            self.network.warp = false;
+        }
+        self
+    }
+
     /// The scenario at another turmoil tick (`--tick-ms`): timers keep their exact values,
     /// hops between hosts take at least one tick (docs/performance.md). The reproduce command
     /// carries the flag.

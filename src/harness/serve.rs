@@ -25,6 +25,7 @@ use super::scenario::{InputError, Scenario};
 use super::trace::{Trace, TraceEvent};
 use super::world::{EPOCH_UNIX_MS, PROVIDER_PORT};
 use crate::model::letta::server::{self, RequestLog, RequestRecord};
+use crate::model::port::clock::Clock;
 use crate::model::port::env::{Env, Listener};
 use crate::model::port::observe::Observation;
 use crate::model::provider::{self, ProviderConfig, ProviderState};
@@ -52,7 +53,7 @@ pub struct ServeOptions {
 #[derive(Clone)]
 struct ServeEnv {
     host: Arc<str>,
-    start: tokio::time::Instant,
+    clock: Clock,
     book: AddressBook,
     listen: SocketAddr,
     bound: Arc<Mutex<Option<SocketAddr>>>,
@@ -103,8 +104,8 @@ impl Env for ServeEnv {
         ))
     }
 
-    fn now_ms(&self) -> u64 {
-        self.start.elapsed().as_millis() as u64
+    fn clock(&self) -> Clock {
+        self.clock.clone()
     }
 
     /// Dates in bodies: real time zero is the simulation's fixed epoch, so two sessions with the
@@ -193,8 +194,9 @@ pub fn serve(opts: ServeOptions, ready: impl FnOnce(Value)) -> Result<(), InputE
     runtime.block_on(async move {
         let trace = Trace::new();
         // Real time on purpose: `sim serve` is real TCP for real clients, never a simulation.
-        let start = tokio::time::Instant::now();
-        let now: NowFn = Arc::new(move || start.elapsed().as_millis() as u64);
+        let clock = Clock::tokio();
+        let start = clock.clone();
+        let now: NowFn = Arc::new(move || start.now_ms());
         let sink =
             Arc::new(Mutex::new(match &opts.trace {
                 Some(p) => Some(std::fs::File::create(p).map_err(|e| {
@@ -206,7 +208,7 @@ pub fn serve(opts: ServeOptions, ready: impl FnOnce(Value)) -> Result<(), InputE
         let bound = Arc::new(Mutex::new(None));
         let env = |host: &str| ServeEnv {
             host: host.into(),
-            start,
+            clock: clock.clone(),
             book: book.clone(),
             listen: opts.listen,
             bound: bound.clone(),

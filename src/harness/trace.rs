@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use super::warp::WorldClock;
 use crate::model::port::observe::Observation;
 
 /// One event on the timeline.
@@ -65,15 +66,22 @@ fn render_value(v: &Value) -> String {
     }
 }
 
-/// A shared, append-only trace. Cloning shares it.
+/// A shared, append-only trace, and the world clock its events are stamped with. Cloning
+/// shares both.
 #[derive(Clone, Default)]
 pub struct Trace {
     events: Arc<Mutex<Vec<TraceEvent>>>,
+    clock: WorldClock,
 }
 
 impl Trace {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The world's clock (simulated time and its warp; unused on real TCP).
+    pub fn clock(&self) -> &WorldClock {
+        &self.clock
     }
 
     pub fn push(&self, t_ms: u64, host: &str, obs: Observation) {

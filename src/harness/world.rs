@@ -5,6 +5,8 @@
 //! Seeds: one run seed; every consumer gets a seed derived from it by name
 //! ([`derive_seed`]), so adding a consumer never shifts another's stream.
 
+use std::collections::BTreeSet;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -33,9 +35,11 @@ pub fn derive_seed(seed: u64, label: &str) -> u64 {
     u64::from_le_bytes(d[..8].try_into().expect("8 bytes"))
 }
 
-/// Simulated time in milliseconds, read inside the running simulation (0 outside it).
-pub fn sim_now() -> NowFn {
-    Arc::new(|| turmoil::sim_elapsed().map_or(0, |d| d.as_millis() as u64))
+/// Simulated time in milliseconds on the world of `trace`, read inside the running simulation
+/// (virtual time: turmoil's plus the warp).
+pub fn sim_now(trace: &Trace) -> NowFn {
+    let clock = trace.clock().clone();
+    Arc::new(move || clock.now().as_millis() as u64)
 }
 
 /// The scenario's fault plan, as a list.
@@ -48,7 +52,8 @@ pub fn plan(scenario: &Scenario) -> Vec<Fault> {
 }
 
 /// The turmoil simulation of a scenario and seed: seeded, at the fixed epoch, with the
-/// scenario's tick, latency range and time budget.
+/// scenario's tick and latency range. Its time budget is [`run_to_end`]'s, on virtual time:
+/// turmoil's own clock lags virtual time by the warp, so turmoil is given no limit.
 pub fn simulation(scenario: &Scenario, seed: u64) -> turmoil::Sim<'static> {
     let mut builder = turmoil::Builder::new();
     builder
@@ -57,7 +62,7 @@ pub fn simulation(scenario: &Scenario, seed: u64) -> turmoil::Sim<'static> {
         .tick_duration(Duration::from_millis(scenario.network.tick_ms))
         .min_message_latency(Duration::from_millis(scenario.network.latency_ms[0]))
         .max_message_latency(Duration::from_millis(scenario.network.latency_ms[1]))
-        .simulation_duration(Duration::from_millis(scenario.limits.sim_time_ms));
+        .simulation_duration(Duration::MAX);
     builder.build()
 }
 
@@ -87,6 +92,10 @@ pub fn provider_host(
 /// turmoil's step said (every client host finished); `each_step` runs after every step, before
 /// the faults, for what a system does between steps. Returns why the run stopped early, if it
 /// did.
+///
+/// Time is the trace's [`WorldClock`](super::warp::WorldClock). With the scenario's `warp` on, whenever the world is
+/// quiescent between two steps the loop skips the whole idle ticks before the next thing that
+/// can happen ([`idle_ticks`]), which gives the same trace as stepping through them.
 pub fn run_to_end(
     sim: &mut turmoil::Sim<'_>,
     scenario: &Scenario,
@@ -95,25 +104,44 @@ pub fn run_to_end(
     mut done: impl FnMut(bool) -> bool,
     mut each_step: impl FnMut(&mut turmoil::Sim<'_>, &mut FaultRuntime),
 ) -> Option<String> {
+    let clock = trace.clock().clone();
+    clock.set_warp(scenario.network.warp);
+    let tick = Duration::from_millis(scenario.network.tick_ms);
     let mut faults = FaultRuntime::new(plan, scenario.network.latency_ms);
     let heal_at = scenario.limits.heal_at_ms;
     let deadline = heal_at.saturating_add(scenario.limits.liveness_ms);
     let budget = Duration::from_millis(scenario.limits.sim_time_ms);
+    let quiet_steps = if scenario.network.latency_ms[0] == 0 {
+        QUIET_STEPS_ZERO_LATENCY
+    } else {
+        QUIET_STEPS
+    };
+    let mut quiet = 0u32;
     loop {
+        let activity = clock.activity();
+        let actions = faults.actions();
         let clients_finished = match sim.step() {
             Ok(finished) => finished,
             Err(e) => return Some(e.to_string()),
         };
+        let elapsed = clock.elapsed(sim);
+        if elapsed > budget && !clients_finished {
+            // turmoil's own duration check, in its words, on virtual time.
+            return Some(format!(
+                "Ran for duration: {budget:?} steps: {} without completing",
+                elapsed.as_nanos() / tick.as_nanos() + 1
+            ));
+        }
         if done(clients_finished) {
             return None;
         }
         // turmoil checks its duration only while a client host runs; a system whose process
         // is a host (so it can crash and restart) is held to the budget here.
-        if sim.elapsed() > budget {
+        if elapsed > budget {
             return Some(format!("Ran for duration: {budget:?} without completing"));
         }
         each_step(sim, &mut faults);
-        let now = sim.elapsed().as_millis() as u64;
+        let now = clock.elapsed_ms(sim);
         if now >= heal_at {
             faults.heal(sim, now, trace);
         } else {
@@ -125,7 +153,84 @@ pub fn run_to_end(
                 scenario.limits.liveness_ms
             ));
         }
+        if !clock.warps() {
+            continue;
+        }
+        // Quiet: no host used its Env during the step, nothing was applied to the world after
+        // it, and no message is on a link that delivers (a held link delivers nothing before
+        // its release, a fault action the horizon below waits for).
+        let still = clock.activity() == activity
+            && faults.actions() == actions
+            && !in_flight(sim, faults.held());
+        quiet = if still { quiet + 1 } else { 0 };
+        if quiet < quiet_steps {
+            continue;
+        }
+        let now = clock.elapsed(sim);
+        let mut horizon = [
+            clock.next_deadline(now),
+            faults.next_due_ms().map(Duration::from_millis),
+            (!faults.healed).then(|| Duration::from_millis(heal_at)),
+            Some(Duration::from_millis(deadline)),
+            Some(budget + Duration::from_nanos(1)),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .expect("the budget is always there");
+        if horizon < now {
+            horizon = now;
+        }
+        let skip = idle_ticks(now, horizon, tick);
+        if skip > 0 {
+            clock.advance(now, tick * skip);
+        }
     }
+}
+
+/// Consecutive quiet steps before the warp may skip: one shows that no host ran. Every message
+/// sent then is still on its link, due at least the minimum latency after the step ends.
+const QUIET_STEPS: u32 = 1;
+
+/// The same with a minimum latency of zero, which needs a second quiet step: a message sent
+/// with zero latency is due at once and waits in turmoil's delivery queue for its host's next
+/// turn, where [`turmoil::Sim::links`] does not show it, and a segment delivered to a closed
+/// socket queues its reset there too. After two steps in which no host ran, the queue is empty
+/// (a reset answers nothing).
+const QUIET_STEPS_ZERO_LATENCY: u32 = 2;
+
+/// How many whole ticks from `now` can be skipped before `horizon`, the earliest time
+/// something can happen (a timer's deadline, a fault, the heal, the liveness deadline, the end
+/// of the budget): the skipped steps end strictly before it, so the step that reaches it runs,
+/// and a timer fires at its own instant inside that step, as without the skip.
+pub fn idle_ticks(now: Duration, horizon: Duration, tick: Duration) -> u32 {
+    if horizon <= now || tick.is_zero() {
+        return 0;
+    }
+    let gap = (horizon - now).as_nanos() - 1;
+    u32::try_from(gap / tick.as_nanos()).unwrap_or(u32::MAX)
+}
+
+/// Whether any message is on a turmoil link that is not `held` (turmoil holds every message
+/// of a held link, old and new, until its release).
+fn in_flight(sim: &turmoil::Sim<'_>, held: &BTreeSet<(String, String)>) -> bool {
+    let held: Vec<(IpAddr, IpAddr)> = held
+        .iter()
+        .map(|(a, b)| {
+            let (a, b) = (sim.lookup(a.as_str()), sim.lookup(b.as_str()));
+            (a.min(b), a.max(b))
+        })
+        .collect();
+    let mut any = false;
+    sim.links(|links| {
+        for mut link in links {
+            if !held.contains(&link.pair()) && link.next().is_some() {
+                any = true;
+                break;
+            }
+        }
+    });
+    any
 }
 
 /// What the generic run flow reads off one world run, whichever system ran it.

@@ -11,4 +11,5 @@ mod fault_plans;
 mod html;
 mod import;
 mod library;
+mod warp;
 mod wire_provider_captures;

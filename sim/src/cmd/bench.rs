@@ -17,6 +17,7 @@ pub fn run(a: BenchArgs) -> CmdResult {
         swarm: a.swarm,
         compare_bare: a.compare_bare,
         ticks: a.ticks,
+        compare_warp: a.compare_warp,
     };
     let meter = WallMeter {
         origin: Instant::now(),

@@ -21,6 +21,7 @@ pub fn run(a: ExploreArgs) -> CmdResult {
     for file in a.out.iter().chain(&a.html) {
         check_output(file)?;
     }
+    loopsim::harness::warp::set_warp_by_default(a.warp && !a.no_warp);
     let options = ExploreOptions {
         seeds: a.seeds,
         jobs: a.jobs,

@@ -10,6 +10,7 @@ pub fn run(a: RunArgs) -> CmdResult {
     for file in a.trace.iter().chain(&a.html) {
         check_output(file)?;
     }
+    loopsim::harness::warp::set_warp_by_default(a.warp && !a.no_warp);
     let runs = if a.check_determinism {
         a.runs.max(2)
     } else {

@@ -39,6 +39,8 @@ pub struct FaultRuntime {
     cursor: usize,
     event_counts: Vec<u32>,
     pub healed: bool,
+    /// Actions applied to turmoil so far (the warp does not skip time right after one).
+    actions: u64,
 }
 
 impl FaultRuntime {
@@ -62,7 +64,33 @@ impl FaultRuntime {
             cursor: 0,
             event_counts: vec![0; n],
             healed: false,
+            actions: 0,
         }
+    }
+
+    /// How many actions (and heals) have been applied to the world so far.
+    pub fn actions(&self) -> u64 {
+        self.actions
+    }
+
+    /// The earliest time (ms) at which [`FaultRuntime::on_step`] would act without a new trace
+    /// event: an unfired `at_ms` trigger or a scheduled follow-up; `None` once healed or when
+    /// nothing is timed.
+    pub fn next_due_ms(&self) -> Option<u64> {
+        if self.healed {
+            return None;
+        }
+        let triggers = self.armed.iter().filter_map(|(_, t, fired)| match t {
+            When::AtMs(at) if !*fired => Some(*at),
+            _ => None,
+        });
+        let follow_ups = self.scheduled.iter().map(|(at, _)| *at);
+        triggers.chain(follow_ups).min()
+    }
+
+    /// Host pairs whose links hold their messages now (until a scheduled release or the heal).
+    pub fn held(&self) -> &BTreeSet<(String, String)> {
+        &self.held
     }
 
     /// Hosts crashed and not yet restarted.
@@ -180,6 +208,7 @@ impl FaultRuntime {
             return;
         }
         self.healed = true;
+        self.actions += 1;
         let mut actions = Vec::new();
         for (a, b) in std::mem::take(&mut self.partitioned) {
             actions.push(Action::Repair(a, b));
@@ -221,6 +250,7 @@ impl FaultRuntime {
     }
 
     fn apply(&mut self, sim: &mut turmoil::Sim<'_>, action: Action) {
+        self.actions += 1;
         match action {
             Action::SetMaxLatency(ms) => {
                 // turmoil draws each message's latency from [min, max]; a max below the

@@ -86,7 +86,7 @@ pub fn initial_workspace(scenario: &Scenario) -> Workspace {
 /// Runs an agent-loop `scenario` once with `seed` on turmoil.
 pub fn run_once(scenario: &Scenario, seed: u64) -> Result<LoopRunOutput, InputError> {
     let trace = Trace::new();
-    let now = sim_now();
+    let now = sim_now(&trace);
     let plan = world::plan(scenario);
     let (responses, latencies) = loop_responses(scenario)?;
     let provider_config = Arc::new(ProviderConfig {
@@ -115,7 +115,7 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<LoopRunOutput, InputEr
 
     // The agent is turmoil's one client: the run is done when turmoil says its clients are.
     let stopped = world::run_to_end(&mut sim, scenario, &plan, &trace, |done| done, |_, _| {});
-    let end_ms = sim.elapsed().as_millis() as u64;
+    let end_ms = trace.clock().elapsed_ms(&sim);
     // Read the trace before the hosts are torn down: a hung tool's future is dropped then,
     // outside simulated time.
     let events = trace.events();

@@ -47,7 +47,9 @@ pub async fn run<E: Env>(env: E, server_addr: String, steps: Vec<ProbeStep>) {
         let n = i as u32 + 1;
         let now = env.now_ms();
         if step.at_ms > now {
-            tokio::time::sleep(Duration::from_millis(step.at_ms - now)).await;
+            env.clock()
+                .sleep(Duration::from_millis(step.at_ms - now))
+                .await;
         }
         env.observe(Observation::ProbeRequest {
             n,
@@ -84,7 +86,7 @@ pub async fn run<E: Env>(env: E, server_addr: String, steps: Vec<ProbeStep>) {
         let mut raw = Vec::new();
         let mut how = "eof";
         loop {
-            match tokio::time::timeout(read_timeout, body.frame()).await {
+            match env.clock().timeout(read_timeout, body.frame()).await {
                 Err(_) => {
                     how = "timeout";
                     break;

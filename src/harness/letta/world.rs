@@ -241,7 +241,7 @@ pub fn run_once_logging(
     exchanges: Option<server::ExchangeLog>,
 ) -> Result<RunOutput, InputError> {
     let trace = Trace::new();
-    let mut parts = world_parts(scenario, seed, &trace, sim_now())?;
+    let mut parts = world_parts(scenario, seed, &trace, sim_now(&trace))?;
     parts.server.exchange_log = exchanges;
     let plan = world::plan(scenario);
 
@@ -271,7 +271,7 @@ pub fn run_once_logging(
             }
         },
     );
-    let end_ms = sim.elapsed().as_millis() as u64;
+    let end_ms = trace.clock().elapsed_ms(&sim);
     drop(sim);
     let outcomes = outcomes.lock().unwrap().take();
     let workspace = parts.workspace.lock().unwrap().clone();
@@ -378,7 +378,7 @@ fn restart_crashed_client(
     trace: &Trace,
     progress: &Mutex<Progress>,
 ) {
-    let t = sim.elapsed().as_millis() as u64;
+    let t = trace.clock().elapsed_ms(sim);
     trace.push(
         t,
         "harness",

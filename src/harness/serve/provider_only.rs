@@ -29,6 +29,7 @@ use crate::harness::faults::{Fault, PlanHooks};
 use crate::harness::scenario::{InputError, Scenario};
 use crate::harness::trace::Trace;
 use crate::harness::world::{self, PROVIDER_PORT};
+use crate::model::port::clock::Clock;
 use crate::model::port::env::Env;
 use crate::model::port::http::{self, Body};
 use crate::model::port::observe::Observation;
@@ -82,8 +83,8 @@ impl Env for ProviderEnv {
         self.inner.connect(addr).await
     }
 
-    fn now_ms(&self) -> u64 {
-        self.inner.now_ms()
+    fn clock(&self) -> Clock {
+        self.inner.clock()
     }
 
     fn epoch_ms(&self) -> u64 {
@@ -296,9 +297,9 @@ pub fn serve_provider(
     runtime.block_on(async move {
         let trace = Trace::new();
         // Real time on purpose: this is real TCP for real clients, never a simulation.
-        let start = tokio::time::Instant::now();
-        let now: crate::harness::faults::NowFn =
-            Arc::new(move || start.elapsed().as_millis() as u64);
+        let clock = Clock::tokio();
+        let start = clock.clone();
+        let now: crate::harness::faults::NowFn = Arc::new(move || start.now_ms());
         let create = |p: &PathBuf| {
             std::fs::File::create(p)
                 .map_err(|e| input_error_at(&file, format!("cannot write {}: {e}", p.display())))
@@ -315,7 +316,7 @@ pub fn serve_provider(
         let env = ProviderEnv {
             inner: ServeEnv {
                 host: "provider".into(),
-                start,
+                clock,
                 book: AddressBook::new(),
                 listen: opts.listen,
                 bound: bound.clone(),

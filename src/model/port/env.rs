@@ -3,14 +3,15 @@
 //! A model is generic over [`Env`]. The harness supplies a turmoil-backed implementation
 //! (simulated network, simulated time, events into the trace); `sim serve` supplies a tokio
 //! one (loopback TCP, real time). Models never import the harness (DESIGN.md §4 rule 1).
-//! Timers are `tokio::time`, which turmoil simulates; randomness is a seeded PRNG each model
-//! receives in its config.
+//! Time is the [`Clock`] the `Env` hands out, the only clock a model reads (every sleep and
+//! timeout too); randomness is a seeded PRNG each model receives in its config.
 
 use std::future::Future;
 use std::io;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use super::clock::Clock;
 use super::observe::Observation;
 
 /// Network, clock and probe for one host.
@@ -22,8 +23,13 @@ pub trait Env: Clone + Send + Sync + 'static {
     fn bind(&self, port: u16) -> impl Future<Output = io::Result<Self::Listener>> + Send;
     /// Connects to `addr` ("host:port"; in the simulation hosts are named, e.g. "server:8283").
     fn connect(&self, addr: &str) -> impl Future<Output = io::Result<Self::Stream>> + Send;
+    /// This host's clock: time since the start of the run (simulated under turmoil), sleeps
+    /// and timeouts.
+    fn clock(&self) -> Clock;
     /// Milliseconds since the start of the run (simulated under turmoil).
-    fn now_ms(&self) -> u64;
+    fn now_ms(&self) -> u64 {
+        self.clock().now_ms()
+    }
     /// Unix epoch milliseconds of `now_ms() == 0`, for the dates a server stamps on messages.
     fn epoch_ms(&self) -> u64;
     /// Reports an observable protocol event (the trace in the simulation, a log on real TCP).

@@ -117,7 +117,7 @@ pub async fn send<E: Env>(
         });
         sender.send_request(req).await.map_err(ClientError::Http)
     };
-    match tokio::time::timeout(head_timeout, work).await {
+    match env.clock().timeout(head_timeout, work).await {
         Ok(r) => r,
         Err(_) => Err(ClientError::Timeout),
     }

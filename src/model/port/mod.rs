@@ -2,10 +2,12 @@
 //! simulation (turmoil) and for real TCP (`sim serve`); a model sees only these traits and types.
 //!
 //! - [`env`]: network, clock and observation for one host.
+//! - [`clock`]: the clock an [`env::Env`] hands out: time, sleeps, timeouts.
 //! - [`http`]: HTTP/1.1 over an [`env::Env`] stream.
 //! - [`observe`]: the observable protocol events that become the trace.
 //! - [`inject`]: the injection points where a fault plan can act on a server or provider.
 
+pub mod clock;
 pub mod env;
 pub mod http;
 pub mod inject;

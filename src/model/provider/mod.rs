@@ -20,6 +20,7 @@ use serde_json::json;
 use crate::cassette::{
     Cassette, CassetteError, CassetteErrorKind, EndKind, Recording, ResponseBody,
 };
+use crate::model::port::clock::Clock;
 use crate::model::port::env::Env;
 use crate::model::port::http::{self, Body};
 use crate::model::port::inject::{ProviderHooks, StreamFault};
@@ -339,9 +340,10 @@ fn replay<E: Env>(
             .body(http::full(body))
             .expect("valid response");
     }
+    let clock = env.clock();
     let state = Replay {
-        // tokio's clock: turmoil's simulated clock on this host in a simulation.
-        start: tokio::time::Instant::now(),
+        start: clock.now(),
+        clock,
         frames: resp.frames.clone(),
         end: resp.end,
         next: 0,
@@ -366,7 +368,8 @@ fn replay<E: Env>(
 /// The replay of one cassette as a response body: frames at their offsets, fault hooks
 /// consulted before each frame, then the recorded ending.
 struct Replay<E: Env> {
-    start: tokio::time::Instant,
+    start: Duration,
+    clock: Clock,
     frames: Vec<crate::cassette::TimedFrame>,
     end: crate::cassette::StreamEnd,
     next: usize,
@@ -394,7 +397,9 @@ impl<E: Env> Replay<E> {
             return None;
         }
         if let Some(f) = self.frames.get(self.next) {
-            tokio::time::sleep_until(self.start + Duration::from_millis(f.t_ms)).await;
+            self.clock
+                .sleep_until(self.start + Duration::from_millis(f.t_ms))
+                .await;
             let bytes = Bytes::from(encode_frame(&f.frame));
             self.next += 1;
             let fault = self.hooks.before_frame(self.call, self.next as u64);
@@ -430,7 +435,9 @@ impl<E: Env> Replay<E> {
         }
         // Before ending, wait for the recorded end time (a stall or reset can come late).
         self.done = true;
-        tokio::time::sleep_until(self.start + Duration::from_millis(self.end.t_ms)).await;
+        self.clock
+            .sleep_until(self.start + Duration::from_millis(self.end.t_ms))
+            .await;
         match self.end.kind {
             EndKind::Clean => {
                 self.ended("clean");

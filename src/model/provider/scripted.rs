@@ -34,6 +34,7 @@ use hyper::body::{Frame, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 
+use crate::model::port::clock::Clock;
 use crate::model::port::env::Env;
 use crate::model::port::http::{self, Body};
 use crate::model::port::observe::Observation;
@@ -272,7 +273,7 @@ async fn answer<E: Env>(
         status: 200,
         frames,
     });
-    streamed(pieces)
+    streamed(pieces, env.clock())
 }
 
 /// The arguments of the scripted tool call.
@@ -390,24 +391,28 @@ impl Reply {
 }
 
 /// The pieces as an SSE response body, sleeping where they say.
-fn streamed(pieces: Vec<Piece>) -> Response<Body> {
-    let stream = futures::stream::unfold(pieces.into_iter(), |mut it| async move {
-        loop {
-            match it.next()? {
-                Piece::Sleep(d) => tokio::time::sleep(d).await,
-                Piece::Data(d) => {
-                    return Some((Ok(Frame::data(Bytes::from(format!("data: {d}\n\n")))), it));
-                }
-                Piece::Reset => {
-                    let e = std::io::Error::new(
-                        std::io::ErrorKind::ConnectionReset,
-                        "script: connection reset (CUTSTREAM)",
-                    );
-                    return Some((Err(e), it));
+fn streamed(pieces: Vec<Piece>, clock: Clock) -> Response<Body> {
+    let stream =
+        futures::stream::unfold((pieces.into_iter(), clock), |(mut it, clock)| async move {
+            loop {
+                match it.next()? {
+                    Piece::Sleep(d) => clock.sleep(d).await,
+                    Piece::Data(d) => {
+                        return Some((
+                            Ok(Frame::data(Bytes::from(format!("data: {d}\n\n")))),
+                            (it, clock),
+                        ));
+                    }
+                    Piece::Reset => {
+                        let e = std::io::Error::new(
+                            std::io::ErrorKind::ConnectionReset,
+                            "script: connection reset (CUTSTREAM)",
+                        );
+                        return Some((Err(e), (it, clock)));
+                    }
                 }
             }
-        }
-    });
+        });
     Response::builder()
         .status(StatusCode::OK)
         .header("content-type", "text/event-stream")

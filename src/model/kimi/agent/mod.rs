@@ -36,7 +36,7 @@ use crate::model::kimi::turn_loop::host::{Host, HostParts, TurnStatus, WireLog, 
 use crate::model::kimi::turn_loop::llm::{ChatParams, ChatResponse, Llm, RetryClassifier};
 use crate::model::kimi::turn_loop::provider::StreamingLlm;
 use crate::model::kimi::turn_loop::types::ContentPart;
-use crate::model::kimi::turn_loop::{AbortController, LoopError, LoopPrng, TokioClock};
+use crate::model::kimi::turn_loop::{AbortController, LoopError, LoopPrng, PortClock};
 use crate::model::port::env::Env;
 use crate::model::port::observe::Observation;
 use crate::model::tools::Workspace;
@@ -325,7 +325,7 @@ pub async fn run<E: Env>(
         move |obs| sink_env.observe(obs),
         Arc::clone(&config.faults),
     ));
-    let clock = Arc::new(TokioClock::new(0));
+    let clock = Arc::new(PortClock::on(env.clock(), 0));
     let provider = Arc::new(transport::HttpChatProvider::new(
         env.clone(),
         config.provider_addr.clone(),
@@ -348,6 +348,7 @@ pub async fn run<E: Env>(
         config.tool_latency_ms,
         config.tool_latency_overrides.clone(),
         config.tools_seed,
+        env.clock(),
     );
     let mut parts = HostParts::new(
         llm,
@@ -365,10 +366,12 @@ pub async fn run<E: Env>(
 
     let turns = drive_turns(&env, &config, &host, &probe);
     let timed_aborts = async {
-        // Simulated: tokio's clock is turmoil's on this host.
-        let start = tokio::time::Instant::now();
+        let host_clock = env.clock();
+        let start = host_clock.now();
         for at in config.faults.abort_times() {
-            tokio::time::sleep_until(start + Duration::from_millis(at)).await;
+            host_clock
+                .sleep_until(start + Duration::from_millis(at))
+                .await;
             if let Some(reason) = config.faults.abort_at(at) {
                 probe.abort(reason);
             }

@@ -28,6 +28,7 @@ use crate::model::kimi::turn_loop::result::ExecutableToolResult;
 use crate::model::kimi::turn_loop::tool::{
     ExecutableTool, RunnableToolExecution, SharedTool, ToolExecuteContext, ToolExecution,
 };
+use crate::model::port::clock::Clock;
 use crate::model::port::observe::{AccessList, Observation};
 use crate::model::tools::{ToolStatus, Workspace};
 
@@ -53,6 +54,8 @@ pub struct ToolRuntime {
     overrides: BTreeMap<String, u64>,
     prng: Mutex<ChaCha8Rng>,
     executions: Mutex<u32>,
+    /// The host's clock (tool latencies, scripted aborts).
+    clock: Clock,
 }
 
 impl ToolRuntime {
@@ -62,6 +65,7 @@ impl ToolRuntime {
         latency_ms: [u64; 2],
         overrides: BTreeMap<String, u64>,
         seed: u64,
+        clock: Clock,
     ) -> Arc<Self> {
         Arc::new(ToolRuntime {
             workspace,
@@ -69,6 +73,7 @@ impl ToolRuntime {
             latency_ms,
             overrides,
             prng: Mutex::new(ChaCha8Rng::seed_from_u64(seed)),
+            clock,
             executions: Mutex::new(0),
         })
     }
@@ -114,7 +119,7 @@ impl ToolRuntime {
         if let ToolAct::Hang { abort_after_ms } = act {
             // Ignores the signal: only the loop's grace timeout (or the end of the run) ends it.
             if let Some(ms) = abort_after_ms {
-                tokio::time::sleep(Duration::from_millis(ms)).await;
+                self.clock.sleep(Duration::from_millis(ms)).await;
                 self.probe.abort(AbortReason::User);
             }
             std::future::pending::<()>().await;
@@ -126,7 +131,7 @@ impl ToolRuntime {
                 end.how = "aborted";
                 return Err(LoopError::Aborted(reason));
             }
-            () = tokio::time::sleep(Duration::from_millis(latency)) => {}
+            () = self.clock.sleep(Duration::from_millis(latency)) => {}
         }
         let result = self.apply(&op, &ctx.tool_call_id, name);
         if let ToolAct::Garbage(garbage) = act {

@@ -27,6 +27,7 @@ use super::Probe;
 use crate::model::kimi::turn_loop::errors::{ProviderError, ProviderErrorKind};
 use crate::model::kimi::turn_loop::provider::{ChatProvider, ChatRequest, ProviderEventStream};
 use crate::model::kimi::turn_loop::types::{ContentPart, Message, Role, ToolSpec};
+use crate::model::port::clock::Clock;
 use crate::model::port::env::Env;
 use crate::model::port::http::{self, ClientError};
 use crate::model::port::observe::Observation;
@@ -115,7 +116,7 @@ impl<E: Env> HttpChatProvider<E> {
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .map(|s| s.saturating_mul(1000));
             // Bounded like the stream: an error body that never completes is read as empty.
-            let body = tokio::time::timeout(
+            let body = self.env.clock().timeout(
                 self.idle_timeout,
                 http::read_body(resp.into_body(), 1 << 20),
             );
@@ -134,6 +135,7 @@ impl<E: Env> HttpChatProvider<E> {
             sse: SseDecoder::new(),
             decoder: ProviderDecoder::new(self.api),
             idle_timeout: self.idle_timeout,
+            clock: self.env.clock(),
             probe: Arc::clone(&self.probe),
             call,
             ended: false,
@@ -164,6 +166,7 @@ struct BodyReader {
     sse: SseDecoder,
     decoder: ProviderDecoder,
     idle_timeout: Duration,
+    clock: Clock,
     probe: Arc<Probe>,
     call: u32,
     ended: bool,
@@ -208,7 +211,11 @@ impl BodyReader {
 
     async fn next_batch(&mut self) -> Option<Batch> {
         while !self.ended {
-            let frame = match tokio::time::timeout(self.idle_timeout, self.body.frame()).await {
+            let frame = match self
+                .clock
+                .timeout(self.idle_timeout, self.body.frame())
+                .await
+            {
                 Err(_) => {
                     let ms = self.idle_timeout.as_millis();
                     self.end(format!("idle {ms} ms"));

@@ -16,34 +16,45 @@ pub trait Clock: Send + Sync {
     fn sleep(&self, duration_ms: u64) -> BoxFuture<'static, ()>;
 }
 
-/// The production clock: `tokio::time`, which turmoil and `start_paused` tests virtualise.
-/// `now_ms` counts from `epoch_ms` at construction.
+/// The loop's clock over a model [`port::clock::Clock`](crate::model::port::clock::Clock): the
+/// host's in a simulation or on real TCP, tokio's in tests ([`TokioClock`]). `now_ms` counts
+/// from `epoch_ms` at construction.
 #[derive(Debug, Clone)]
-pub struct TokioClock {
-    origin: tokio::time::Instant,
+pub struct PortClock {
+    clock: crate::model::port::clock::Clock,
+    origin: std::time::Duration,
     epoch_ms: u64,
 }
 
-impl TokioClock {
-    /// A clock whose `now_ms` starts at `epoch_ms` (the harness sets it; tests use 0).
-    pub fn new(epoch_ms: u64) -> Self {
+/// The loop's clock on tokio's clock (tests under a paused runtime).
+pub type TokioClock = PortClock;
+
+impl PortClock {
+    /// A clock over `clock` whose `now_ms` starts at `epoch_ms`.
+    pub fn on(clock: crate::model::port::clock::Clock, epoch_ms: u64) -> Self {
         Self {
-            origin: tokio::time::Instant::now(),
+            origin: clock.now(),
+            clock,
             epoch_ms,
         }
     }
+
+    /// A clock on tokio's clock whose `now_ms` starts at `epoch_ms` (the harness sets it;
+    /// tests use 0).
+    pub fn new(epoch_ms: u64) -> Self {
+        Self::on(crate::model::port::clock::Clock::tokio(), epoch_ms)
+    }
 }
 
-impl Clock for TokioClock {
+impl Clock for PortClock {
     fn now_ms(&self) -> u64 {
-        let elapsed = tokio::time::Instant::now().duration_since(self.origin);
+        let elapsed = self.clock.now().saturating_sub(self.origin);
         self.epoch_ms + u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
     }
 
     fn sleep(&self, duration_ms: u64) -> BoxFuture<'static, ()> {
-        Box::pin(tokio::time::sleep(std::time::Duration::from_millis(
-            duration_ms,
-        )))
+        self.clock
+            .sleep(std::time::Duration::from_millis(duration_ms))
     }
 }
 

@@ -47,7 +47,7 @@ pub mod types;
 pub use abort::{AbortController, AbortSignal};
 pub use access::{FileOperation, ToolAccesses, ToolResourceAccess};
 pub use bugs::LoopBugs;
-pub use clock::{Clock, LoopPrng, TokioClock};
+pub use clock::{Clock, LoopPrng, PortClock, TokioClock};
 pub use errors::{AbortError, KimiError, LoopError, ProviderError, ProviderErrorKind, StatusClass};
 pub use events::{
     EventDispatch, LiveListener, LoopEvent, LoopEventDispatcher, LoopLiveOnlyEvent,

@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 use super::policy::{self, api_error, transport_error};
 use super::sdk_stream::{ChunkSource, SseSource};
 use super::stream::RunStatusLookup;
+use crate::model::port::clock::Clock;
 use crate::model::port::env::Env;
 use crate::model::port::http;
 use crate::model::port::observe::Observation;
@@ -86,6 +87,8 @@ pub trait Backend: Clone + Send + Sync + 'static {
         run_id: &str,
         body: Value,
     ) -> impl Future<Output = Result<Self::Stream, Thrown>> + Send;
+    /// The clock of the host the backend runs on (waits and timeouts around its calls).
+    fn clock(&self) -> Clock;
     /// `GET /v1/runs/{id}`.
     fn retrieve_run(&self, run_id: &str) -> impl Future<Output = Result<Value, Thrown>> + Send;
     /// `GET /v1/runs/` with a query (repeated keys for arrays).
@@ -269,11 +272,14 @@ impl<E: Env> HttpBackend<E> {
             .iter()
             .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
             .collect();
-        let text = match tokio::time::timeout(
-            self.config.request_timeout,
-            http::read_body(resp.into_body(), 1 << 20),
-        )
-        .await
+        let text = match self
+            .env
+            .clock()
+            .timeout(
+                self.config.request_timeout,
+                http::read_body(resp.into_body(), 1 << 20),
+            )
+            .await
         {
             Ok(Ok(b)) => String::from_utf8_lossy(&b).into_owned(),
             _ => String::new(),
@@ -323,7 +329,7 @@ impl<E: Env> HttpBackend<E> {
                         self.env.epoch_ms() + self.env.now_ms(),
                         jitter,
                     );
-                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                    self.env.clock().sleep(Duration::from_millis(delay)).await;
                     done += 1;
                 }
             }
@@ -332,13 +338,16 @@ impl<E: Env> HttpBackend<E> {
 
     async fn json(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value, Thrown> {
         let resp = self.exchange_retrying(method, path, body, false).await?;
-        let bytes = tokio::time::timeout(
-            self.config.request_timeout,
-            http::read_body(resp.into_body(), 16 << 20),
-        )
-        .await
-        .map_err(|_| transport_error("Request timed out"))?
-        .map_err(|e| transport_error(&e))?;
+        let bytes = self
+            .env
+            .clock()
+            .timeout(
+                self.config.request_timeout,
+                http::read_body(resp.into_body(), 16 << 20),
+            )
+            .await
+            .map_err(|_| transport_error("Request timed out"))?
+            .map_err(|e| transport_error(&e))?;
         if bytes.is_empty() {
             return Ok(Value::Null);
         }
@@ -360,7 +369,7 @@ impl<E: Env> HttpBackend<E> {
         let resp = self
             .exchange_retrying("POST", path, Some(&body), true)
             .await?;
-        Ok(SseSource::new(resp.into_body()))
+        Ok(SseSource::new(resp.into_body(), self.env.clock()))
     }
 }
 
@@ -433,6 +442,10 @@ pub fn summarize(messages: &[MessageItem]) -> String {
 impl<E: Env> Backend for HttpBackend<E> {
     type Stream = SseSource;
 
+    fn clock(&self) -> Clock {
+        self.env.clock()
+    }
+
     async fn send_message(
         &self,
         conversation_id: &str,
@@ -457,7 +470,7 @@ impl<E: Env> Backend for HttpBackend<E> {
             .unwrap_or_default();
         // The send never retries inside the SDK: "retries would violate idempotency" (§2.8).
         let resp = self.exchange("POST", &path, Some(&json), &headers).await?;
-        Ok(SseSource::new(resp.into_body()))
+        Ok(SseSource::new(resp.into_body(), self.env.clock()))
     }
 
     async fn stream_conversation(

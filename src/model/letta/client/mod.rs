@@ -45,6 +45,7 @@ use self::policy::ServerApproval;
 use self::response_state::ResponseStateCache;
 use self::stream::{Interrupt, REQUEST_TIMEOUT_MS, STALL_RECONCILE_MS, TERMINAL_EOF_GRACE_MS};
 use crate::model::letta::server::ids::uuid4;
+use crate::model::port::clock::Clock;
 use crate::model::port::env::Env;
 use crate::model::port::observe::Observation;
 use crate::model::tools::Workspace;
@@ -305,6 +306,8 @@ pub struct ClientIo<B: Backend> {
     pub crash: Option<Arc<dyn Fn() + Send + Sync>>,
     /// The turn number the backend stamps on `client_send` events.
     pub turn: Arc<AtomicU32>,
+    /// The host's clock: every wait, timeout and stall bound.
+    pub clock: Clock,
 }
 
 static PLANTED_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -391,6 +394,7 @@ pub fn over_http<E: Env>(
         turn.clone(),
     );
     let obs_env = env.clone();
+    let clock = env.clock();
     let clock_env = env;
     Client::new(
         config,
@@ -402,6 +406,7 @@ pub fn over_http<E: Env>(
             progress,
             crash,
             turn,
+            clock,
         },
     )
 }

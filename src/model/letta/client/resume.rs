@@ -165,7 +165,9 @@ pub async fn discover_fallback_run_id<B: Backend>(
         }
         None
     };
-    tokio::time::timeout(Duration::from_millis(RUN_DISCOVERY_TIMEOUT_MS), work)
+    backend
+        .clock()
+        .timeout(Duration::from_millis(RUN_DISCOVERY_TIMEOUT_MS), work)
         .await
         .ok()
         .flatten()
@@ -546,7 +548,7 @@ async fn resume_loop<B: Backend>(
                 tokio::select! {
                     biased;
                     _ = sig.wait_for(|s| s.0) => break,
-                    _ = tokio::time::sleep(Duration::from_millis(delay)) => {}
+                    _ = backend.clock().sleep(Duration::from_millis(delay)) => {}
                 }
             }
         }

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 // tokio's clock: simulated time under turmoil (and paused in tests), never the wall clock.
-use tokio::time::Instant;
 
+use crate::model::port::clock::Clock;
 use crate::wire::letta::LettaChunk;
 use crate::wire::sse::{SseDecoder, SseFrame};
 
@@ -53,6 +53,8 @@ impl ThrownKind {
 /// A stream of SDK events. `next` must be cancel-safe: the drain races it against timers.
 pub trait ChunkSource {
     fn next(&mut self) -> impl Future<Output = SdkEvent>;
+    /// The clock of the host reading the stream (the drain's stall and silence bounds).
+    fn clock(&self) -> Clock;
     /// Aborts the HTTP read: later `next` calls end the iteration without throwing.
     fn abort(&mut self);
 }
@@ -144,15 +146,18 @@ pub struct SseSource {
     sse: SseDecoder,
     sdk: SdkFrames,
     queue: VecDeque<SdkEvent>,
+    clock: Clock,
 }
 
 impl SseSource {
-    pub fn new(body: hyper::body::Incoming) -> Self {
+    /// `clock`: the reading host's.
+    pub fn new(body: hyper::body::Incoming, clock: Clock) -> Self {
         SseSource {
             body: Some(body),
             sse: SseDecoder::new(),
             sdk: SdkFrames::default(),
             queue: VecDeque::new(),
+            clock,
         }
     }
 }
@@ -198,6 +203,10 @@ impl ChunkSource for SseSource {
         }
     }
 
+    fn clock(&self) -> Clock {
+        self.clock.clone()
+    }
+
     fn abort(&mut self) {
         // Dropping the body closes the connection.
         self.body = None;
@@ -220,20 +229,23 @@ pub enum ScriptEnd {
 pub struct ScriptedSource {
     events: VecDeque<(u64, SdkEvent)>,
     end: ScriptEnd,
-    next_at: Option<Instant>,
+    next_at: Option<Duration>,
     aborted: bool,
+    clock: Clock,
     /// Shared counter of `abort()` calls (tests count aborts).
     pub aborts: std::sync::Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl ScriptedSource {
-    /// `events`: (delay in ms after the previous event, event).
+    /// `events`: (delay in ms after the previous event, event), on tokio's clock (a paused
+    /// test runtime's).
     pub fn new(events: Vec<(u64, SdkEvent)>, end: ScriptEnd) -> Self {
         ScriptedSource {
             events: events.into(),
             end,
             next_at: None,
             aborted: false,
+            clock: Clock::tokio(),
             aborts: Default::default(),
         }
     }
@@ -269,10 +281,14 @@ impl ChunkSource for ScriptedSource {
         };
         let at = *self
             .next_at
-            .get_or_insert_with(|| Instant::now() + Duration::from_millis(*delay));
-        tokio::time::sleep_until(at).await;
+            .get_or_insert_with(|| self.clock.now() + Duration::from_millis(*delay));
+        self.clock.sleep_until(at).await;
         self.next_at = None;
         self.events.pop_front().map_or(SdkEvent::End, |(_, e)| e)
+    }
+
+    fn clock(&self) -> Clock {
+        self.clock.clone()
     }
 
     fn abort(&mut self) {

@@ -15,7 +15,6 @@ use indexmap::IndexMap;
 use serde_json::Value;
 use tokio::sync::watch;
 // tokio's clock: simulated time under turmoil (and paused in tests), never the wall clock.
-use tokio::time::Instant;
 
 use super::policy::{
     INTERRUPTED_BY_USER, STALL_RECONCILER_STATUS, STREAM_ERROR, TERMINAL_EOF_STATUS,
@@ -343,10 +342,11 @@ pub async fn drain<S: ChunkSource, L: RunStatusLookup>(
     let mut cancelled = false;
     let mut guard_fired = false;
     let mut stall_fired = false;
-    let now = Instant::now();
+    let clock = source.clock();
+    let now = clock.now();
     let stall = Duration::from_millis(opts.stall_ms);
     let mut stall_at = now + stall;
-    let mut eof_at: Option<Instant> = None;
+    let mut eof_at: Option<Duration> = None;
     let silence = Duration::from_millis(opts.max_silence_ms);
     let mut silence_at = now + silence;
     type Lookup<'a> = Pin<Box<dyn Future<Output = Result<Option<String>, ()>> + 'a>>;
@@ -372,8 +372,8 @@ pub async fn drain<S: ChunkSource, L: RunStatusLookup>(
                 match ev {
                     SdkEvent::Chunk(chunk) => {
                         // Re-arm the stall timer on every chunk, pings included.
-                        stall_at = Instant::now() + stall;
-                        silence_at = Instant::now() + silence;
+                        stall_at = clock.now() + stall;
+                        silence_at = clock.now() + silence;
                         let processed = match take_chunk(
                             &mut proc,
                             &chunk,
@@ -393,7 +393,7 @@ pub async fn drain<S: ChunkSource, L: RunStatusLookup>(
                         if proc.stop_reason.is_some() {
                             // (Re-)arm the terminal-EOF guard after every chunk once a stop
                             // reason has been seen.
-                            eof_at = Some(Instant::now() + Duration::from_millis(opts.eof_grace_ms));
+                            eof_at = Some(clock.now() + Duration::from_millis(opts.eof_grace_ms));
                         }
                         // The abort check runs again before accumulation.
                         if interrupt.aborted() || interrupt.generation() != gen0 {
@@ -419,7 +419,7 @@ pub async fn drain<S: ChunkSource, L: RunStatusLookup>(
                     }
                 }
             }
-            _ = async { tokio::time::sleep_until(eof_at.expect("guarded")).await }, if eof_at.is_some() => {
+            _ = async { clock.sleep_until(eof_at.expect("guarded")).await }, if eof_at.is_some() => {
                 guard_fired = true;
                 transcript.status(TERMINAL_EOF_STATUS);
                 source.abort();
@@ -438,10 +438,10 @@ pub async fn drain<S: ChunkSource, L: RunStatusLookup>(
                         source.abort();
                         break "stall-reconciler".into();
                     }
-                    _ => stall_at = Instant::now() + stall,
+                    _ => stall_at = clock.now() + stall,
                 }
             }
-            _ = tokio::time::sleep_until(stall_at), if stall_armed => {
+            _ = clock.sleep_until(stall_at), if stall_armed => {
                 match proc.last_run_id.clone() {
                     // (reference) Silent for the whole window without even a run id: the read
                     // is dead; end it so the resume finds the run by the request's otid.
@@ -451,13 +451,13 @@ pub async fn drain<S: ChunkSource, L: RunStatusLookup>(
                         source.abort();
                         break "stall-no-run-id".into();
                     }
-                    None => stall_at = Instant::now() + stall,
+                    None => stall_at = clock.now() + stall,
                     Some(run_id) => {
                         lookup_in_flight = Some(Box::pin(async move { lookup.run_status(&run_id).await }));
                     }
                 }
             }
-            _ = tokio::time::sleep_until(silence_at) => {
+            _ = clock.sleep_until(silence_at) => {
                 fallback_error = Some(format!("Request timed out after {} ms without data", opts.max_silence_ms));
                 source.abort();
                 break "timeout".into();

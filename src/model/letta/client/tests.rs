@@ -5,6 +5,7 @@
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 
+use crate::model::port::clock::Clock;
 use serde_json::{Value, json};
 
 use super::backend::mock::{MockBackend, StreamAnswer};
@@ -51,6 +52,7 @@ fn run_client(mock: MockBackend, config: ClientConfig) -> Ran {
             progress: Default::default(),
             crash: None,
             turn: Arc::new(AtomicU32::new(0)),
+            clock: Clock::tokio(),
         };
         Client::new(config, io).run().await
     });
@@ -353,15 +355,17 @@ fn a34_an_abort_while_waiting_for_a_503_retry_ends_the_turn_after_one_attempt() 
             progress: Default::default(),
             crash: None,
             turn: Arc::new(AtomicU32::new(0)),
+            clock: Clock::tokio(),
         };
         let mut client = Client::new(config(vec![], true), io);
         let interrupt = client.interrupt.clone();
-        let start = tokio::time::Instant::now();
+        let clock = Clock::tokio();
+        let waits = clock.clone();
         let (outcomes, _) = tokio::join!(client.run(), async move {
-            tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+            waits.sleep(std::time::Duration::from_millis(1000)).await;
             interrupt.abort();
         });
-        (outcomes, start.elapsed().as_millis() as u64)
+        (outcomes, clock.now_ms())
     });
     assert!(
         matches!(&outcomes[0], TurnOutcome::Interrupted(_)),

@@ -310,7 +310,7 @@ impl<B: Backend> Client<B> {
                     return false;
                 }
                 let step = left.min(policy::BUSY_WAIT_ABORT_POLL_MS);
-                tokio::time::sleep(Duration::from_millis(step)).await;
+                self.io.clock.sleep(Duration::from_millis(step)).await;
                 left -= step;
             }
             return !self.interrupt.aborted();
@@ -319,7 +319,7 @@ impl<B: Backend> Client<B> {
         tokio::select! {
             biased;
             _ = sig.wait_for(|s| s.0) => false,
-            _ = tokio::time::sleep(Duration::from_millis(ms)) => !self.interrupt.aborted(),
+            _ = self.io.clock.sleep(Duration::from_millis(ms)) => !self.interrupt.aborted(),
         }
     }
 

@@ -600,7 +600,7 @@ async fn attach<E: Env>(
             if found.is_some() {
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(wait)).await;
+            env.clock().sleep(Duration::from_millis(wait)).await;
             found = store.lock().unwrap().otids.get(otid).cloned();
         }
         match found {

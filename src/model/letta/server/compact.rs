@@ -557,8 +557,9 @@ async fn summarise_call<E: Env>(
     let mut body = resp.into_body();
     let mut text = String::new();
     let mut stopped = false;
+    let clock = env.clock();
     loop {
-        let frame = match tokio::time::timeout(idle(config), body.frame()).await {
+        let frame = match clock.timeout(idle(config), body.frame()).await {
             Err(_) => return Err(SummariserError::Other("Provider stream timed out".into())),
             Ok(None) => break,
             Ok(Some(Err(e))) => {

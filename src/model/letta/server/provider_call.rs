@@ -174,10 +174,11 @@ async fn call_provider<E: Env>(
         }
         let retryable = matches!(status, 408 | 409 | 429) || status >= 500;
         if retryable && (attempt as usize) <= PROVIDER_RETRY_DELAYS_MS.len() {
-            tokio::time::sleep(Duration::from_millis(
-                PROVIDER_RETRY_DELAYS_MS[attempt as usize - 1],
-            ))
-            .await;
+            env.clock()
+                .sleep(Duration::from_millis(
+                    PROVIDER_RETRY_DELAYS_MS[attempt as usize - 1],
+                ))
+                .await;
             continue;
         }
         let shown = serde_json::from_str::<Value>(&text)

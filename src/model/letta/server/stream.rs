@@ -117,7 +117,7 @@ pub(crate) fn follow<E: Env>(
             let text = match step {
                 Step::Text(t) => t,
                 Step::Close => return None,
-                Step::Wait => match tokio::time::timeout(s.keepalive, s.rx.changed()).await {
+                Step::Wait => match s.env.clock().timeout(s.keepalive, s.rx.changed()).await {
                     Ok(Ok(())) => continue,
                     Ok(Err(_)) => return None,
                     Err(_) => {

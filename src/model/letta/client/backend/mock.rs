@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::{Backend, Thrown};
 use crate::model::letta::client::sdk_stream::{ScriptEnd, ScriptedSource, SdkEvent};
+use crate::model::port::clock::Clock;
 use crate::wire::letta::SendMessageRequest;
 
 /// A stream answer: events then an ending, or a thrown error.
@@ -71,6 +72,11 @@ fn q(query: &[(String, String)]) -> String {
 
 impl Backend for MockBackend {
     type Stream = ScriptedSource;
+
+    /// tokio's clock: the tests run on a paused tokio runtime.
+    fn clock(&self) -> Clock {
+        Clock::tokio()
+    }
 
     async fn send_message(
         &self,

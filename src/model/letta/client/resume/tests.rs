@@ -5,6 +5,7 @@
 //! server (captures/letta_server: stop_reason frames carry no seq_id), so where a fixture's last
 //! seq comes from its stop chunk, the scripted stream sends a ping with that seq first.
 
+use crate::model::port::clock::Clock;
 use serde_json::json;
 
 use super::*;
@@ -260,7 +261,7 @@ fn headless_policy_waits_250_500_1000_2000_then_2000() {
     }
     let m2 = mock.clone();
     let (elapsed, attempts) = on_sim(async move {
-        let start = tokio::time::Instant::now();
+        let start = Clock::tokio();
         let mut src = ScriptedSource::new(vec![(0, ping(1)), (0, throw("x"))], ScriptEnd::Eof);
         let mut t = Transcript::default();
         let (_, info) = drain_stream_with_resume::<MockBackend>(
@@ -282,7 +283,7 @@ fn headless_policy_waits_250_500_1000_2000_then_2000() {
             },
         )
         .await;
-        (start.elapsed().as_millis() as u64, info.attempts)
+        (start.now_ms(), info.attempts)
     });
     assert_eq!(attempts, 20);
     assert_eq!(count(&mock, "stream_run"), 20);

@@ -1,6 +1,7 @@
 //! drainStream, the terminal-EOF guard and the stall reconciler: the cases of
 //! letta-tests-and-real-client.md §A.1.1-A.1.4, on simulated time (a turmoil client host).
 
+use crate::model::port::clock::Clock;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -44,7 +45,9 @@ impl Lookup {
 impl RunStatusLookup for Lookup {
     async fn run_status(&self, _run_id: &str) -> Result<Option<String>, ()> {
         *self.calls.borrow_mut() += 1;
-        tokio::time::sleep(Duration::from_millis(self.delay_ms)).await;
+        Clock::tokio()
+            .sleep(Duration::from_millis(self.delay_ms))
+            .await;
         self.answer.clone()
     }
 }
@@ -80,7 +83,7 @@ fn run(
         let mut src = ScriptedSource::new(events, end);
         let aborts = src.aborts.clone();
         let mut t = Transcript::default();
-        let start = Instant::now();
+        let start = Clock::tokio();
         let result = drain(
             &mut src,
             &opts,
@@ -96,7 +99,7 @@ fn run(
             transcript: t,
             aborts: aborts.load(Ordering::SeqCst),
             lookups: *lookup.calls.borrow(),
-            elapsed_ms: start.elapsed().as_millis() as u64,
+            elapsed_ms: start.now_ms(),
         }
     })
 }
@@ -620,7 +623,7 @@ fn abort_generation_change_cancels_without_marking_tools() {
         let mut hook = |_: &LettaChunk, _: &Processed| {};
         let f = drain(&mut src, &opts, &i, &lookup, &mut t, &|_| {}, &mut hook);
         let (r, _) = tokio::join!(f, async move {
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            Clock::tokio().sleep(Duration::from_millis(5)).await;
             abort_in.abort();
         });
         (r, t, aborts.load(Ordering::SeqCst))

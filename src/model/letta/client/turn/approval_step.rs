@@ -230,6 +230,7 @@ impl<B: Backend> Client<B> {
         let workspace = self.io.workspace.clone();
         let observe = self.io.observe.clone();
         let interrupt = self.interrupt.clone();
+        let clock = self.io.clock.clone();
         let cwd = self.config.cwd.clone();
         let tool_ms = self.config.tool_ms.clone();
         let default_ms = self.config.default_tool_ms;
@@ -240,6 +241,7 @@ impl<B: Backend> Client<B> {
             let workspace = workspace.clone();
             let observe = observe.clone();
             let interrupt = interrupt.clone();
+            let clock = clock.clone();
             let ms = tool_ms.get(&a.tool_name).copied().unwrap_or(default_ms);
             let key = resource_key(&a.tool_name, &a.tool_args, &cwd);
             let done = done.clone();
@@ -266,7 +268,7 @@ impl<B: Backend> Client<B> {
                 let finished = tokio::select! {
                     biased;
                     _ = sig.wait_for(|s| s.0) => false,
-                    _ = tokio::time::sleep(Duration::from_millis(ms)) => true,
+                    _ = clock.sleep(Duration::from_millis(ms)) => true,
                 };
                 done.lock().unwrap().push(i);
                 if !finished {
@@ -317,7 +319,7 @@ impl<B: Backend> Client<B> {
                 tokio::select! {
                     biased;
                     r = &mut batch => r,
-                    _ = tokio::time::sleep(Duration::from_millis(ms)) => {
+                    _ = self.io.clock.sleep(Duration::from_millis(ms)) => {
                         interrupted = true;
                         self.observe(Observation::ClientInterrupt { turn, during: "tools".into() });
                         self.interrupt.abort();

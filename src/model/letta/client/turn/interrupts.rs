@@ -38,7 +38,7 @@ impl<B: Backend> Client<B> {
     /// Waits (bounded) for a cancel the previous turn fired.
     pub(super) async fn settle_cancel(&mut self) {
         if let Some(h) = self.pending_cancel.take() {
-            let _ = tokio::time::timeout(self.config.request_timeout, h).await;
+            let _ = self.io.clock.timeout(self.config.request_timeout, h).await;
         }
     }
 

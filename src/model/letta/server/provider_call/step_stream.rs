@@ -29,11 +29,13 @@ pub(super) async fn step_call<E: Env>(
     job: RunJob,
     resp: hyper::Response<hyper::body::Incoming>,
 ) {
-    let read = tokio::time::timeout(
-        config.provider_idle_timeout,
-        http::read_body(resp.into_body(), 64 << 20),
-    )
-    .await;
+    let read = env
+        .clock()
+        .timeout(
+            config.provider_idle_timeout,
+            http::read_body(resp.into_body(), 64 << 20),
+        )
+        .await;
     let parsed: Result<Value, String> = match read {
         Err(_) => Err("INTERNAL_SERVER_ERROR: Provider response timed out".into()),
         Ok(Err(_)) => Err(format!(

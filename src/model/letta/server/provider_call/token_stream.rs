@@ -201,8 +201,11 @@ impl<E: Env> Translation<'_, E> {
         decoder: &mut ProviderDecoder,
     ) -> Read {
         let config = self.config;
+        let clock = self.env.clock();
         'read: loop {
-            let frame = match tokio::time::timeout(config.provider_idle_timeout, body.frame()).await
+            let frame = match clock
+                .timeout(config.provider_idle_timeout, body.frame())
+                .await
             {
                 Err(_) => {
                     self.provider_error =
