@@ -145,6 +145,13 @@ pub struct ExploreArgs {
     /// failure's reproduce command carries the flag.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub tick_ms: Option<u64>,
+    /// Internal: run as the child process of a sweep (sim/src/isolate.rs): read work items
+    /// on stdin, print one line per seed on stdout.
+    #[arg(long, hide = true)]
+    pub worker: bool,
+    /// Internal: a worker also prints every panic it catches on stderr.
+    #[arg(long, hide = true)]
+    pub echo_panics: bool,
 }
 
 #[derive(Args)]
@@ -161,8 +168,8 @@ pub struct ShrinkArgs {
     /// Where to write the shrunk scenario.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Upper bound on candidate runs.
-    #[arg(long, default_value_t = 400)]
+    /// Upper bound on candidate runs (at least 1).
+    #[arg(long, default_value_t = 400, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_runs: u32,
 }
 

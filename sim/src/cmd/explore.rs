@@ -4,26 +4,35 @@
 use std::time::Instant;
 
 use loopsim::harness::explore::ExploreOptions;
-use loopsim::harness::sweep::{explore_files, shrink_first_failures};
+use loopsim::harness::sweep::{load_files, shrink_first_failures};
 
-use super::{CmdResult, check_output, write_file};
+use super::{CmdResult, check_output, check_output_dir, write_file};
 use crate::args::{ExploreArgs, Format};
+use crate::isolate;
 use crate::progress::Bar;
 
 pub fn run(a: ExploreArgs) -> CmdResult {
     if let Some(file) = &a.out {
         check_output(file)?;
     }
+    if let Some(dir) = &a.shrink {
+        check_output_dir(dir)?;
+    }
     let options = ExploreOptions {
-        seeds: a.seeds,
+        seeds: a.seeds.clone(),
         jobs: a.jobs,
         shard: a.shard,
         swarm: a.swarm,
         determinism_every: a.determinism_every,
     };
+    let scenarios = load_files(&a.scenarios, a.tick_ms)?;
+    if a.worker {
+        return Ok(isolate::worker(&scenarios, &options, a.echo_panics));
+    }
     let started = Instant::now();
     let bar = Bar::new("explore");
-    let report = explore_files(&a.scenarios, a.tick_ms, &options, &|done, total| {
+    // Seeds run in a child process, so that one whose panic aborts cannot end the sweep.
+    let report = isolate::explore(&a, &scenarios, &options, &|done, total| {
         bar.update(done, total)
     })?;
     bar.finish();
