@@ -212,3 +212,147 @@ fn ci_and_shrink_check_their_output_paths_before_running() {
     assert!(!dir.join("no-such-dir").exists());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `sim serve` started on a free port with `extra` flags: the child and its address.
+fn serve(extra: &[&str], log: &Path) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(["serve", "--scenario", SCENARIO, "--port", "0", "--log"])
+        .arg(log)
+        .args(extra)
+        .current_dir(root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let ready: serde_json::Value = serde_json::from_str(&line).expect("a ready line");
+    (child, ready["listening"].as_str().unwrap().to_string())
+}
+
+/// Everything the server sends until it closes the connection (or resets it).
+fn read_all(s: &mut std::net::TcpStream) -> String {
+    use std::io::Read;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn connect(addr: &str) -> std::net::TcpStream {
+    let s = std::net::TcpStream::connect(addr).unwrap();
+    // A bound on a broken server, not a timing assertion: every read below ends by the
+    // server's own limit long before this.
+    s.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    s
+}
+
+fn post(path: &str, content_type: &str, body: &str) -> String {
+    format!(
+        "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[test]
+fn serve_defends_itself_against_a_hostile_client() {
+    use std::io::Write;
+    let dir = temp_dir("serve");
+    let log = dir.join("requests.jsonl");
+    let (mut child, addr) = serve(
+        &[
+            "--max-connections",
+            "3",
+            "--request-read-ms",
+            "300",
+            "--max-body",
+            "1000",
+        ],
+        &log,
+    );
+    // Slowloris: half a head, then silence. The server closes the connection once the
+    // request's time is up, and answers the next client.
+    let mut slow = connect(&addr);
+    slow.write_all(b"POST /v1/conversations/default/messages HTTP/1.1\r\nhost: x\r\n")
+        .unwrap();
+    let said = read_all(&mut slow);
+    assert!(!said.contains("200 OK"), "{said}");
+    // A body over the limit is answered 413.
+    let big = format!("{{\"x\": \"{}\"}}", "a".repeat(5000));
+    let mut s = connect(&addr);
+    s.write_all(
+        post(
+            "/v1/conversations/default/messages",
+            "application/json",
+            &big,
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let said = read_all(&mut s);
+    assert!(said.starts_with("HTTP/1.1 413"), "{said}");
+    // A JSON route given another content type answers as FastAPI does.
+    let mut s = connect(&addr);
+    s.write_all(post("/v1/conversations/default/messages", "text/plain", "{}").as_bytes())
+        .unwrap();
+    let said = read_all(&mut s);
+    assert!(said.starts_with("HTTP/1.1 422"), "{said}");
+    assert!(said.contains("model_attributes_type"), "{said}");
+    // Three idle connections take every slot; a fourth is answered 503 and closed.
+    let idle: Vec<_> = (0..3).map(|_| connect(&addr)).collect();
+    // Each idle connection is accepted before the next one is tried.
+    for s in &idle {
+        let _ = s.peer_addr();
+    }
+    let mut fourth = connect(&addr);
+    let said = read_all(&mut fourth);
+    let refused = said.starts_with("HTTP/1.1 503");
+    drop(idle);
+    // The slots come back once those close.
+    let health = "GET /v1/health/ HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
+    let mut answered = String::new();
+    for _ in 0..50 {
+        let mut s = connect(&addr);
+        s.write_all(health.as_bytes()).unwrap();
+        answered = read_all(&mut s);
+        if answered.starts_with("HTTP/1.1 200") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
+    assert!(refused, "a fourth connection was served: {said}");
+    // SIGTERM stops it normally, and the log holds every answered request.
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{status}");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let statuses: Vec<u64> = logged
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["status"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert!(statuses.contains(&413), "{logged}");
+    assert!(statuses.contains(&422), "{logged}");
+    assert_eq!(statuses.last(), Some(&200), "{logged}");
+    std::fs::remove_dir_all(&dir).ok();
+}

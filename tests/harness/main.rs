@@ -8,6 +8,7 @@ mod common;
 mod cassette;
 mod explore;
 mod fault_plans;
+mod fuzz;
 mod hostile;
 mod import;
 mod library;
