@@ -173,6 +173,13 @@ pub struct ExploreArgs {
     /// Step through every tick, idle or not (the default for now).
     #[arg(long)]
     pub no_warp: bool,
+    /// Internal: run as the child process of a sweep (sim/src/isolate.rs): read work items
+    /// on stdin, print one line per seed on stdout.
+    #[arg(long, hide = true)]
+    pub worker: bool,
+    /// Internal: a worker also prints every panic it catches on stderr.
+    #[arg(long, hide = true)]
+    pub echo_panics: bool,
 }
 
 #[derive(Args)]
@@ -189,8 +196,8 @@ pub struct ShrinkArgs {
     /// Where to write the shrunk scenario.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Upper bound on candidate runs.
-    #[arg(long, default_value_t = 400)]
+    /// Upper bound on candidate runs (at least 1).
+    #[arg(long, default_value_t = 400, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_runs: u32,
 }
 
@@ -287,6 +294,15 @@ pub struct ServeArgs {
     /// a `get_secret_weather` call) instead of the scenario's cassettes. docs/serve.md.
     #[arg(long)]
     pub scripted_model: bool,
+    /// Connections served at once; one more is answered 503 and closed.
+    #[arg(long, value_name = "N", default_value_t = loopsim::harness::serve_guard::LIMITS.max_connections, value_parser = at_least_one)]
+    pub max_connections: usize,
+    /// Time a client has to send a request's head and body, from its first byte.
+    #[arg(long, value_name = "MS", default_value_t = loopsim::harness::serve_guard::LIMITS.request_read.as_millis() as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    pub request_read_ms: u64,
+    /// Largest request body accepted, in bytes; a larger one is answered 413.
+    #[arg(long, value_name = "BYTES", default_value_t = loopsim::harness::serve_guard::LIMITS.max_body)]
+    pub max_body: u64,
 }
 
 #[derive(Subcommand)]

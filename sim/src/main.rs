@@ -3,6 +3,7 @@
 
 mod args;
 mod cmd;
+mod isolate;
 mod progress;
 
 use std::process::ExitCode;

@@ -35,6 +35,7 @@ pub struct ExploreOptions {
 
 /// One failing seed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Failure {
     pub scenario: String,
     pub seed: u64,
@@ -50,8 +51,10 @@ pub struct Failure {
     pub reproduce: String,
 }
 
-/// A sweep's results. Equal for equal inputs, whatever `jobs` was.
+/// A sweep's results. Equal for equal inputs, whatever `jobs` was. Read back strictly (`sim
+/// report merge`): an unknown key is an error, not something dropped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ExploreReport {
     pub format: u32,
     pub scenarios: Vec<String>,
@@ -98,20 +101,105 @@ impl ExploreReport {
             .collect()
     }
 
-    /// Combines shard reports of one sweep (`sim report merge`).
+    /// Combines shard reports of one sweep (`sim report merge`); each is named by its place in
+    /// the list in errors.
     pub fn merge(reports: &[ExploreReport]) -> Result<ExploreReport, String> {
-        let Some(first) = reports.first() else {
+        let named: Vec<(String, &ExploreReport)> = reports
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (format!("report {}", i + 1), r))
+            .collect();
+        Self::merge_named(&named)
+    }
+
+    /// Combines the shard reports of one sweep, each with the name errors call it by (its
+    /// file). Refuses anything that is not one complete, disjoint set of shards of one sweep:
+    /// reports of different sweeps (scenarios, seeds, swarm), shards of different splits, a
+    /// shard given twice, a missing shard, a report whose runs do not add up to its shard's
+    /// seeds. A single unsharded report merges to itself.
+    pub fn merge_named(reports: &[(String, &ExploreReport)]) -> Result<ExploreReport, String> {
+        let Some((first_name, first)) = reports.first() else {
             return Err("no reports to merge".into());
         };
-        let mut out = first.clone();
-        out.shard = None;
-        for r in &reports[1..] {
-            if r.scenarios != first.scenarios || r.seeds != first.seeds || r.swarm != first.swarm {
+        for (name, r) in reports {
+            if r.format != first.format
+                || r.scenarios != first.scenarios
+                || r.seeds != first.seeds
+                || r.swarm != first.swarm
+            {
                 return Err(format!(
-                    "reports are not shards of one sweep: scenarios/seeds/swarm differ ({:?} {:?} vs {:?} {:?})",
-                    first.scenarios, first.seeds, r.scenarios, r.seeds
+                    "{name} and {first_name} are not shards of one sweep: {name} swept {} over seeds {}..{}{}, {first_name} {} over seeds {}..{}{}",
+                    r.scenarios.join(" "),
+                    r.seeds[0],
+                    r.seeds[1],
+                    if r.swarm { " with --swarm" } else { "" },
+                    first.scenarios.join(" "),
+                    first.seeds[0],
+                    first.seeds[1],
+                    if first.swarm { " with --swarm" } else { "" },
                 ));
             }
+            let expected = expected_runs(r);
+            if r.runs != expected || r.passed + r.failures.len() as u64 != r.runs {
+                return Err(format!(
+                    "{name} is not a whole report: it counts {} runs ({} passed, {} failed), and its sweep{} runs {expected}",
+                    r.runs,
+                    r.passed,
+                    r.failures.len(),
+                    r.shard
+                        .map(|[k, n]| format!("'s shard {k}/{n}"))
+                        .unwrap_or_default()
+                ));
+            }
+        }
+        // The shards: one split, each part once, none missing.
+        let n = match first.shard {
+            None if reports.len() == 1 => 1,
+            None => {
+                return Err(format!(
+                    "{first_name} is a whole sweep (no --shard), not a shard: merge it with nothing"
+                ));
+            }
+            Some([_, n]) => n,
+        };
+        let mut seen: BTreeMap<u64, &str> = BTreeMap::new();
+        for (name, r) in reports {
+            match r.shard {
+                Some([k, m]) if m == n => {
+                    if let Some(other) = seen.insert(k, name) {
+                        return Err(format!("shard {k}/{n} is given twice: {other} and {name}"));
+                    }
+                }
+                Some([k, m]) => {
+                    return Err(format!(
+                        "shards of different splits: {first_name} is a shard of {n}, {name} is shard {k}/{m}"
+                    ));
+                }
+                None if n == 1 => {}
+                None => {
+                    return Err(format!(
+                        "{name} is a whole sweep (no --shard), not a shard of {n}"
+                    ));
+                }
+            }
+        }
+        let missing: Vec<String> = (1..=n)
+            .filter(|k| n > 1 && !seen.contains_key(k))
+            .map(|k| format!("{k}/{n}"))
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "incomplete set of shards: missing {} (given {})",
+                missing.join(", "),
+                seen.iter()
+                    .map(|(k, name)| format!("{k}/{n} {name}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        let mut out = (*first).clone();
+        out.shard = None;
+        for (_, r) in &reports[1..] {
             out.runs += r.runs;
             out.passed += r.passed;
             out.failures.extend(r.failures.iter().cloned());
@@ -195,6 +283,21 @@ impl ExploreReport {
     }
 }
 
+/// The runs a report of its sweep (and shard) makes: one per scenario and seed in its shard.
+fn expected_runs(r: &ExploreReport) -> u64 {
+    let [a, b] = r.seeds;
+    let per_scenario = match r.shard {
+        None => b.saturating_sub(a),
+        Some([k, n]) if n > 0 && k >= 1 => {
+            // Seeds s in a..b with s % n == k - 1.
+            let below = |x: u64| x / n + u64::from(x % n > k - 1);
+            below(b).saturating_sub(below(a))
+        }
+        Some(_) => 0,
+    };
+    per_scenario.saturating_mul(r.scenarios.len() as u64)
+}
+
 fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
@@ -238,10 +341,25 @@ pub fn explore(
     options: &ExploreOptions,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<ExploreReport, InputError> {
-    let baselines: Vec<Option<Baseline>> = scenarios
-        .iter()
-        .map(|s| options.swarm.then(|| baseline(s)).transpose())
-        .collect::<Result<_, _>>()?;
+    let work = work_items(scenarios, options);
+    let items: Vec<usize> = (0..work.len()).collect();
+    let total = work.len() as u64;
+    let done = AtomicUsize::new(0);
+    let results: Vec<Mutex<Option<Result<SeedResult, InputError>>>> =
+        work.iter().map(|_| Mutex::new(None)).collect();
+    run_items(scenarios, options, &work, &items, &|_| {}, &|i, r| {
+        *results[i].lock().unwrap() = Some(r);
+        let d = done.fetch_add(1, Ordering::SeqCst) as u64 + 1;
+        progress(d, total);
+    })?;
+    let results = results
+        .into_iter()
+        .map(|slot| slot.into_inner().unwrap().expect("every seed ran"));
+    assemble(scenarios, options, results)
+}
+
+/// The (scenario index, seed) pairs a sweep runs, in report order.
+pub fn work_items(scenarios: &[Scenario], options: &ExploreOptions) -> Vec<(usize, u64)> {
     let seeds: Vec<u64> = options
         .seeds
         .clone()
@@ -250,25 +368,37 @@ pub fn explore(
             None => true,
         })
         .collect();
-    let work: Vec<(usize, u64)> = (0..scenarios.len())
+    (0..scenarios.len())
         .flat_map(|i| seeds.iter().map(move |s| (i, *s)))
-        .collect();
-    let total = work.len() as u64;
-    let next = AtomicUsize::new(0);
-    let done = AtomicUsize::new(0);
-    let results: Vec<Mutex<Option<Result<SeedResult, InputError>>>> =
-        work.iter().map(|_| Mutex::new(None)).collect();
+        .collect()
+}
 
+/// Runs the work items `items` (indexes into `work`) on `options.jobs` threads. `started(i)`
+/// is called on the thread that runs item `i` just before it runs, `finished(i, result)` after.
+/// A process that runs a sweep in a child (so that an abort kills only the child) prints these.
+pub fn run_items(
+    scenarios: &[Scenario],
+    options: &ExploreOptions,
+    work: &[(usize, u64)],
+    items: &[usize],
+    started: &(dyn Fn(usize) + Sync),
+    finished: &(dyn Fn(usize, Result<SeedResult, InputError>) + Sync),
+) -> Result<(), InputError> {
+    let baselines: Vec<Option<Baseline>> = scenarios
+        .iter()
+        .map(|s| options.swarm.then(|| baseline(s)).transpose())
+        .collect::<Result<_, _>>()?;
+    let next = AtomicUsize::new(0);
     let worker = || {
         loop {
-            let i = next.fetch_add(1, Ordering::SeqCst);
-            let Some(&(si, seed)) = work.get(i) else {
+            let k = next.fetch_add(1, Ordering::SeqCst);
+            let Some(&i) = items.get(k) else {
                 break;
             };
+            let (si, seed) = work[i];
+            started(i);
             let r = run_seed(&scenarios[si], baselines[si].as_ref(), seed, options);
-            *results[i].lock().unwrap() = Some(r);
-            let d = done.fetch_add(1, Ordering::SeqCst) as u64 + 1;
-            progress(d, total);
+            finished(i, r);
         }
     };
     let jobs = options.jobs.max(1);
@@ -281,18 +411,40 @@ pub fn explore(
             }
         });
     }
-    let results = results
-        .into_iter()
-        .map(|slot| slot.into_inner().unwrap().expect("every seed ran"));
-    assemble(scenarios, options, results)
+    Ok(())
 }
 
 /// What one seed of a sweep gave: its failure, if it failed; the coverage goals it reached;
 /// the findings it showed as expected failures.
-struct SeedResult {
-    failure: Option<Failure>,
-    goals: Vec<&'static str>,
-    findings: Vec<String>,
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeedResult {
+    pub failure: Option<Failure>,
+    pub goals: Vec<String>,
+    pub findings: Vec<String>,
+}
+
+impl SeedResult {
+    /// The verdict of a seed whose run took its process down (an abort-type panic, which no
+    /// unwinding catches): a crash with `message`, its plan and its reproduce command.
+    pub fn aborted(base: &Scenario, seed: u64, swarm: bool, message: String) -> SeedResult {
+        let plan = plan_of(base, seed, swarm)
+            .map(|p| p.iter().map(Fault::to_string).collect())
+            .unwrap_or_default();
+        SeedResult {
+            failure: Some(Failure {
+                scenario: base.path.display().to_string(),
+                seed,
+                kind: FailureKind::Crash,
+                invariants: vec!["crash".to_string()],
+                message,
+                plan,
+                trace_hash: String::new(),
+                reproduce: reproduce_command(base, seed, swarm),
+            }),
+            goals: Vec::new(),
+            findings: Vec::new(),
+        }
+    }
 }
 
 /// Runs one seed of `base` (with the seed's swarm plan when there is a baseline).
@@ -334,7 +486,7 @@ fn run_seed(
         .collect();
     Ok(SeedResult {
         failure,
-        goals: report.goals,
+        goals: report.goals.iter().map(|g| g.to_string()).collect(),
         findings,
     })
 }
@@ -367,7 +519,7 @@ fn first_message(report: &RunReport) -> String {
 }
 
 /// The sweep's report from its seeds' results, in (scenario, seed) order.
-fn assemble(
+pub fn assemble(
     scenarios: &[Scenario],
     options: &ExploreOptions,
     results: impl Iterator<Item = Result<SeedResult, InputError>>,
@@ -408,7 +560,7 @@ fn assemble(
             }
         }
         for g in goals {
-            *report.coverage.entry(g.to_string()).or_insert(0) += 1;
+            *report.coverage.entry(g).or_insert(0) += 1;
         }
     }
     Ok(report)

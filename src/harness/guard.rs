@@ -5,6 +5,7 @@
 use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Once;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::scenario::InputError;
 
@@ -13,6 +14,16 @@ thread_local! {
     /// on the calling thread, so a panic in any model task lands here even when tokio swallows
     /// it in a spawned task's JoinHandle.
     static PANICS: RefCell<Option<Vec<String>>> = const { RefCell::new(None) };
+}
+
+/// Whether caught panics are also printed on stderr ([`echo_panics`]).
+static ECHO: AtomicBool = AtomicBool::new(false);
+
+/// Also print every panic caught from now on to stderr, as `panic: <message> at <file:line>`.
+/// A process whose parent reads its stderr turns on this: if a later panic aborts the process
+/// (one that cannot unwind), what was caught before it is still said.
+pub fn echo_panics(on: bool) {
+    ECHO.store(on, Ordering::SeqCst);
 }
 
 fn install_panic_recorder() {
@@ -32,6 +43,9 @@ fn install_panic_recorder() {
                         .map(|s| s.to_string())
                         .or_else(|| info.payload().downcast_ref::<String>().cloned())
                         .unwrap_or_else(|| "panic".into());
+                    if ECHO.load(Ordering::SeqCst) {
+                        eprintln!("panic: {msg}{loc}");
+                    }
                     list.push(format!("{msg}{loc}"));
                     true
                 } else {

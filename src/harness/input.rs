@@ -81,6 +81,33 @@ impl<'a> Origin<'a> {
         InputError::at(&self.file, self.source, None, message)
     }
 
+    /// An error at the value of the key at `path` (`["network", "tick_ms"]`), or about the
+    /// whole file when the key is not written (a default).
+    pub fn at_key(&self, path: &[&str], message: impl Into<String>) -> InputError {
+        match self.key(path) {
+            Some(span) => self.at(span, message),
+            None => self.whole(message),
+        }
+    }
+
+    /// Where the value of the key at `path` is written, if it is.
+    pub fn key(&self, path: &[&str]) -> Option<Range<usize>> {
+        let root = toml::de::DeTable::parse(self.source).ok()?;
+        let mut table = root.get_ref();
+        let mut span = None;
+        for (i, name) in path.iter().enumerate() {
+            let (_, value) = table.iter().find(|(k, _)| k.get_ref().as_ref() == *name)?;
+            span = Some(value.span());
+            if i + 1 < path.len() {
+                match value.get_ref() {
+                    toml::de::DeValue::Table(t) => table = t,
+                    _ => return None,
+                }
+            }
+        }
+        span
+    }
+
     /// Where the top-level table `name` is written, if it is (serde fills an absent section
     /// with its defaults, so presence is read from the text).
     pub fn section(&self, name: &str) -> Option<Range<usize>> {

@@ -463,10 +463,16 @@ impl Scenario {
             }
         }
         if self.network.latency_ms[0] > self.network.latency_ms[1] {
-            return Err(at.whole("[network] latency_ms must be [min, max] with min <= max"));
+            return Err(at.at_key(
+                &["network", "latency_ms"],
+                "[network] latency_ms must be [min, max] with min <= max",
+            ));
         }
         if self.network.tick_ms == 0 {
-            return Err(at.whole("[network] tick_ms must be at least 1"));
+            return Err(at.at_key(
+                &["network", "tick_ms"],
+                "[network] tick_ms must be at least 1",
+            ));
         }
         self.planted_for_this_system()?;
         for f in &self.faults {
@@ -518,6 +524,7 @@ impl Scenario {
             expect: &self.expect,
             responses: &self.provider.responses,
             faults: &self.faults,
+            requests_per_turn: self.limits.requests_per_turn,
         }
     }
 

@@ -103,6 +103,26 @@ pub struct ShrinkSeedOptions {
 /// invariant, and writes it.
 pub fn shrink_seed(path: &Path, options: &ShrinkSeedOptions) -> Result<SeedShrink, InputError> {
     let seed = options.seed;
+    let error = |message: String| InputError {
+        file: path.display().to_string(),
+        line: None,
+        column: None,
+        message,
+    };
+    if options.max_runs == 0 {
+        return Err(error(
+            "--max-runs 0 leaves no run to check the seed with: give at least 1".into(),
+        ));
+    }
+    if let Some(i) = &options.invariant
+        && i != "crash"
+        && !super::invariants::ALL.contains(&i.as_str())
+    {
+        return Err(error(format!(
+            "unknown invariant {i:?}: expected one of {}, crash",
+            super::invariants::ALL.join(", ")
+        )));
+    }
     let base = Scenario::load(path)?;
     let start = with_plan(&base, plan_of(&base, seed, options.swarm)?);
     let invariant = match &options.invariant {

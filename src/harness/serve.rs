@@ -22,6 +22,7 @@ use super::env::AddressBook;
 use super::faults::NowFn;
 use super::letta::world::{SERVER_PORT, server_parts};
 use super::scenario::{InputError, Scenario};
+use super::serve_guard::{Gate, Guarded, LIMITS, Limits};
 use super::trace::{Trace, TraceEvent};
 use super::world::{EPOCH_UNIX_MS, PROVIDER_PORT};
 use crate::model::letta::server::{self, RequestLog, RequestRecord};
@@ -58,23 +59,37 @@ struct ServeEnv {
     listen: SocketAddr,
     bound: Arc<Mutex<Option<SocketAddr>>>,
     sink: Arc<Mutex<Option<std::fs::File>>>,
+    limits: Limits,
 }
 
-struct Wrap(tokio::net::TcpListener);
+/// A listener; the one clients reach (the server's) admits connections through the gate of
+/// [`super::serve_guard`].
+struct Wrap(tokio::net::TcpListener, Option<Gate>);
 
 impl Listener for Wrap {
-    type Stream = tokio::net::TcpStream;
+    type Stream = Guarded;
     async fn accept(&mut self) -> std::io::Result<Self::Stream> {
-        self.0.accept().await.map(|(s, _)| s)
+        loop {
+            let (stream, _) = self.0.accept().await?;
+            match &self.1 {
+                None => return Ok(Guarded::plain(stream)),
+                Some(gate) => {
+                    if let Some(admitted) = gate.admit(stream) {
+                        return Ok(admitted);
+                    }
+                }
+            }
+        }
     }
 }
 
 impl Env for ServeEnv {
-    type Stream = tokio::net::TcpStream;
+    type Stream = Guarded;
     type Listener = Wrap;
 
     async fn bind(&self, port: u16) -> std::io::Result<Wrap> {
-        let addr = if &*self.host == "server" && port == SERVER_PORT {
+        let served = &*self.host == "server" && port == SERVER_PORT;
+        let addr = if served {
             self.listen
         } else {
             SocketAddr::from(([127, 0, 0, 1], 0))
@@ -85,16 +100,20 @@ impl Env for ServeEnv {
         if &*self.host == "server" {
             *self.bound.lock().unwrap() = Some(local);
         }
-        Ok(Wrap(l))
+        Ok(Wrap(l, served.then(|| Gate::new(self.limits))))
     }
 
     async fn connect(&self, addr: &str) -> std::io::Result<Self::Stream> {
         if let Ok(sock) = addr.parse::<SocketAddr>() {
-            return tokio::net::TcpStream::connect(sock).await;
+            return tokio::net::TcpStream::connect(sock)
+                .await
+                .map(Guarded::plain);
         }
         for _ in 0..1000 {
             if let Some(sock) = self.book.get(addr) {
-                return tokio::net::TcpStream::connect(sock).await;
+                return tokio::net::TcpStream::connect(sock)
+                    .await
+                    .map(Guarded::plain);
             }
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
@@ -164,7 +183,17 @@ fn input_error(opts: &ServeOptions, message: String) -> InputError {
 
 /// Runs the server until the process is stopped. `ready` gets one JSON object once the server
 /// listens: its address, the agent, the conversations that exist, the profile and the faults.
+/// Clients meet the connection limits of [`super::serve_guard::LIMITS`].
 pub fn serve(opts: ServeOptions, ready: impl FnOnce(Value)) -> Result<(), InputError> {
+    serve_with_limits(opts, LIMITS, ready)
+}
+
+/// [`serve`] with other connection limits (`sim serve --max-connections` and the like).
+pub fn serve_with_limits(
+    opts: ServeOptions,
+    limits: Limits,
+    ready: impl FnOnce(Value),
+) -> Result<(), InputError> {
     let scenario = Scenario::load(&opts.scenario)?;
     // Only the Letta world has a server; an agent loop talks to its provider alone.
     if scenario.is_agent_loop() {
@@ -213,6 +242,7 @@ pub fn serve(opts: ServeOptions, ready: impl FnOnce(Value)) -> Result<(), InputE
             listen: opts.listen,
             bound: bound.clone(),
             sink: sink.clone(),
+            limits,
         };
         let parts = super::letta::world::world_parts(&scenario, opts.seed, &trace, now.clone())?;
         // The harness's fault hooks push `fault` events into `trace`; forward them to the sink.
@@ -293,12 +323,25 @@ pub fn serve(opts: ServeOptions, ready: impl FnOnce(Value)) -> Result<(), InputE
             "seed": opts.seed,
             "faults": scenario.faults.iter().map(|f| f.get_ref().to_string()).collect::<Vec<_>>(),
         }));
-        let result = server_task.await;
+        // Ctrl-C or SIGTERM stop it normally (exit 0): the request log and the trace are
+        // written line by line, and are flushed before returning.
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .map_err(|e| input_error(&opts, format!("cannot watch for SIGTERM: {e}")))?;
+        let result = tokio::select! {
+            biased;
+            _ = tokio::signal::ctrl_c() => None,
+            _ = terminate.recv() => None,
+            r = server_task => Some(r),
+        };
         provider_task.abort();
+        if let Some(f) = sink.lock().unwrap().as_mut() {
+            let _ = f.flush();
+        }
         match result {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(input_error(&opts, format!("server stopped: {e}"))),
-            Err(e) => Err(input_error(&opts, format!("server task failed: {e}"))),
+            None | Some(Ok(Ok(()))) => Ok(()),
+            Some(Ok(Err(e))) => Err(input_error(&opts, format!("server stopped: {e}"))),
+            Some(Err(e)) => Err(input_error(&opts, format!("server task failed: {e}"))),
         }
     })
 }

@@ -20,11 +20,15 @@ pub fn explore_files(
     options: &ExploreOptions,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<ExploreReport, InputError> {
-    let scenarios: Vec<Scenario> = paths
+    explore(&load_files(paths, tick_ms)?, options, progress)
+}
+
+/// Loads the scenario files of a sweep, at `tick_ms` when given.
+pub fn load_files(paths: &[PathBuf], tick_ms: Option<u64>) -> Result<Vec<Scenario>, InputError> {
+    paths
         .iter()
         .map(|p| Scenario::load(p).map(|s| s.with_tick(tick_ms)))
-        .collect::<Result<_, _>>()?;
-    explore(&scenarios, options, progress)
+        .collect()
 }
 
 /// One failure of a sweep, shrunk and written.
@@ -96,11 +100,13 @@ pub fn merge_report_files(paths: &[PathBuf]) -> Result<ExploreReport, InputError
         })?;
         reports.push(r);
     }
-    ExploreReport::merge(&reports).map_err(|m| InputError {
-        file: paths
-            .first()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default(),
+    let named: Vec<(String, &ExploreReport)> = paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .zip(&reports)
+        .collect();
+    ExploreReport::merge_named(&named).map_err(|m| InputError {
+        file: "sim report merge".into(),
         line: None,
         column: None,
         message: m,

@@ -8,6 +8,8 @@ mod common;
 mod cassette;
 mod explore;
 mod fault_plans;
+mod fuzz;
+mod hostile;
 mod html;
 mod import;
 mod library;

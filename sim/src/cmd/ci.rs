@@ -4,13 +4,16 @@ use std::time::Instant;
 
 use loopsim::harness::gate::{GateOptions, run_gate};
 
-use super::{CmdResult, write_file};
+use super::{CmdResult, check_output, write_file};
 use crate::args::CiArgs;
 
 /// The gate checks determinism on every tenth seed.
 const DETERMINISM_EVERY: u64 = 10;
 
 pub fn run(a: CiArgs) -> CmdResult {
+    for file in a.junit.iter().chain(&a.json) {
+        check_output(file)?;
+    }
     let options = GateOptions {
         root: a.root,
         fixed_seeds: a.fixed_seeds,

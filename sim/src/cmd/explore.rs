@@ -11,10 +11,11 @@ use loopsim::harness::scenario::InputError;
 use loopsim::harness::seed::run_seed;
 
 use loopsim::harness::explore::ExploreOptions;
-use loopsim::harness::sweep::{explore_files, shrink_first_failures};
+use loopsim::harness::sweep::{load_files, shrink_first_failures};
 
-use super::{CmdResult, check_output, write_file};
+use super::{CmdResult, check_output, check_output_dir, write_file};
 use crate::args::{ExploreArgs, Format};
+use crate::isolate;
 use crate::progress::Bar;
 
 pub fn run(a: ExploreArgs) -> CmdResult {
@@ -22,16 +23,24 @@ pub fn run(a: ExploreArgs) -> CmdResult {
         check_output(file)?;
     }
     loopsim::harness::warp::set_warp_by_default(a.warp && !a.no_warp);
+    if let Some(dir) = &a.shrink {
+        check_output_dir(dir)?;
+    }
     let options = ExploreOptions {
-        seeds: a.seeds,
+        seeds: a.seeds.clone(),
         jobs: a.jobs,
         shard: a.shard,
         swarm: a.swarm,
         determinism_every: a.determinism_every,
     };
+    let scenarios = load_files(&a.scenarios, a.tick_ms)?;
+    if a.worker {
+        return Ok(isolate::worker(&scenarios, &options, a.echo_panics));
+    }
     let started = Instant::now();
     let bar = Bar::new("explore");
-    let report = explore_files(&a.scenarios, a.tick_ms, &options, &|done, total| {
+    // Seeds run in a child process, so that one whose panic aborts cannot end the sweep.
+    let report = isolate::explore(&a, &scenarios, &options, &|done, total| {
         bar.update(done, total)
     })?;
     bar.finish();

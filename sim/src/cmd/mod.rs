@@ -43,6 +43,31 @@ pub fn check_output(path: &Path) -> Result<(), InputError> {
     Ok(())
 }
 
+/// Refuses an output directory the user named that cannot be made: an existing file, or a
+/// directory whose parent does not exist. Checked before any work, like [`check_output`].
+pub fn check_output_dir(path: &Path) -> Result<(), InputError> {
+    let error = |message: String| InputError {
+        file: path.display().to_string(),
+        line: None,
+        column: None,
+        message,
+    };
+    if path.exists() && !path.is_dir() {
+        return Err(error(
+            "cannot write here: is a file; name a directory".into(),
+        ));
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && !dir.is_dir()
+    {
+        return Err(error(format!(
+            "cannot write: directory {} does not exist",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
 pub fn write_file(path: &Path, text: &str) -> Result<(), InputError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         let _ = std::fs::create_dir_all(dir);

@@ -5,7 +5,10 @@ use std::io::Write as _;
 use std::net::SocketAddr;
 
 use loopsim::harness::report::exit;
-use loopsim::harness::serve::{ProviderOnlyOptions, ServeOptions, serve, serve_provider};
+use loopsim::harness::serve::{
+    ProviderOnlyOptions, ServeOptions, serve_provider, serve_with_limits,
+};
+use loopsim::harness::serve_guard::{LIMITS, Limits};
 use loopsim::model::letta::server::Profile;
 
 use super::CmdResult;
@@ -38,6 +41,12 @@ pub fn run(a: ServeArgs) -> CmdResult {
         profile: a.profile.and_then(|p| Profile::from_name(&p)),
         scripted_model: a.scripted_model,
     };
-    serve(options, ready)?;
+    let limits = Limits {
+        max_connections: a.max_connections,
+        request_read: std::time::Duration::from_millis(a.request_read_ms),
+        max_body: a.max_body,
+        ..LIMITS
+    };
+    serve_with_limits(options, limits, ready)?;
     Ok(exit::PASS)
 }

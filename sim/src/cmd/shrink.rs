@@ -2,10 +2,13 @@
 
 use loopsim::harness::seed::{ShrinkSeedOptions, shrink_seed};
 
-use super::CmdResult;
+use super::{CmdResult, check_output_dir};
 use crate::args::ShrinkArgs;
 
 pub fn run(a: ShrinkArgs) -> CmdResult {
+    if let Some(dir) = &a.out {
+        check_output_dir(dir)?;
+    }
     let options = ShrinkSeedOptions {
         seed: a.seed,
         swarm: a.swarm,

@@ -28,6 +28,22 @@ pub const LOOP_EVENT_TYPES: [&str; 11] = [
     "tool.progress",
 ];
 
+/// How far a run of a scenario can reach, for [`Fault::unreachable`].
+#[derive(Debug, Clone)]
+pub struct Reach {
+    /// User turns (1-based turn numbers run to this).
+    pub turns: u64,
+    /// Model calls that get an answer (0-based call numbers run below this).
+    pub calls: u64,
+    /// What `calls` counts, for the message.
+    pub calls_from: String,
+    /// The most requests the client (and probe) can make in a run, which bounds the server's
+    /// streaming responses and message sends; `None` where there is no server.
+    pub responses: Option<u64>,
+    /// What `responses` counts, for the message.
+    pub responses_from: String,
+}
+
 /// One fault of a plan.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
@@ -430,6 +446,54 @@ impl Fault {
                 Some(format!(
                     "unknown loop event {e:?}: expected one of {}",
                     LOOP_EVENT_TYPES.join(", ")
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    /// Why this fault aims past anything a run of the scenario can reach, if it does: a turn
+    /// the scenario does not have, a model call no answer is left for, a response or send
+    /// beyond the client's request budget. Such a fault never fires and the run passes
+    /// without it, so the loader refuses it.
+    pub fn unreachable(&self, reach: &Reach) -> Option<String> {
+        match self {
+            Fault::Interrupt { turn, .. } | Fault::ClientCrash { turn, .. }
+                if u64::from(*turn) > reach.turns =>
+            {
+                Some(format!(
+                    "turn = {turn} names a turn that does not exist: the scenario has {} turn(s)",
+                    reach.turns
+                ))
+            }
+            Fault::ProviderStream { call, .. } | Fault::ProviderError { call, .. }
+                if u64::from(*call) >= reach.calls =>
+            {
+                Some(format!(
+                    "call = {call} names a model call that is never answered: calls count from 0, and the scenario answers calls 0..{} ({})",
+                    reach.calls, reach.calls_from
+                ))
+            }
+            Fault::DropConnection { response, .. } | Fault::ServerStream { response, .. }
+                if reach.responses.is_some_and(|r| *response > r) =>
+            {
+                Some(format!(
+                    "response = {response} names a response no run reaches: the client's request budget allows at most {} ({})",
+                    reach.responses.unwrap_or(0),
+                    reach.responses_from
+                ))
+            }
+            Fault::BusyOnSend { send }
+            | Fault::ShuttingDownOnSend { send }
+            | Fault::ApprovalPendingOnSend { send, .. }
+            | Fault::BusyOwnRun { send }
+            | Fault::ApprovalPendingInBand { send, .. }
+                if reach.responses.is_some_and(|r| *send > r) =>
+            {
+                Some(format!(
+                    "send = {send} names a send no run reaches: the client's request budget allows at most {} ({})",
+                    reach.responses.unwrap_or(0),
+                    reach.responses_from
                 ))
             }
             _ => None,

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use crate::harness::faults::Fault;
+use crate::harness::faults::plan::Reach;
 use crate::harness::input::{InputError, Origin};
 use crate::model::kimi::agent::tools::TOOL_NAMES;
 use crate::wire::provider::ProviderFormat;
@@ -194,15 +195,22 @@ pub fn validate(s: &Sections<'_>, at: &Origin<'_>) -> Result<(), InputError> {
         return Err(at.at(profile.span(), "client_profile is for system \"letta\""));
     }
     let Some(section) = s.agent_loop else {
-        return Err(at.whole("missing section [agent_loop]: system \"agent-loop\" needs it"));
+        return Err(at.at_key(
+            &["scenario", "system"],
+            "missing section [agent_loop]: system \"agent-loop\" needs it",
+        ));
     };
     if s.responses.is_empty() && section.script.is_empty() {
-        return Err(at.whole(
+        return Err(at.at_key(
+            &["provider", "responses"],
             "no model answers: list cassettes in [provider] responses or steps in [[agent_loop.script]]",
         ));
     }
     if section.turns.is_empty() {
-        return Err(at.whole("[agent_loop] turns is empty: give at least one user message"));
+        return Err(at.at_key(
+            &["agent_loop", "turns"],
+            "[agent_loop] turns is empty: give at least one user message",
+        ));
     }
     for t in &section.tools {
         if !TOOL_NAMES.contains(&t.get_ref().as_str()) {
@@ -217,20 +225,52 @@ pub fn validate(s: &Sections<'_>, at: &Origin<'_>) -> Result<(), InputError> {
         }
     }
     if section.tool_latency_ms[0] > section.tool_latency_ms[1] {
-        return Err(at.whole("[agent_loop] tool_latency_ms must be [min, max] with min <= max"));
+        return Err(at.at_key(
+            &["agent_loop", "tool_latency_ms"],
+            "[agent_loop] tool_latency_ms must be [min, max] with min <= max",
+        ));
     }
     if section.stream_idle_timeout_ms == 0 {
-        return Err(at.whole("[agent_loop] stream_idle_timeout_ms must be at least 1"));
+        return Err(at.at_key(
+            &["agent_loop", "stream_idle_timeout_ms"],
+            "[agent_loop] stream_idle_timeout_ms must be at least 1",
+        ));
     }
     for step in &section.script {
         check_step(at, s.api, step)?;
     }
+    let reach = reach(s, section);
     for f in s.faults {
         if let Some(problem) = loop_fault_problem(f.get_ref()) {
             return Err(at.at(f.span(), problem));
         }
+        if let Some(problem) = f.get_ref().unreachable(&reach) {
+            return Err(at.at(f.span(), problem));
+        }
     }
     Ok(())
+}
+
+/// How far a run of this scenario can reach (docs/faults.md, "Targets"): its model calls are
+/// answered by the cassettes, then the script steps, plus one per `provider_error` fault; it
+/// has no server.
+fn reach(s: &Sections<'_>, section: &AgentLoopSection) -> Reach {
+    let provider_errors = s
+        .faults
+        .iter()
+        .filter(|f| matches!(f.get_ref(), Fault::ProviderError { .. }))
+        .count() as u64;
+    Reach {
+        turns: section.turns.len() as u64,
+        calls: (s.responses.len() + section.script.len()) as u64 + provider_errors,
+        calls_from: format!(
+            "{} cassette(s), {} [[agent_loop.script]] step(s) and {provider_errors} provider_error fault(s)",
+            s.responses.len(),
+            section.script.len()
+        ),
+        responses: None,
+        responses_from: String::new(),
+    }
 }
 
 /// What is wrong with a fault in the agent-loop world (which has no server).

@@ -30,9 +30,9 @@ pub fn loop_responses(
         return Ok((responses, latencies));
     };
     let model = section.model.clone();
-    for (i, step) in section.script.iter().enumerate() {
+    for (i, spanned) in section.script.iter().enumerate() {
         let n = i + 1;
-        let step = step.get_ref();
+        let step = spanned.get_ref();
         for (k, call) in step.tool_calls.iter().enumerate() {
             if let Some(ms) = call.latency_ms {
                 latencies.insert(call_id(api, n, k + 1, call), ms);
@@ -56,12 +56,8 @@ pub fn loop_responses(
             t_ms: end_t,
             kind: EndKind::Clean,
         };
-        let cassette = Cassette::new(header, frames, end, &name).map_err(|e| InputError {
-            file: scenario.path.display().to_string(),
-            line: None,
-            column: None,
-            message: format!("script step {n}: {e}"),
-        })?;
+        let cassette = Cassette::new(header, frames, end, &name)
+            .map_err(|e| scenario.error_at(spanned.span(), format!("script step {n}: {e}")))?;
         responses.push(ProviderResponse { name, cassette });
     }
     Ok((responses, latencies))

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use crate::harness::faults::Fault;
+use crate::harness::faults::plan::Reach;
 use crate::harness::input::{InputError, Origin};
 use crate::model::letta::client::approvals::{HumanAnswer, Permission};
 use crate::model::letta::client::{Mode, Profile as ClientProfile};
@@ -419,6 +420,51 @@ pub struct Sections<'a> {
     /// `[provider] responses`.
     pub responses: &'a [Spanned<String>],
     pub faults: &'a [Spanned<Fault>],
+    /// `[limits] requests_per_turn`.
+    pub requests_per_turn: u32,
+}
+
+/// Requests one iteration of the client's turn loop can put on the wire at most: the send and
+/// its retries or the resumes of its stream (a generous bound: it exists to refuse a fault
+/// target no run can reach, such as response 999 of a two-turn scenario).
+pub const REQUESTS_PER_ITERATION: u64 = 4;
+
+/// How far a run of this scenario can reach (docs/faults.md, "Targets").
+pub fn reach(s: &Sections<'_>) -> Reach {
+    let provider_errors = s
+        .faults
+        .iter()
+        .filter(|f| matches!(f.get_ref(), Fault::ProviderError { .. }))
+        .count() as u64;
+    let restarts = s
+        .faults
+        .iter()
+        .filter(|f| {
+            matches!(f.get_ref(), Fault::ClientCrash { .. })
+                || matches!(f.get_ref(), Fault::Crash { host, .. } if host == "client")
+        })
+        .count() as u64;
+    let turns = s.client.turns.len() as u64;
+    let responses = u64::from(s.requests_per_turn)
+        .saturating_mul(turns + 1)
+        .saturating_mul(1 + restarts)
+        .saturating_mul(REQUESTS_PER_ITERATION)
+        .saturating_add(s.requests.len() as u64);
+    Reach {
+        turns,
+        calls: s.responses.len() as u64 + provider_errors,
+        calls_from: format!(
+            "{} cassette(s) in [provider] responses and {provider_errors} provider_error fault(s)",
+            s.responses.len()
+        ),
+        responses: Some(responses),
+        responses_from: format!(
+            "[limits] requests_per_turn = {} for each of {turns} turn(s) and start-up, {REQUESTS_PER_ITERATION} requests each, times {} client start(s), plus {} [[requests]]",
+            s.requests_per_turn,
+            1 + restarts,
+            s.requests.len()
+        ),
+    }
 }
 
 /// The checks of a `letta` scenario beyond those every scenario gets.
@@ -428,12 +474,17 @@ pub fn validate(s: &Sections<'_>, at: &Origin<'_>) -> Result<(), InputError> {
     }
     for name in ["agent", "client"] {
         if at.section(name).is_none() {
-            return Err(at.whole(format!(
-                "missing section [{name}]: system \"letta\" needs it"
-            )));
+            return Err(at.at_key(
+                &["scenario", "system"],
+                format!("missing section [{name}]: system \"letta\" needs it"),
+            ));
         }
     }
+    let reach = reach(s);
     for f in s.faults {
+        if let Some(problem) = f.get_ref().unreachable(&reach) {
+            return Err(at.at(f.span(), problem));
+        }
         if f.get_ref().is_agent_loop_only() {
             return Err(at.at(
                 f.span(),
@@ -473,15 +524,19 @@ pub fn validate(s: &Sections<'_>, at: &Origin<'_>) -> Result<(), InputError> {
         }
     }
     if s.responses.is_empty() {
-        return Err(at.whole("[provider] responses is empty: list at least one cassette"));
+        return Err(at.at_key(
+            &["provider", "responses"],
+            "[provider] responses is empty: list at least one cassette",
+        ));
     }
     s.permissions.default_permission(at)?;
     s.permissions.human_answers(at)?;
     // A scenario driven only by probe requests may have no client turns.
     if s.client.turns.is_empty() && s.requests.is_empty() {
-        return Err(
-            at.whole("[client] turns is empty: give at least one user message (or [[requests]])")
-        );
+        return Err(at.at_key(
+            &["client", "turns"],
+            "[client] turns is empty: give at least one user message (or [[requests]])",
+        ));
     }
     s.server.server_profile(at)?;
     s.server.approval_conflict(at)?;

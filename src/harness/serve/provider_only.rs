@@ -27,6 +27,7 @@ use crate::cassette::scrub::Scrubber;
 use crate::harness::env::AddressBook;
 use crate::harness::faults::{Fault, PlanHooks};
 use crate::harness::scenario::{InputError, Scenario};
+use crate::harness::serve_guard::{Gate, Guarded, LIMITS};
 use crate::harness::trace::Trace;
 use crate::harness::world::{self, PROVIDER_PORT};
 use crate::model::port::clock::Clock;
@@ -63,7 +64,7 @@ struct ProviderEnv {
 }
 
 impl Env for ProviderEnv {
-    type Stream = tokio::net::TcpStream;
+    type Stream = Guarded;
     type Listener = Wrap;
 
     async fn bind(&self, port: u16) -> std::io::Result<Wrap> {
@@ -76,7 +77,9 @@ impl Env for ProviderEnv {
         if port == PROVIDER_PORT {
             *self.inner.bound.lock().unwrap() = Some(l.local_addr()?);
         }
-        Ok(Wrap(l))
+        // The port clients reach admits connections through the same gate as `sim serve`'s.
+        let served = port == PROVIDER_PORT;
+        Ok(Wrap(l, served.then(|| Gate::new(self.inner.limits))))
     }
 
     async fn connect(&self, addr: &str) -> std::io::Result<Self::Stream> {
@@ -321,6 +324,7 @@ pub fn serve_provider(
                 listen: opts.listen,
                 bound: bound.clone(),
                 sink,
+                limits: LIMITS,
             },
         };
         let n_responses = responses.len();

@@ -40,6 +40,46 @@ pub(crate) fn unprocessable(msg: &str) -> Response<Body> {
     )
 }
 
+/// FastAPI's rule for a JSON body (fastapi/routing.py, `get_request_handler`): a body with no
+/// `Content-Type` is parsed as JSON, one whose type is `application/json` or
+/// `application/*+json` too; any other type leaves the body raw bytes, which fail validation as
+/// a model with FastAPI's 422. Only methods that carry a body here (POST, PUT, PATCH) are
+/// checked; the answer is FastAPI's validation error for a value that is not an object (the
+/// Letta captures hold no such request: docs/server.md, "Deliberate differences").
+pub(crate) fn not_json_content(
+    parts: &hyper::http::request::Parts,
+    body: &[u8],
+) -> Option<Response<Body>> {
+    use hyper::Method;
+    if body.is_empty() || !matches!(parts.method, Method::POST | Method::PUT | Method::PATCH) {
+        return None;
+    }
+    let value = parts.headers.get(hyper::header::CONTENT_TYPE)?;
+    let media = value
+        .to_str()
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let json = match media.split_once('/') {
+        Some(("application", sub)) => sub == "json" || sub.ends_with("+json"),
+        _ => false,
+    };
+    (!json).then(|| {
+        http::json_response(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &json!({"detail": [{
+                "type": "model_attributes_type",
+                "loc": ["body"],
+                "msg": "Input should be a valid dictionary or object to extract fields from",
+                "input": String::from_utf8_lossy(body),
+            }]}),
+        )
+    })
+}
+
 /// Unknown conversation. Letta 0.16.8's text is not captured; this one names the id the way
 /// its other not-found errors do (docs/server.md, "Deliberate differences").
 pub(crate) fn not_found_conversation(id: &str) -> Response<Body> {

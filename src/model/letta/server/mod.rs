@@ -350,23 +350,28 @@ pub async fn run<E: Env>(env: E, config: ServerConfig, store: SharedStore) -> st
             let resp = match http::read_body(body, MAX_BODY).await {
                 Ok(bytes) => {
                     request_bytes = bytes.clone();
-                    let resp =
-                        api::route(env.clone(), config.clone(), store, &parts, bytes.clone()).await;
-                    if let Some(log) = &config.request_log {
-                        log(RequestRecord {
-                            method: method.clone(),
-                            path: parts
-                                .uri
-                                .path_and_query()
-                                .map_or(path.clone(), |p| p.to_string()),
-                            body: bytes,
-                            status: resp.status().as_u16(),
-                        });
+                    match errors::not_json_content(&parts, &bytes) {
+                        Some(refused) => refused,
+                        None => {
+                            api::route(env.clone(), config.clone(), store, &parts, bytes.clone())
+                                .await
+                        }
                     }
-                    resp
                 }
                 Err(e) => detail(StatusCode::PAYLOAD_TOO_LARGE, &e),
             };
+            // Every request is logged, a refused body too (with what of it arrived: nothing).
+            if let Some(log) = &config.request_log {
+                log(RequestRecord {
+                    method: method.clone(),
+                    path: parts
+                        .uri
+                        .path_and_query()
+                        .map_or(path.clone(), |p| p.to_string()),
+                    body: request_bytes.clone(),
+                    status: resp.status().as_u16(),
+                });
+            }
             env.observe(Observation::ServerRequest {
                 method: method.clone(),
                 path,
