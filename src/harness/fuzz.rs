@@ -153,7 +153,7 @@ pub fn seeds(target: &Target, root: &Path) -> Vec<Vec<u8>> {
 pub fn fuzz(target: &Target, corpus: &[Vec<u8>], inputs: u64, seed: u64, keep: usize) -> Outcome {
     let mut rng = Rng(seed ^ 0x9e37_79b9_7f4a_7c15);
     let mut panics = Vec::new();
-    let empty = vec![Vec::new()];
+    let empty = [Vec::new()];
     let corpus = if corpus.is_empty() {
         &empty[..]
     } else {
