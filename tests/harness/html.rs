@@ -251,10 +251,20 @@ fn a_replay_page_shows_each_recording_and_the_first_divergence_side_by_side() {
     );
     assert_eq!(page.matches(r#"<section class="replay""#).count(), 2);
     assert!(page.contains(r#"class="lane-head" data-host="server""#));
+    let rows: usize = reports.iter().map(|r| r.sequence.len()).sum();
+    assert!(rows > 0);
+    assert!(
+        page.matches(r#"<tr class=""#).count() >= rows,
+        "every exchange of both recordings is a row"
+    );
     for r in &reports {
         match &r.divergence {
             Some(d) => {
                 assert!(page.contains(&format!(r#"data-exchange="{}""#, d.exchange)));
+                assert!(page.contains(&format!(
+                    r#"<tr class="first-divergence" data-n="{}">"#,
+                    d.exchange
+                )));
                 assert!(page.contains(r#"<div class="side-by-side">"#));
             }
             None => assert!(page.contains("match")),

@@ -509,7 +509,7 @@ fn agent_loop_schema_errors_name_file_line_and_what_was_expected() {
         ),
         (
             MINIMAL.replace("[agent_loop]\nturns = [\"hi\"]\n", ""),
-            "inline.toml: missing section [agent_loop]",
+            "inline.toml:3:10: missing section [agent_loop]",
         ),
         (
             format!(

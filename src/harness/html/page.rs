@@ -40,6 +40,7 @@ rect.fault{fill:#c62828;opacity:.13}
 .side-by-side{display:grid;grid-template-columns:1fr 1fr;gap:12px} .side-by-side pre,pre.diff{font:12px ui-monospace,monospace;background:#fff;border:1px solid #ddd;padding:8px;overflow:auto;max-height:50vh;white-space:pre-wrap;word-break:break-all}
 pre.diff .add{background:#e6ffec;color:#1b5e20} pre.diff .del{background:#ffebe9;color:#b71c1c} pre.diff .hunk{color:#1565c0}
 h3.divergence{color:#b71c1c}
+.sequence-table td{font:12px ui-monospace,monospace;padding:1px 10px 1px 0;word-break:break-all} .sequence-table tr.differs td{color:#b71c1c} .sequence-table tr.first-divergence td{background:#fde3e1;color:#b71c1c;font-weight:700} .sequence-table tr.not-compared td{color:#999}
 pre.trace{font:12px ui-monospace,monospace;background:#fff;border:1px solid #ddd;padding:8px;overflow:auto;max-height:40vh}
 pre.trace span.broke{background:#fde3e1} pre.trace span.pinned{background:#fff59d}
 "#;

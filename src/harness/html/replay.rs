@@ -53,6 +53,33 @@ fn section(body: &mut String, n: usize, r: &ReplayReport) {
         }
         body.push_str("</table>");
     }
+    if !r.sequence.is_empty() {
+        body.push_str(
+            r#"<h3>Exchanges, recorded and replayed</h3><table class="sequence-table"><tr><th>#</th><th>recorded</th><th>replayed</th><th></th></tr>"#,
+        );
+        let first = r.divergence.as_ref().map(|d| d.exchange);
+        for row in &r.sequence {
+            let class = match (Some(row.n) == first, row.state) {
+                (true, _) => "first-divergence",
+                (false, "differs") => "differs",
+                (false, "not compared") => "not-compared",
+                _ => "same",
+            };
+            let _ = writeln!(
+                body,
+                r#"<tr class="{class}" data-n="{n}"><td>{n}</td><td>{}</td><td>{}</td><td>{}</td></tr>"#,
+                escape(&row.recorded),
+                escape(&row.ours),
+                if Some(row.n) == first {
+                    "first divergence"
+                } else {
+                    row.state
+                },
+                n = row.n,
+            );
+        }
+        body.push_str("</table>");
+    }
     if !r.differences.is_empty() {
         body.push_str("<h3>Differing exchanges</h3><ol class=\"differences\">");
         for d in &r.differences {

@@ -138,6 +138,19 @@ pub struct Divergence {
     pub difference: Difference,
 }
 
+/// One exchange of a replay, as recorded and as replayed.
+#[derive(Debug, Clone, Serialize)]
+pub struct SequenceRow {
+    /// The exchange's number in the recording, or the request's in the sequence (1-based).
+    pub n: usize,
+    /// `POST /v1/… → 200` as recorded.
+    pub recorded: String,
+    /// The same as replayed.
+    pub ours: String,
+    /// `match`, `differs`, or `not compared` (a client-side step after the first divergence).
+    pub state: &'static str,
+}
+
 /// What a replay found.
 #[derive(Debug, Clone, Serialize)]
 pub struct ReplayReport {
@@ -158,6 +171,10 @@ pub struct ReplayReport {
     /// divergences unless `--strict`).
     pub bookkeeping_bodies_differing: usize,
     pub divergence: Option<Divergence>,
+    /// Every exchange (server side) or request (client side), recorded beside replayed, for
+    /// the side-by-side view of `sim replay --html`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sequence: Vec<SequenceRow>,
     /// Invariants broken in the replayed world: (invariant, message).
     pub violations: Vec<(String, String)>,
     /// Client side: how each user turn ended.
@@ -348,6 +365,7 @@ pub fn report_server(
     let mut differences = Vec::new();
     let mut divergence: Option<(Divergence, Option<u64>)> = None;
     let mut compared = 0;
+    let mut sequence = Vec::new();
     for (k, req) in d.requests.iter().enumerate() {
         let ours = out.answers[k].as_ref();
         let ours_text = ours.map_or(String::new(), |a| our_text(&a.content_type, &a.body));
@@ -374,6 +392,14 @@ pub fn report_server(
         };
         let diff = compare_answer(&expected, ours, &ours_text, &mut recorded_ids, &mut our_ids)
             .and_then(|d| scope.keep(x, d, &mut bookkeeping));
+        sequence.push(SequenceRow {
+            n,
+            recorded: format!("{} {} → {}", x.method, x.path, answer.status),
+            ours: ours.map_or("no answer".to_string(), |a| {
+                format!("{} {} → {}", x.method, a.path, a.status)
+            }),
+            state: if diff.is_some() { "differs" } else { "match" },
+        });
         if let Some(diff) = diff {
             differing += 1;
             differences.push(format!(
@@ -410,6 +436,7 @@ pub fn report_server(
         differences,
         bookkeeping_bodies_differing: bookkeeping,
         divergence: divergence.map(|(d, _)| d),
+        sequence,
         violations: Vec::new(),
         turn_outcomes: Vec::new(),
         trace,
@@ -445,6 +472,22 @@ pub fn report_client(
         .collect();
     let lines: Vec<String> = c.report.trace_text.lines().map(str::to_string).collect();
     let skip = lines.len().saturating_sub(TRACE_LINES);
+    let first_bad = c.mismatch.as_ref().map(|m| m.index);
+    let show = |s: Option<&super::super::letta::conformance::Step>| {
+        s.map_or("<end>".to_string(), ToString::to_string)
+    };
+    let sequence = (0..c.expected.len().max(c.actual.len()))
+        .map(|i| SequenceRow {
+            n: i + 1,
+            recorded: show(c.expected.get(i)),
+            ours: show(c.actual.get(i)),
+            state: match first_bad {
+                Some(b) if i == b => "differs",
+                Some(b) if i > b => "not compared",
+                _ => "match",
+            },
+        })
+        .collect();
     ReplayReport {
         cassette: rec.origin().to_string(),
         side: "client",
@@ -456,6 +499,7 @@ pub fn report_client(
         differences: Vec::new(),
         bookkeeping_bodies_differing: 0,
         divergence,
+        sequence,
         violations,
         turn_outcomes: c.report.turn_outcomes.clone(),
         trace: lines[skip..].to_vec(),
