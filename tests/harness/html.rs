@@ -218,7 +218,17 @@ fn a_sweep_page_groups_failures_by_invariant_and_links_the_run_reports() {
         (scenario, 1),
         "runs/dangling_tool_call-seed1.html".to_string(),
     )]);
-    let page = html::sweep_page(&report, &links);
+    let page = html::sweep_page(&report, &links, None);
+    assert_eq!(page, html::sweep_page(&report, &links, None));
+    let rate = html::Rate {
+        seeds_per_s: 12.5,
+        jobs: 2,
+        wall_s: 0.24,
+    };
+    assert!(
+        html::sweep_page(&report, &links, Some(&rate))
+            .contains("rate 12.5 seeds/s over 2 job(s) (0.24 s wall)")
+    );
     assert!(page.contains(r#"data-invariant="tool-call-resolved""#));
     assert!(page.contains(r#"<a href="runs/dangling_tool_call-seed1.html">run report</a>"#));
     assert!(page.contains("0 passed, 3 failed"));

@@ -66,7 +66,12 @@ pub fn run(a: ExploreArgs) -> CmdResult {
             Some(dir) => write_run_pages(&report, dir, file, a.tick_ms)?,
             None => BTreeMap::new(),
         };
-        write_file(file, &html::sweep_page(&report, &pages))?;
+        let rate = html::Rate {
+            seeds_per_s: report.runs as f64 / wall.max(1e-9),
+            jobs: options.jobs.max(1),
+            wall_s: wall,
+        };
+        write_file(file, &html::sweep_page(&report, &pages, Some(&rate)))?;
         eprintln!("html report written to {}", file.display());
     }
     if let Some(dir) = a.shrink {

@@ -142,9 +142,22 @@ pub fn run_page(report: &RunReport) -> String {
     )
 }
 
+/// How fast a sweep ran: measured by the command line in wall time, so it is passed in and
+/// never part of the deterministic report.
+pub struct Rate {
+    pub seeds_per_s: f64,
+    pub jobs: usize,
+    pub wall_s: f64,
+}
+
 /// The report of a sweep; `run_pages` maps (scenario, seed) of a failure to the file name of
-/// its run report, when those were written beside it.
-pub fn sweep_page(report: &ExploreReport, run_pages: &BTreeMap<(String, u64), String>) -> String {
+/// its run report, when those were written beside it. Without `rate` the page is the same
+/// bytes for the same sweep.
+pub fn sweep_page(
+    report: &ExploreReport,
+    run_pages: &BTreeMap<(String, u64), String>,
+    rate: Option<&Rate>,
+) -> String {
     let mut body = String::new();
     let failed = report.failures.len();
     let vclass = if failed == 0 { "pass" } else { "fail" };
@@ -162,6 +175,13 @@ pub fn sweep_page(report: &ExploreReport, run_pages: &BTreeMap<(String, u64), St
         runs = report.runs,
         passed = report.passed,
     );
+    if let Some(r) = rate {
+        let _ = write!(
+            body,
+            r#"<div class="meta rate">rate {:.1} seeds/s over {} job(s) ({:.2} s wall)</div>"#,
+            r.seeds_per_s, r.jobs, r.wall_s
+        );
+    }
     body.push_str(r#"<section><h2>Failures by invariant</h2>"#);
     if failed == 0 {
         body.push_str("<p>none</p>");
