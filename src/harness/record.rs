@@ -447,7 +447,8 @@ impl Recorder {
         let shared = Arc::new(Shared {
             scrubber: opts.scrubber.clone(),
             upstream,
-            // The session's time zero: every offset in the cassette is measured from here.
+            // The session's time zero: every offset in the cassette is measured from here. The
+            // recorder proxies real traffic in real time; it never runs inside a simulation.
             start: Instant::now(),
             played: Mutex::new(vec![false; recorded.len()]),
             recorded,
@@ -501,6 +502,7 @@ impl Recorder {
     /// renames `<out>.partial` to `<out>`.
     pub async fn stop(self) -> Result<RecordSummary, InputError> {
         let _ = self.shutdown.send(true);
+        // Real time: how long a live proxy waits for its streams to end; no simulation here.
         let deadline = Instant::now() + STOP_WAIT;
         loop {
             let notified = self.shared.written.notified();

@@ -10,6 +10,7 @@ use super::report::{RunReport, Verdict, exit, reproduce_command};
 use super::run::run_scenario;
 use super::scenario::{InputError, Scenario};
 use super::shrink::{Shrunk, shrink, with_plan};
+use super::trace::{first_divergence, render_events};
 
 /// The scenario at `path` as seed `seed` runs it: at `tick_ms` when given, with the seed's swarm
 /// plan added when `swarm`, and with a reproduce command that carries both flags.
@@ -212,4 +213,17 @@ impl SeedShrink {
             SeedShrink::Shrunk { .. } => exit::CORRECTNESS,
         }
     }
+}
+
+/// Runs `scenario` with `seed` warped and stepping through every tick, and says where the two
+/// traces first differ (`None`: byte for byte the same, as they must be).
+pub fn warp_divergence(scenario: &Scenario, seed: u64) -> Result<Option<String>, InputError> {
+    let system = scenario.system();
+    let mut on = scenario.clone();
+    on.network.warp = true;
+    let off = scenario.clone().with_no_warp(true);
+    let warped = render_events(&system.run_world(&on, seed)?.trace);
+    let stepped = render_events(&system.run_world(&off, seed)?.trace);
+    Ok(first_divergence(&stepped, &warped)
+        .map(|(line, a, b)| format!("line {line}:\n    stepped: {a}\n    warped:  {b}")))
 }

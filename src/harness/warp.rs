@@ -204,6 +204,8 @@ impl WorldClock {
 /// The turmoil instant on the running host where virtual time reaches `deadline`.
 fn aim(clock: &WorldClock, deadline: Duration) -> Option<tokio::time::Instant> {
     let now = clock.now();
+    // On a turmoil host this is the simulated instant (turmoil runs each host on a paused
+    // tokio clock it advances itself), never the wall clock.
     let here = tokio::time::Instant::now();
     if deadline >= now {
         here.checked_add(deadline - now)
@@ -281,21 +283,4 @@ impl Drop for WarpSleep {
             self.clock.deregister(seq);
         }
     }
-}
-
-/// Runs `scenario` with `seed` warped and stepping through every tick, and says where the two
-/// traces first differ (`None`: byte for byte the same, as they must be).
-pub fn warp_divergence(
-    scenario: &crate::harness::scenario::Scenario,
-    seed: u64,
-) -> Result<Option<String>, crate::harness::scenario::InputError> {
-    use crate::harness::trace::{first_divergence, render_events};
-    let system = scenario.system();
-    let mut on = scenario.clone();
-    on.network.warp = true;
-    let off = scenario.clone().with_no_warp(true);
-    let warped = render_events(&system.run_world(&on, seed)?.trace);
-    let stepped = render_events(&system.run_world(&off, seed)?.trace);
-    Ok(first_divergence(&stepped, &warped)
-        .map(|(line, a, b)| format!("line {line}:\n    stepped: {a}\n    warped:  {b}")))
 }

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 use loopsim::harness::explore::{baseline, with_swarm};
 use loopsim::harness::scenario::Scenario;
-use loopsim::harness::warp::warp_divergence;
+use loopsim::harness::seed::warp_divergence;
 
 use crate::common::repo;
 

@@ -2,84 +2,17 @@
 //! (loopsim::harness::replay); one report per cassette, or one line each for several.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::time::Instant;
 
-use clap::ValueEnum;
 use loopsim::harness::html;
 use loopsim::harness::replay::{self, ReplayOptions, Side};
 use loopsim::harness::report::exit;
 use serde_json::json;
 
 use super::{CmdResult, check_output, write_file};
-use crate::args::Format;
+use crate::args::{Colour, Format, ReplayArgs, SideArg};
 
-/// When the diff is coloured.
-#[derive(Clone, Copy, ValueEnum)]
-pub enum Colour {
-    /// When stdout is a terminal.
-    Auto,
-    Always,
-    Never,
-}
-
-/// Which side of the recording is played by loopsim's models.
-#[derive(Clone, Copy, ValueEnum)]
-pub enum SideArg {
-    /// The client model against the server model; the requests are compared.
-    Client,
-    /// The recorded requests into the server model; the responses are compared.
-    Server,
-    /// Both, server first.
-    Both,
-}
-
-/// Replay a recorded `letta` session (a version 2 cassette) in simulation and compare it with
-/// the recording, exchange by exchange, after id normalisation.
-///
-/// Server side: the recorded requests, at their recorded offsets, and the model's answers
-/// recovered from the recorded frames go into the server model; each response (status,
-/// content type, body or frame by frame) is compared. Client side: the scenario the recording
-/// implies runs the client model against the server model; the request sequences are compared.
-/// Prints the first divergent exchange with a unified diff and the trace up to it, or how many
-/// exchanges and frames matched. With several cassettes: one line each, with its wall time.
-#[derive(clap::Args)]
-pub struct Args {
-    /// The cassettes (`sim record --layer letta` output, `sim import` of a letta_e2e flow).
-    #[arg(required = true)]
-    pub cassettes: Vec<PathBuf>,
-    /// Which side loopsim plays.
-    #[arg(long, value_enum, default_value_t = SideArg::Server)]
-    pub side: SideArg,
-    /// The server model's profile: cloud, local or letta-oss-0.16.
-    #[arg(long, value_name = "NAME", default_value = "letta-oss-0.16")]
-    pub server_profile: String,
-    /// The client model's profile (client side): reference or letta-code.
-    #[arg(long, value_name = "NAME", default_value = "letta-code")]
-    pub client_profile: String,
-    /// Output format on stdout.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
-    /// Compare every body, the bookkeeping ones too (models, agent and conversation objects);
-    /// without it those are compared on status and content type only.
-    #[arg(long)]
-    pub strict: bool,
-    /// Also write the scenario the recording implies (client side) as a standalone directory:
-    /// DIR/scenario.toml and its answers under DIR/answers/, for `sim run`, `sim explore
-    /// --swarm` and `sim shrink`. With several cassettes, one subdirectory each.
-    #[arg(long, value_name = "DIR")]
-    pub emit_scenario: Option<PathBuf>,
-    /// Colour the diff.
-    #[arg(long, value_enum, default_value_t = Colour::Auto)]
-    pub color: Colour,
-    /// Also write every report of this command as one self-contained HTML page: the first
-    /// divergence as the recorded and the replayed body side by side, their diff, and the
-    /// replayed world as a sequence diagram (docs/trace.md).
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
-}
-
-pub fn run(a: Args) -> CmdResult {
+pub fn run(a: ReplayArgs) -> CmdResult {
     let sides: &[Side] = match a.side {
         SideArg::Client => &[Side::Client],
         SideArg::Server => &[Side::Server],

@@ -43,6 +43,7 @@ pub(crate) async fn handle(
     req: Request<Incoming>,
 ) -> Response<port_http::Body> {
     let (seq, t_ms) = shared.begin();
+    // Real time in the live proxy: the recorded offsets are measured, not simulated.
     let arrived = Instant::now();
     let (parts, body) = req.into_parts();
     let method = parts.method.as_str().to_string();
@@ -220,6 +221,7 @@ pub(crate) async fn replay_response(shared: Arc<Shared>, i: usize) -> Response<p
             .map(|f| (f.t_ms, Bytes::from(encode_frame(&f.frame))))
             .collect(),
     };
+    // `--mode none` answers a live client, paced in real time from the recorded offsets.
     b.body(replay_stream(chunks, a.end, Instant::now()))
         .unwrap_or_else(|e| cannot_replay(i, e))
 }
@@ -349,6 +351,7 @@ pub(crate) async fn forward(
             return error_response(status, "loopsim_upstream_unreachable", &message);
         }
     };
+    // Real time: the response head's arrival, the zero of its frames' recorded offsets.
     let head_at = Instant::now();
     let head_ms = head_at.duration_since(arrived).as_millis() as u64;
     let (rparts, upstream_body) = resp.into_parts();

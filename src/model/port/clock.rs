@@ -57,6 +57,8 @@ impl Clock {
     /// under a paused one (`#[tokio::test(start_paused = true)]`).
     pub fn tokio() -> Self {
         Clock::new(TokioTimers {
+            // Only `sim serve`, real TCP and paused-runtime tests build this clock; a simulated
+            // world gets the harness clock from its Env, so no run reads real time here.
             origin: tokio::time::Instant::now(),
         })
     }
