@@ -1,6 +1,7 @@
 //! Structured mutation fuzzing of every parser a user's file or a network peer reaches
 //! (docs/fuzzing.md): scenario TOML, cassettes (version 1 and 2), the SSE decoder, the provider
-//! stream decoders, and the Letta request bodies the server model reads.
+//! stream decoders, the Letta request bodies the server model reads, and the readers `sim
+//! import` runs on files users bring (raw SSE, vcrpy YAML, letta_e2e exchanges).
 //!
 //! Each [`Target`] takes bytes and must answer with a value or an error, never a panic. Inputs
 //! are the target's seed corpus (the bundled files, `tests/fuzz/corpus/<target>/`) mutated by a
@@ -11,6 +12,8 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
+use crate::cassette::import::{ImportKind, import_bytes};
+use crate::cassette::scrub::Scrubber;
 use crate::cassette::{Cassette, Recording};
 use crate::harness::scenario::Scenario;
 use crate::wire::letta::SendMessageRequest;
@@ -27,7 +30,7 @@ pub struct Target {
 }
 
 /// Every target.
-pub const TARGETS: [Target; 6] = [
+pub const TARGETS: [Target; 9] = [
     Target {
         name: "scenario",
         seeds: &["scenarios/letta", "scenarios/kimi", "scenarios/planted"],
@@ -57,6 +60,21 @@ pub const TARGETS: [Target; 6] = [
         name: "letta-request-body",
         seeds: &["tests/fuzz/corpus/letta_body"],
         run: letta_body,
+    },
+    Target {
+        name: "import-sse",
+        seeds: &["tests/fuzz/corpus/sse"],
+        run: import_sse,
+    },
+    Target {
+        name: "import-vcr-yaml",
+        seeds: &["tests/fuzz/corpus/vcr"],
+        run: import_vcr_yaml,
+    },
+    Target {
+        name: "import-letta-e2e",
+        seeds: &["tests/fuzz/corpus/letta_e2e"],
+        run: import_letta_e2e,
     },
 ];
 
@@ -116,6 +134,22 @@ fn provider_decoders(bytes: &[u8]) {
 fn letta_body(bytes: &[u8]) {
     let _ = serde_json::from_slice::<SendMessageRequest>(bytes);
     let _ = serde_json::from_slice::<Vec<crate::wire::letta::MessageItem>>(bytes);
+}
+
+fn import(kind: ImportKind, bytes: &[u8]) {
+    let _ = import_bytes(kind, bytes, "fuzzed", None, &Scrubber::default());
+}
+
+fn import_sse(bytes: &[u8]) {
+    import(ImportKind::Sse, bytes);
+}
+
+fn import_vcr_yaml(bytes: &[u8]) {
+    import(ImportKind::VcrYaml, bytes);
+}
+
+fn import_letta_e2e(bytes: &[u8]) {
+    import(ImportKind::LettaE2e, bytes);
 }
 
 /// What a run of one target did.
