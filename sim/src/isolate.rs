@@ -18,7 +18,29 @@ use loopsim::harness::explore::{
 };
 use loopsim::harness::scenario::{InputError, Scenario};
 
+use std::path::PathBuf;
+
 use crate::args::ExploreArgs;
+
+/// What a worker child is started with besides the [`ExploreOptions`]: the scenario files and
+/// the command-line settings that change how they load.
+pub struct Child {
+    pub scenarios: Vec<PathBuf>,
+    pub tick_ms: Option<u64>,
+    pub latency_scale: Option<u64>,
+    pub no_warp: bool,
+}
+
+impl From<&ExploreArgs> for Child {
+    fn from(a: &ExploreArgs) -> Self {
+        Child {
+            scenarios: a.scenarios.clone(),
+            tick_ms: a.tick_ms,
+            latency_scale: a.latency_scale,
+            no_warp: a.no_warp,
+        }
+    }
+}
 
 /// Test hook: a worker whose environment names a seed in this variable aborts the process
 /// when that seed starts (a panic in a destructor during unwinding), as a model defect would.
@@ -39,7 +61,7 @@ enum Ended {
 
 /// The sweep of `scenarios` run in child processes (see the module comment).
 pub fn explore(
-    a: &ExploreArgs,
+    a: &Child,
     scenarios: &[Scenario],
     options: &ExploreOptions,
     progress: &(dyn Fn(u64, u64) + Sync),
@@ -57,12 +79,12 @@ pub fn explore(
                 progress(done, total);
             }
         };
-        let ended = run_child(a, options.jobs, &pending, false, &mut record)?;
+        let ended = run_child(a, options, options.jobs, &pending, false, &mut record)?;
         if let Ended::Died { in_flight, .. } = ended {
             for i in in_flight {
                 let (si, seed) = work[i];
                 if let Ended::Died { status, stderr, .. } =
-                    run_child(a, 1, &[i], true, &mut record)?
+                    run_child(a, options, 1, &[i], true, &mut record)?
                 {
                     let message = abort_message(status, &stderr);
                     record(
@@ -93,7 +115,8 @@ pub fn explore(
 
 /// Runs one child over `items` with `jobs` threads, passing each result to `record`.
 fn run_child(
-    a: &ExploreArgs,
+    a: &Child,
+    options: &ExploreOptions,
     jobs: usize,
     items: &[usize],
     capture_stderr: bool,
@@ -102,18 +125,24 @@ fn run_child(
     let mut cmd = Command::new(std::env::current_exe().map_err(|e| spawn_error(a, e))?);
     cmd.arg("explore").args(&a.scenarios);
     cmd.arg("--seeds")
-        .arg(format!("{}..{}", a.seeds.start, a.seeds.end));
+        .arg(format!("{}..{}", options.seeds.start, options.seeds.end));
     cmd.arg("--jobs").arg(jobs.to_string());
-    if let Some((k, n)) = a.shard {
+    if let Some((k, n)) = options.shard {
         cmd.arg("--shard").arg(format!("{k}/{n}"));
     }
-    if a.swarm {
+    if options.swarm {
         cmd.arg("--swarm");
     }
     cmd.arg("--determinism-every")
-        .arg(a.determinism_every.to_string());
+        .arg(options.determinism_every.to_string());
     if let Some(t) = a.tick_ms {
         cmd.arg("--tick-ms").arg(t.to_string());
+    }
+    if let Some(k) = a.latency_scale {
+        cmd.arg("--latency-scale").arg(k.to_string());
+    }
+    if a.no_warp {
+        cmd.arg("--no-warp");
     }
     cmd.arg("--worker");
     if capture_stderr {
@@ -179,7 +208,7 @@ fn run_child(
     }
 }
 
-fn spawn_error(a: &ExploreArgs, e: std::io::Error) -> InputError {
+fn spawn_error(a: &Child, e: std::io::Error) -> InputError {
     InputError {
         file: a.scenarios[0].display().to_string(),
         line: None,

@@ -356,3 +356,44 @@ fn serve_defends_itself_against_a_hostile_client() {
     assert_eq!(statuses.last(), Some(&200), "{logged}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_seed_that_aborts_its_process_fails_its_gate_sweep_and_the_gate_goes_on() {
+    // A repository of one bundled scenario (its cassettes linked in), so the gate is short.
+    let dir = temp_dir("ci-abort");
+    std::fs::create_dir_all(dir.join("scenarios/letta")).unwrap();
+    std::fs::copy(root().join(SCENARIO), dir.join(SCENARIO)).unwrap();
+    let _ = std::os::unix::fs::symlink(root().join("cassettes"), dir.join("cassettes"));
+    let report = dir.join("gate.json");
+    let args = [
+        "ci",
+        "--root",
+        dir.to_str().unwrap(),
+        "--fixed-seeds",
+        "6",
+        "--jobs",
+        "2",
+        "--json",
+        report.to_str().unwrap(),
+    ];
+    let o = sim_env(&args, &[("LOOPSIM_TEST_ABORT_SEED", "3")]);
+    assert_eq!(o.status.code(), Some(127), "{}{}", stdout(&o), stderr(&o));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let case = &r["cases"][0];
+    assert_eq!(case["suite"], "sweep", "{r}");
+    assert_eq!(case["ok"], false);
+    let message = case["message"].as_str().unwrap();
+    assert!(message.contains("6 seeds, 5 passed, 1 failed"), "{message}");
+    assert!(message.contains("seed 3 failed crash"), "{message}");
+    assert!(message.contains("--seed 3"), "{message}");
+    // Without the abort the same sweep passes (this small repository has no snapshots, a
+    // failure of its own).
+    let o = sim(&args);
+    assert!(
+        stdout(&o).contains("ok   sweep"),
+        "{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+}

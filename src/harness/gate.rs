@@ -33,6 +33,21 @@ pub struct GateOptions {
     pub jobs: usize,
 }
 
+/// How the gate runs one sweep of one scenario file (its sweeps and its canaries). In-process
+/// ([`sweep_in_process`]) for tests; `sim ci` runs each in child processes, as `sim explore`
+/// does, so a seed that aborts its process becomes that seed's crash, not the gate's end.
+pub type Sweeper<'a> =
+    dyn Fn(&Path, &Scenario, &ExploreOptions) -> Result<ExploreReport, InputError> + Sync + 'a;
+
+/// A sweep in this process: a panic that unwinds is caught (the seed's crash), an abort is not.
+pub fn sweep_in_process(
+    _file: &Path,
+    scenario: &Scenario,
+    options: &ExploreOptions,
+) -> Result<ExploreReport, InputError> {
+    explore(std::slice::from_ref(scenario), options, &|_, _| {})
+}
+
 /// One check of the gate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Case {
@@ -79,6 +94,7 @@ fn toml_files(dir: &Path) -> Vec<PathBuf> {
 /// Runs the gate. `progress(stage)` reports what it is doing.
 pub fn run_gate(
     options: &GateOptions,
+    sweeper: &Sweeper<'_>,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<GateReport, InputError> {
     // Relative paths when run from the repository root, so names and reproduce lines are short.
@@ -104,7 +120,7 @@ pub fn run_gate(
     // 1. Sweeps: every bundled scenario, swarm faults on, must pass.
     for (scenario, file) in &bundled {
         for range in &ranges {
-            let report = sweep(scenario, file, *range, options, progress)?;
+            let report = sweep(scenario, file, *range, options, sweeper, progress)?;
             cases.push((
                 sweep_case(&report, file, *range),
                 report.failures.iter().map(|f| f.kind).collect(),
@@ -115,7 +131,7 @@ pub fn run_gate(
     // 2. Canaries: each planted defect must be caught by exactly the invariants it names.
     for file in toml_files(&root.join("scenarios/planted")) {
         progress(&format!("canary {}", file.display()));
-        let case = canary_case(&Scenario::load(&file)?, &file, options)?;
+        let case = canary_case(&Scenario::load(&file)?, &file, options, sweeper)?;
         cases.push((case, vec![FailureKind::Correctness]));
     }
     // 3. Snapshots: traces of bundled scenarios that insta snapshots pin.
@@ -151,6 +167,7 @@ fn sweep(
     file: &Path,
     range: [u64; 2],
     options: &GateOptions,
+    sweeper: &Sweeper<'_>,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<ExploreReport, InputError> {
     progress(&format!(
@@ -159,8 +176,9 @@ fn sweep(
         range[0],
         range[1]
     ));
-    explore(
-        std::slice::from_ref(scenario),
+    sweeper(
+        file,
+        scenario,
         &ExploreOptions {
             seeds: range[0]..range[1],
             jobs: options.jobs,
@@ -168,7 +186,6 @@ fn sweep(
             swarm: true,
             determinism_every: options.determinism_every,
         },
-        &|_, _| {},
     )
 }
 
@@ -228,10 +245,12 @@ fn canary_case(
     scenario: &Scenario,
     file: &Path,
     options: &GateOptions,
+    sweeper: &Sweeper<'_>,
 ) -> Result<Case, InputError> {
     let expected = scenario.planted.expected_failures();
-    let report = explore(
-        std::slice::from_ref(scenario),
+    let report = sweeper(
+        file,
+        scenario,
         &ExploreOptions {
             seeds: 0..options.canary_seeds,
             jobs: options.jobs,
@@ -239,7 +258,6 @@ fn canary_case(
             swarm: false,
             determinism_every: 1,
         },
-        &|_, _| {},
     )?;
     let caught = report.by_invariant();
     let missed: Vec<&str> = expected

@@ -3,7 +3,7 @@
 
 use crate::common::{load, repo};
 use loopsim::harness::explore::{ExploreOptions, ExploreReport, explore, plan_of};
-use loopsim::harness::gate::{GateOptions, run_gate};
+use loopsim::harness::gate::{GateOptions, run_gate, sweep_in_process};
 use loopsim::harness::report::Verdict;
 use loopsim::harness::run::run_scenario;
 use loopsim::harness::scenario::{Fault, Scenario};
@@ -139,6 +139,7 @@ fn the_gate_catches_every_canary_and_checks_snapshots() {
             determinism_every: 2,
             jobs: 2,
         },
+        &sweep_in_process,
         &|_| {},
     )
     .unwrap();

@@ -2,10 +2,15 @@
 
 use std::time::Instant;
 
+use std::path::Path;
+
+use loopsim::harness::explore::{ExploreOptions, ExploreReport};
 use loopsim::harness::gate::{GateOptions, run_gate};
+use loopsim::harness::scenario::{InputError, Scenario};
 
 use super::{CmdResult, check_output, write_file};
 use crate::args::CiArgs;
+use crate::isolate::{self, Child};
 
 /// The gate checks determinism on every tenth seed.
 const DETERMINISM_EVERY: u64 = 10;
@@ -24,7 +29,7 @@ pub fn run(a: CiArgs) -> CmdResult {
         jobs: a.jobs,
     };
     let started = Instant::now();
-    let report = run_gate(&options, &|stage| eprintln!("sim ci: {stage}"))?;
+    let report = run_gate(&options, &isolated, &|stage| eprintln!("sim ci: {stage}"))?;
     print!("{}", report.render());
     println!("wall      {:.1} s", started.elapsed().as_secs_f64());
     if let Some(f) = a.junit {
@@ -39,4 +44,20 @@ pub fn run(a: CiArgs) -> CmdResult {
         eprintln!("json written to {}", f.display());
     }
     Ok(report.exit_code)
+}
+
+/// One of the gate's sweeps in worker processes, as `sim explore` runs them: a seed that
+/// aborts its process is that seed's crash, and the gate goes on.
+fn isolated(
+    file: &Path,
+    scenario: &Scenario,
+    options: &ExploreOptions,
+) -> Result<ExploreReport, InputError> {
+    let child = Child {
+        scenarios: vec![file.to_path_buf()],
+        tick_ms: None,
+        latency_scale: None,
+        no_warp: !loopsim::harness::warp::warp_by_default(),
+    };
+    isolate::explore(&child, std::slice::from_ref(scenario), options, &|_, _| {})
 }
