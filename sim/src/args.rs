@@ -112,14 +112,18 @@ pub struct RunArgs {
     /// failure a `sim explore --tick-ms` sweep found.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub tick_ms: Option<u64>,
+    /// Multiply every scenario's hop latency ([network] latency_ms) by K: the same run on a
+    /// slower network (docs/explore.md). The reproduce command carries it.
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub latency_scale: Option<u64>,
     /// Also write the run as one self-contained HTML page: a sequence diagram with the faults
     /// and the event each failing invariant tripped on (docs/trace.md).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-    /// Skip idle simulated time (harness/warp.rs; not yet the default, docs/performance.md).
+    /// Skip idle simulated time (the default; harness/warp.rs, docs/performance.md).
     #[arg(long, conflicts_with = "no_warp")]
     pub warp: bool,
-    /// Step through every tick, idle or not (the default for now).
+    /// Step through every tick, idle or not: the same trace, slower; for comparing the two.
     #[arg(long)]
     pub no_warp: bool,
 }
@@ -159,6 +163,10 @@ pub struct ExploreArgs {
     /// failure's reproduce command carries the flag.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub tick_ms: Option<u64>,
+    /// Multiply every scenario's hop latency ([network] latency_ms) by K: the same run on a
+    /// slower network (docs/explore.md). The reproduce command carries it.
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub latency_scale: Option<u64>,
     /// Also write the sweep as one self-contained HTML page: failures grouped by invariant,
     /// the coverage goals, the reproduce commands (docs/trace.md).
     #[arg(long, value_name = "FILE")]
@@ -167,10 +175,10 @@ pub struct ExploreArgs {
     /// this directory, linked from the sweep page.
     #[arg(long, value_name = "DIR", requires = "html")]
     pub html_dir: Option<PathBuf>,
-    /// Skip idle simulated time (harness/warp.rs; not yet the default, docs/performance.md).
+    /// Skip idle simulated time (the default; harness/warp.rs, docs/performance.md).
     #[arg(long, conflicts_with = "no_warp")]
     pub warp: bool,
-    /// Step through every tick, idle or not (the default for now).
+    /// Step through every tick, idle or not: the same trace, slower; for comparing the two.
     #[arg(long)]
     pub no_warp: bool,
     /// Internal: run as the child process of a sweep (sim/src/isolate.rs): read work items

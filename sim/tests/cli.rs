@@ -606,3 +606,42 @@ fn html_reports_of_a_run_and_of_a_sweep_are_written_and_linked() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("does not exist"), "{}", stderr(&o));
 }
+
+#[test]
+fn latency_scale_slows_every_hop_and_the_reproduce_line_carries_it() {
+    let file = "scenarios/planted/dangling_tool_call.toml";
+    let trace = |extra: &[&str]| {
+        let mut args = vec!["run", file, "--seed", "2", "--print-trace"];
+        args.extend_from_slice(extra);
+        let o = sim(&args);
+        assert_eq!(o.status.code(), Some(129), "{}{}", stdout(&o), stderr(&o));
+        stdout(&o)
+    };
+    let slow = trace(&["--latency-scale", "10"]);
+    assert!(
+        slow.contains(&format!(
+            "reproduce cargo run --release -p sim -- run {file} --seed 2 --latency-scale 10"
+        )),
+        "{slow}"
+    );
+    assert_ne!(slow, trace(&[]), "ten times the latency, the same trace");
+    // A sweep's worker children get it too: the failure it reports reproduces with it.
+    let o = sim(&[
+        "explore",
+        file,
+        "--seeds",
+        "2..3",
+        "--latency-scale",
+        "10",
+        "--format",
+        "json",
+    ]);
+    assert!(
+        stdout(&o).contains("--seed 2 --latency-scale 10"),
+        "{}",
+        stdout(&o)
+    );
+    // Zero is refused, as a tick of zero is.
+    let o = sim(&["run", file, "--latency-scale", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

@@ -110,8 +110,8 @@ pub struct Network {
     #[serde(default = "default_latency", deserialize_with = "min_max_pair")]
     pub latency_ms: [u64; 2],
     /// Whether the step loop skips idle simulated time (harness/warp.rs). Not a scenario key:
-    /// off unless `--warp` turned it on ([`crate::harness::warp::set_warp_by_default`]); the
-    /// trace is meant to be the same either way.
+    /// on unless `--no-warp` turned it off ([`crate::harness::warp::set_warp_by_default`]);
+    /// the trace is the same either way.
     #[serde(skip, default = "default_warp")]
     pub warp: bool,
 }
@@ -376,6 +376,15 @@ impl Planted {
     }
 }
 
+/// The network settings a command line may override for every scenario it loads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retune {
+    /// turmoil's tick instead of `[network] tick_ms` (`--tick-ms`).
+    pub tick_ms: Option<u64>,
+    /// `[network] latency_ms` multiplied by this (`--latency-scale`).
+    pub latency_scale: Option<u64>,
+}
+
 impl Scenario {
     /// The scenario stepped through every tick, idle or not, when `no_warp`. The trace is the
     /// same either way, so the reproduce command does not carry it.
@@ -394,6 +403,25 @@ impl Scenario {
             self.network.tick_ms = t.max(1);
             self.repro_flags
                 .push_str(&format!(" --tick-ms {}", self.network.tick_ms));
+        }
+        self
+    }
+
+    /// The scenario with the command line's network settings ([`Retune`]); the reproduce
+    /// command carries each one given.
+    pub fn retuned(self, r: &Retune) -> Scenario {
+        self.with_tick(r.tick_ms)
+            .with_latency_scale(r.latency_scale)
+    }
+
+    /// The scenario on a network `k` times slower (`--latency-scale`): every hop's latency
+    /// range `[network] latency_ms` multiplied by `k`; the timers, the faults' own times and
+    /// latencies stay as written. The reproduce command carries the flag.
+    pub fn with_latency_scale(mut self, k: Option<u64>) -> Scenario {
+        if let Some(k) = k {
+            let k = k.max(1);
+            self.network.latency_ms = self.network.latency_ms.map(|ms| ms.saturating_mul(k));
+            self.repro_flags.push_str(&format!(" --latency-scale {k}"));
         }
         self
     }

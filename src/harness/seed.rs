@@ -8,19 +8,19 @@ use std::path::{Path, PathBuf};
 use super::explore::{baseline, plan_of, with_swarm};
 use super::report::{RunReport, Verdict, exit, reproduce_command};
 use super::run::run_scenario;
-use super::scenario::{InputError, Scenario};
+use super::scenario::{InputError, Retune, Scenario};
 use super::shrink::{Shrunk, shrink, with_plan};
 use super::trace::{first_divergence, render_events};
 
-/// The scenario at `path` as seed `seed` runs it: at `tick_ms` when given, with the seed's swarm
+/// The scenario at `path` as seed `seed` runs it: with the command line's network settings, with the seed's swarm
 /// plan added when `swarm`, and with a reproduce command that carries both flags.
 pub fn load_seed(
     path: &Path,
     seed: u64,
     swarm: bool,
-    tick_ms: Option<u64>,
+    retune: &Retune,
 ) -> Result<Scenario, InputError> {
-    let scenario = Scenario::load(path)?.with_tick(tick_ms);
+    let scenario = Scenario::load(path)?.retuned(retune);
     if swarm {
         with_seed_swarm(&scenario, seed)
     } else {
@@ -41,10 +41,10 @@ pub fn run_seed(
     path: &Path,
     seed: u64,
     swarm: bool,
-    tick_ms: Option<u64>,
+    retune: &Retune,
     runs: u32,
 ) -> Result<RunReport, InputError> {
-    run_scenario(&load_seed(path, seed, swarm, tick_ms)?, seed, runs)
+    run_scenario(&load_seed(path, seed, swarm, retune)?, seed, runs)
 }
 
 /// Where a shrunk failure is written under `dir`: one folder per (scenario, seed, invariant).

@@ -6,28 +6,28 @@ use std::path::{Path, PathBuf};
 
 use super::explore::{ExploreOptions, ExploreReport, explore, plan_of};
 use super::report::reproduce_command;
-use super::scenario::{InputError, Scenario};
+use super::scenario::{InputError, Retune, Scenario};
 use super::seed::shrunk_dir;
 use super::shrink::{shrink, with_plan};
 
 /// Candidate runs per shrink after a sweep.
 pub const SHRINK_MAX_RUNS: u32 = 400;
 
-/// Loads the scenario files (at `tick_ms` when given) and sweeps them.
+/// Loads the scenario files (with the command line's network settings) and sweeps them.
 pub fn explore_files(
     paths: &[PathBuf],
-    tick_ms: Option<u64>,
+    retune: &Retune,
     options: &ExploreOptions,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<ExploreReport, InputError> {
-    explore(&load_files(paths, tick_ms)?, options, progress)
+    explore(&load_files(paths, retune)?, options, progress)
 }
 
-/// Loads the scenario files of a sweep, at `tick_ms` when given.
-pub fn load_files(paths: &[PathBuf], tick_ms: Option<u64>) -> Result<Vec<Scenario>, InputError> {
+/// Loads the scenario files of a sweep with the command line's network settings.
+pub fn load_files(paths: &[PathBuf], retune: &Retune) -> Result<Vec<Scenario>, InputError> {
     paths
         .iter()
-        .map(|p| Scenario::load(p).map(|s| s.with_tick(tick_ms)))
+        .map(|p| Scenario::load(p).map(|s| s.retuned(retune)))
         .collect()
 }
 
@@ -57,17 +57,17 @@ impl ShrunkFailure {
 }
 
 /// Shrinks the first failing seed of each invariant in `report` and writes each under `dir`
-/// (`<stem>-seed<seed>-<invariant>/`), reloading its scenario at `tick_ms` when given.
+/// (`<stem>-seed<seed>-<invariant>/`), reloading its scenario with the command line's network settings.
 /// `written` is called after each one, in invariant order.
 pub fn shrink_first_failures(
     report: &ExploreReport,
-    tick_ms: Option<u64>,
+    retune: &Retune,
     dir: &Path,
     written: &mut dyn FnMut(&ShrunkFailure),
 ) -> Result<(), InputError> {
     for (invariant, seeds) in report.by_invariant() {
         let (scenario_path, seed) = &seeds[0];
-        let base = Scenario::load(Path::new(scenario_path))?.with_tick(tick_ms);
+        let base = Scenario::load(Path::new(scenario_path))?.retuned(retune);
         let start = with_plan(&base, plan_of(&base, *seed, report.swarm)?);
         let shrunk = shrink(&start, *seed, &invariant, SHRINK_MAX_RUNS)?;
         let target = shrunk_dir(dir, Path::new(scenario_path), *seed, &invariant);

@@ -16,7 +16,14 @@ use crate::common;
 const FAILING: &str = "scenarios/planted/dangling_tool_call.toml";
 
 fn failing_run() -> RunReport {
-    run_seed(&common::repo().join(FAILING), 1, false, None, 2).expect("scenario loads")
+    run_seed(
+        &common::repo().join(FAILING),
+        1,
+        false,
+        &Default::default(),
+        2,
+    )
+    .expect("scenario loads")
 }
 
 #[test]
@@ -211,7 +218,13 @@ fn a_sweep_page_groups_failures_by_invariant_and_links_the_run_reports() {
         swarm: false,
         determinism_every: 0,
     };
-    let report = explore_files(std::slice::from_ref(&path), None, &options, &|_, _| {}).unwrap();
+    let report = explore_files(
+        std::slice::from_ref(&path),
+        &Default::default(),
+        &options,
+        &|_, _| {},
+    )
+    .unwrap();
     assert_eq!(report.failures.len(), 3);
     let scenario = path.display().to_string();
     let links: BTreeMap<(String, u64), String> = BTreeMap::from([(

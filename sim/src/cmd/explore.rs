@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use loopsim::harness::explore::ExploreReport;
 use loopsim::harness::html;
-use loopsim::harness::scenario::InputError;
+use loopsim::harness::scenario::{InputError, Retune};
 use loopsim::harness::seed::run_seed;
 
 use loopsim::harness::explore::ExploreOptions;
@@ -22,7 +22,7 @@ pub fn run(a: ExploreArgs) -> CmdResult {
     for file in a.out.iter().chain(&a.html) {
         check_output(file)?;
     }
-    loopsim::harness::warp::set_warp_by_default(a.warp && !a.no_warp);
+    loopsim::harness::warp::set_warp_by_default(!a.no_warp);
     if let Some(dir) = &a.shrink {
         check_output_dir(dir)?;
     }
@@ -33,14 +33,15 @@ pub fn run(a: ExploreArgs) -> CmdResult {
         swarm: a.swarm,
         determinism_every: a.determinism_every,
     };
-    let scenarios = load_files(&a.scenarios, a.tick_ms)?;
+    let retune = retune(&a);
+    let scenarios = load_files(&a.scenarios, &retune)?;
     if a.worker {
         return Ok(isolate::worker(&scenarios, &options, a.echo_panics));
     }
     let started = Instant::now();
     let bar = Bar::new("explore");
     // Seeds run in a child process, so that one whose panic aborts cannot end the sweep.
-    let report = isolate::explore(&a, &scenarios, &options, &|done, total| {
+    let report = isolate::explore(&(&a).into(), &scenarios, &options, &|done, total| {
         bar.update(done, total)
     })?;
     bar.finish();
@@ -63,7 +64,7 @@ pub fn run(a: ExploreArgs) -> CmdResult {
     }
     if let Some(file) = &a.html {
         let pages = match &a.html_dir {
-            Some(dir) => write_run_pages(&report, dir, file, a.tick_ms)?,
+            Some(dir) => write_run_pages(&report, dir, file, &retune)?,
             None => BTreeMap::new(),
         };
         let rate = html::Rate {
@@ -75,7 +76,7 @@ pub fn run(a: ExploreArgs) -> CmdResult {
         eprintln!("html report written to {}", file.display());
     }
     if let Some(dir) = a.shrink {
-        shrink_first_failures(&report, a.tick_ms, &dir, &mut |s| eprint!("{}", s.render()))?;
+        shrink_first_failures(&report, &retune, &dir, &mut |s| eprint!("{}", s.render()))?;
     }
     Ok(report.exit_code())
 }
@@ -89,7 +90,7 @@ fn write_run_pages(
     report: &ExploreReport,
     dir: &Path,
     page: &Path,
-    tick_ms: Option<u64>,
+    retune: &Retune,
 ) -> Result<BTreeMap<(String, u64), String>, InputError> {
     std::fs::create_dir_all(dir).map_err(|e| InputError {
         file: dir.display().to_string(),
@@ -100,7 +101,7 @@ fn write_run_pages(
     let base = page.parent().unwrap_or(Path::new(""));
     let mut links = BTreeMap::new();
     for f in report.failures.iter().take(RUN_PAGES) {
-        let run = run_seed(Path::new(&f.scenario), f.seed, report.swarm, tick_ms, 1)?;
+        let run = run_seed(Path::new(&f.scenario), f.seed, report.swarm, retune, 1)?;
         let stem = Path::new(&f.scenario)
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
@@ -114,4 +115,12 @@ fn write_run_pages(
         );
     }
     Ok(links)
+}
+
+/// The network settings the command line overrides.
+fn retune(a: &ExploreArgs) -> Retune {
+    Retune {
+        tick_ms: a.tick_ms,
+        latency_scale: a.latency_scale,
+    }
 }

@@ -1,6 +1,7 @@
 //! `sim run`: one seed of one scenario, its report and, when asked, its trace.
 
 use loopsim::harness::html;
+use loopsim::harness::scenario::Retune;
 use loopsim::harness::seed::run_seed;
 
 use super::{CmdResult, check_output, write_file};
@@ -10,13 +11,22 @@ pub fn run(a: RunArgs) -> CmdResult {
     for file in a.trace.iter().chain(&a.html) {
         check_output(file)?;
     }
-    loopsim::harness::warp::set_warp_by_default(a.warp && !a.no_warp);
+    loopsim::harness::warp::set_warp_by_default(!a.no_warp);
     let runs = if a.check_determinism {
         a.runs.max(2)
     } else {
         a.runs
     };
-    let report = run_seed(&a.scenario, a.seed, a.swarm, a.tick_ms, runs)?;
+    let report = run_seed(
+        &a.scenario,
+        a.seed,
+        a.swarm,
+        &Retune {
+            tick_ms: a.tick_ms,
+            latency_scale: a.latency_scale,
+        },
+        runs,
+    )?;
     if let Some(file) = a.trace {
         write_file(&file, &report.trace_text)?;
         println!("trace written to {}", file.display());
