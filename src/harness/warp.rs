@@ -9,7 +9,9 @@
 //! quiescent between two steps (see [`crate::harness::world::run_to_end`]), the loop adds
 //! whole ticks to the offset instead of stepping through them, and re-aims every pending timer
 //! that many ticks earlier on its host's runtime, so each fires at the same virtual instant,
-//! at the same place inside its tick, as without the skip.
+//! at the same place inside its tick, as without the skip. Skips come in multiples of
+//! [`crate::harness::world::PHASE_TICKS`] idle ticks, so tokio's own per-step scheduler
+//! counters, which decide the order of two tasks woken together, end where stepping leaves them.
 //!
 //! Re-aiming resets the pending timers in the order they were first polled (their
 //! registration order in tokio's timer wheel, which fires timers due at one instant in that
@@ -28,11 +30,10 @@ use std::time::Duration;
 
 use crate::model::port::clock::{Clock, Sleep, Timers};
 
-/// Whether scenarios loaded from now on skip idle time (the command line's `--warp` turns it
-/// on for the whole process). Off by default: two runs in the 0..50 equality sweep still
-/// differ, because idle steps advance tokio's own scheduler ticks (docs/performance.md, "The
-/// harness owns the clock").
-static WARP_BY_DEFAULT: AtomicBool = AtomicBool::new(false);
+/// Whether scenarios loaded from now on skip idle time: on unless the command line's
+/// `--no-warp` turned it off for the whole process. The trace is the same either way (the
+/// equality test in tests/harness/warp.rs); `--no-warp` is for comparing the two.
+static WARP_BY_DEFAULT: AtomicBool = AtomicBool::new(true);
 
 /// Sets whether scenarios loaded from now on skip idle time.
 pub fn set_warp_by_default(warp: bool) {

@@ -95,7 +95,8 @@ pub fn provider_host(
 ///
 /// Time is the trace's [`WorldClock`](super::warp::WorldClock). With the scenario's `warp` on, whenever the world is
 /// quiescent between two steps the loop skips the whole idle ticks before the next thing that
-/// can happen ([`idle_ticks`]), which gives the same trace as stepping through them.
+/// can happen ([`idle_ticks`]), in whole phases of tokio's scheduler counters
+/// ([`whole_phases`]), which gives the same trace as stepping through them.
 pub fn run_to_end(
     sim: &mut turmoil::Sim<'_>,
     scenario: &Scenario,
@@ -181,7 +182,7 @@ pub fn run_to_end(
         if horizon < now {
             horizon = now;
         }
-        let skip = idle_ticks(now, horizon, tick);
+        let skip = whole_phases(idle_ticks(now, horizon, tick));
         if skip > 0 {
             clock.advance(now, tick * skip);
         }
@@ -209,6 +210,24 @@ pub fn idle_ticks(now: Duration, horizon: Duration, tick: Duration) -> u32 {
     }
     let gap = (horizon - now).as_nanos() - 1;
     u32::try_from(gap / tick.as_nanos()).unwrap_or(u32::MAX)
+}
+
+/// Idle steps are skipped only in multiples of this many, because tokio counts them. Each
+/// host's runtime keeps two scheduler counters that every step advances, busy or idle: the
+/// `LocalSet`'s `tick` (a `u8`; at every 31st value it takes a task woken from outside the
+/// set before a locally woken one, `REMOTE_FIRST_INTERVAL` in tokio 1.54.1 `task/local.rs`)
+/// and the current-thread scheduler's `tick` (every 31st picks the injection queue first,
+/// `DEFAULT_GLOBAL_QUEUE_INTERVAL` in `runtime/scheduler/current_thread/mod.rs`). When a
+/// message delivery or a timer wakes one task while another task wakes a second, which runs
+/// first depends on those counters' phase. A skip of 7,936 = lcm(256, 31) idle steps leaves
+/// both counters where stepping would have left them (the `u8` wraps at 256), so every later
+/// step picks its tasks in the same order as without the skip.
+pub const PHASE_TICKS: u32 = 256 * 31;
+
+/// The part of `idle` ticks that can be skipped without moving tokio's scheduler phase: whole
+/// multiples of [`PHASE_TICKS`]; the rest is stepped.
+pub fn whole_phases(idle: u32) -> u32 {
+    idle - idle % PHASE_TICKS
 }
 
 /// Whether any message is on a turmoil link that is not `held` (turmoil holds every message
