@@ -330,7 +330,7 @@ pub fn text_answer(text: &str, origin: &str) -> Option<Cassette> {
 
 /// The model call exchange `i` (0-based) shows, as a provider cassette.
 pub fn answer_for_call(rec: &Recording, i: usize) -> Option<Cassette> {
-    answer_of(&rec.exchanges()[i], i + 1, rec.origin())
+    answer_from_frames(&run_frames(rec, i), i + 1, rec.origin())
 }
 
 /// The recording as requests, the model's answers in call order, and the agents to configure.
