@@ -45,9 +45,11 @@ pub const RESULTS_ORDERED: &str = "results-ordered";
 /// Compaction never separates a tool call from its result, cuts only at an assistant message,
 /// summarises exactly what it removes and brings the estimate under the threshold.
 pub const COMPACTION_SAFE: &str = "compaction-safe";
+/// A stream that answers a send on conversation A never carries a run of conversation B.
+pub const STREAM_STAYS_IN_CONVERSATION: &str = "stream-stays-in-conversation";
 
 /// Every invariant id `sim run` knows (a scenario's `[[expect]]` table names one of these).
-pub const ALL: [&str; 16] = [
+pub const ALL: [&str; 17] = [
     TOOL_CALL_RESOLVED,
     TURN_TERMINATES,
     LOOP_ENVELOPE,
@@ -62,6 +64,7 @@ pub const ALL: [&str; 16] = [
     APPROVAL_ATTRIBUTION,
     RESULTS_ORDERED,
     COMPACTION_SAFE,
+    STREAM_STAYS_IN_CONVERSATION,
     LOCK_SAFETY,
     DETERMINISTIC,
 ];

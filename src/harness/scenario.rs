@@ -238,6 +238,11 @@ pub struct Planted {
     /// Client has no stall window: a silent stream is waited on forever (breaks turn-terminates).
     #[serde(default)]
     pub client_waits_forever_on_silence: bool,
+    /// Every client process draws the same otids, so a new process's send on a new
+    /// conversation repeats an earlier one's request token; the server's global dedupe then
+    /// streams the other conversation's run (breaks stream-stays-in-conversation).
+    #[serde(default)]
+    pub client_otids_repeat_per_process: bool,
     // ---- agent loop ------------------------------------------------------------------------
     /// The loop records tool results in completion order, not provider order (breaks
     /// loop-envelope).
@@ -286,6 +291,9 @@ impl Planted {
         }
         if self.client_waits_forever_on_silence {
             v.push(TURN_TERMINATES);
+        }
+        if self.client_otids_repeat_per_process {
+            v.push(super::invariants::STREAM_STAYS_IN_CONVERSATION);
         }
         if self.loop_results_in_completion_order {
             v.push(super::invariants::LOOP_ENVELOPE);

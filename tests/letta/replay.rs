@@ -4,8 +4,10 @@
 
 use std::time::Instant;
 
-use crate::common::repo;
+use crate::common::{load, repo, run};
+use loopsim::harness::invariants::{HISTORY_VALID, TOOL_CALL_RESOLVED};
 use loopsim::harness::replay::{self, ReplayOptions, Side, bugs};
+use loopsim::harness::report::Verdict;
 
 /// Every bug cassette replays to the verdicts its sidecar states. Wall time per cassette is
 /// printed (`-- --nocapture`), never asserted.
@@ -41,6 +43,29 @@ fn bug_cassettes() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// The end of the d3 walkthrough (docs/record-replay.md): the scenario `sim replay
+/// --emit-scenario` derived from d3, shrunk by `sim shrink`, committed as a regression. The
+/// published profile's turns fail on the in-band CONFLICT on every seed, and the report counts
+/// that as the documented finding (XFAIL), not as a failure.
+#[test]
+fn d3_regression_reproduces_the_in_band_conflict_finding() {
+    let s = load(repo().join("tests/letta/regressions/d3_in_band_conflict/scenario.toml"));
+    for seed in 0..3 {
+        let r = run(&s, seed, 1);
+        let text = r.render();
+        assert_eq!(r.verdict, Verdict::Pass, "{text}");
+        for id in [TOOL_CALL_RESOLVED, HISTORY_VALID] {
+            assert!(
+                r.expected.iter().any(|(i, f, failed)| *i == id
+                    && f == "in-band-approval-conflict-is-a-dead-end-headless"
+                    && *failed),
+                "{id} not XFAIL:\n{text}"
+            );
+        }
+        assert!(r.turn_outcomes[0].contains("CONFLICT"), "{text}");
+    }
 }
 
 fn summary(flow: &str, side: Side) -> (bool, String) {

@@ -5,7 +5,9 @@
 use std::path::Path;
 
 use crate::common::{load, scenario_path, violations};
-use loopsim::harness::invariants::{DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST};
+use loopsim::harness::invariants::{
+    DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, STREAM_STAYS_IN_CONVERSATION,
+};
 use loopsim::harness::report::{RunReport, Verdict};
 use loopsim::harness::run::run_scenario;
 
@@ -291,6 +293,21 @@ fn one_run_per_request_fails_on_a_server_that_ignores_request_tokens() {
             .message
             .contains("started a second run")
     );
+}
+
+#[test]
+fn stream_stays_in_conversation_fails_when_a_new_process_repeats_an_otid() {
+    let r = planted(
+        "client_otids_repeat_per_process.toml",
+        STREAM_STAYS_IN_CONVERSATION,
+    );
+    let m = &violations(&r, STREAM_STAYS_IN_CONVERSATION)[0].message;
+    assert!(
+        m.contains("re-attached by request token") && m.contains("of conversation conv-"),
+        "{m}"
+    );
+    // One model call: turn 2's send got turn 1's run.
+    assert_eq!(r.trace_text.matches(" run_started ").count(), 1);
 }
 
 #[test]

@@ -1,11 +1,12 @@
 //! The Letta server's oracles over the trace (DESIGN.md §5, docs/invariants.md):
-//! `tool-call-resolved`, `one-run-per-request`, `durable-ack`, `history-valid`, and the tool
-//! calls a run leaves awaiting approval. Pure: they read a finished trace and nothing else.
+//! `tool-call-resolved`, `one-run-per-request`, `durable-ack`, `history-valid`,
+//! `stream-stays-in-conversation`, and the tool calls a run leaves awaiting approval. Pure: they read a finished trace and nothing else.
 
 use std::collections::BTreeMap;
 
 use crate::harness::invariants::{
-    DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, TOOL_CALL_RESOLVED, Violation,
+    DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, STREAM_STAYS_IN_CONVERSATION,
+    TOOL_CALL_RESOLVED, Violation,
 };
 use crate::harness::letta::compaction_safe::removed_history_units;
 use crate::harness::trace::TraceEvent;
@@ -246,4 +247,116 @@ pub fn history_valid(events: &[TraceEvent]) -> Vec<Violation> {
             _ => None,
         })
         .collect()
+}
+
+/// The conversation a send or conversation-stream request names: `/v1/conversations/{id}/
+/// messages` or `…/stream`, and the agents endpoints of 0.16.8 (`/v1/agents/{id}/messages`,
+/// `…/messages/stream`), whose conversation is the agent's default one, keyed by the agent id
+/// (letta-protocol.md §2.1).
+fn conversation_of_send(path: &str) -> Option<&str> {
+    if let Some(rest) = path.strip_prefix("/v1/conversations/") {
+        let (conv, tail) = rest.split_once('/')?;
+        return matches!(tail, "messages" | "stream").then_some(conv);
+    }
+    let rest = path.strip_prefix("/v1/agents/")?;
+    let (agent, tail) = rest.split_once('/')?;
+    matches!(tail, "messages" | "messages/stream").then_some(agent)
+}
+
+/// Whether a run of conversation `run_conv` may answer a request that names `named`. The
+/// `default` alias names the agent's default conversation, keyed by the agent id, which the
+/// path does not carry: any agent's default conversation is accepted for it.
+fn same_conversation(named: &str, run_conv: &str) -> bool {
+    named == run_conv || (named == "default" && run_conv.starts_with("agent-"))
+}
+
+/// `stream-stays-in-conversation`: a stream that answers a send on conversation A never
+/// carries a run of conversation B. Two views of the trace, each against the conversation
+/// every run started on (`run_started`):
+/// - the server's: a send re-attached to an existing run by its request token (`run_attached`,
+///   then that send's `server_request`, with no await between them in the server model)
+///   streams that run, which must be of the send's conversation. Letta 0.16.8's dedupe is
+///   global (captures/letta_e2e PROVENANCE d3x), so an otid reused on another conversation
+///   breaks this;
+/// - the client's: the chunks it reads after a `client_send` on conversation A, up to its next
+///   request, carry runs of A only.
+///
+/// Each (conversation, run) pair is reported once.
+pub fn stream_stays_in_conversation(events: &[TraceEvent]) -> Vec<Violation> {
+    let mut run_conv: BTreeMap<&str, &str> = BTreeMap::new();
+    // Per server host: the run a request token re-attached to (and the event), waiting for
+    // its request.
+    let mut attached: BTreeMap<&str, (&str, usize)> = BTreeMap::new();
+    // Per client host: the conversation of the send whose stream it is reading.
+    let mut reading: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut reported: Vec<(&str, &str)> = Vec::new();
+    let mut out = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        let host = e.host.as_str();
+        // (the conversation the request named, the run its stream carried, what the stream was)
+        let seen: (&str, &str, String) = match &e.obs {
+            Observation::RunStarted {
+                run_id,
+                conversation_id,
+                ..
+            } => {
+                run_conv.insert(run_id, conversation_id);
+                continue;
+            }
+            Observation::RunAttached { run_id, how } if how == "request_token" => {
+                attached.insert(host, (run_id, i));
+                continue;
+            }
+            Observation::ServerRequest { path, .. } => {
+                let Some((run, at)) = attached.remove(host) else {
+                    continue;
+                };
+                let Some(named) = conversation_of_send(path) else {
+                    continue;
+                };
+                let what = format!(
+                    "the stream the server re-attached by request token (event {})",
+                    at + 1
+                );
+                (named, run, what)
+            }
+            Observation::ClientSend { path, .. } => {
+                match conversation_of_send(path) {
+                    Some(conv) => reading.insert(host, conv),
+                    None => reading.remove(host),
+                };
+                continue;
+            }
+            Observation::ClientRequest { .. } => {
+                reading.remove(host);
+                continue;
+            }
+            Observation::ClientChunk {
+                run_id: Some(run), ..
+            } => {
+                let Some(named) = reading.get(host).copied() else {
+                    continue;
+                };
+                let what = "the stream the client read after its send".to_string();
+                (named, run.as_str(), what)
+            }
+            _ => continue,
+        };
+        let (named, run, what) = seen;
+        let Some(other) = run_conv.get(run).copied() else {
+            continue;
+        };
+        if same_conversation(named, other) || reported.contains(&(named, run)) {
+            continue;
+        }
+        reported.push((named, run));
+        out.push(Violation {
+            invariant: STREAM_STAYS_IN_CONVERSATION,
+            event: Some(i),
+            message: format!(
+                "{what} on conversation {named} carries run {run} of conversation {other}"
+            ),
+        });
+    }
+    out
 }

@@ -4,12 +4,14 @@
 
 use crate::harness::faults::Fault;
 use crate::harness::invariants::{
-    COMPACTION_SAFE, DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, TOOL_CALL_RESOLVED, Violation,
+    COMPACTION_SAFE, DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, STREAM_STAYS_IN_CONVERSATION,
+    TOOL_CALL_RESOLVED, Violation,
 };
 use crate::harness::letta::client_invariants::client_invariants;
 use crate::harness::letta::compaction_safe::compaction_safe;
 use crate::harness::letta::invariants::{
-    durable_ack, history_valid, one_run_per_request, pending_tool_calls, tool_call_resolved,
+    durable_ack, history_valid, one_run_per_request, pending_tool_calls,
+    stream_stays_in_conversation, tool_call_resolved,
 };
 use crate::harness::letta::{findings, world};
 use crate::harness::report::Expectations;
@@ -44,6 +46,10 @@ pub fn invariants(
         (ONE_RUN_PER_REQUEST, one_run_per_request(trace)),
         (HISTORY_VALID, history_valid(trace)),
         (COMPACTION_SAFE, compaction_safe(trace)),
+        (
+            STREAM_STAYS_IN_CONVERSATION,
+            stream_stays_in_conversation(trace),
+        ),
     ];
     let crashes_server = scenario
         .faults

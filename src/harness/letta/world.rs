@@ -510,5 +510,6 @@ fn client_bugs(scenario: &Scenario) -> ClientBugs {
         stale_denial_as_user: pl.client_stale_denial_as_user,
         results_in_completion_order: pl.client_results_in_completion_order,
         no_resource_locks: pl.client_no_resource_locks,
+        otids_repeat_per_process: pl.client_otids_repeat_per_process,
     }
 }

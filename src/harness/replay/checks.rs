@@ -14,7 +14,7 @@ use super::server::{ReplayRequest, WorldOutput};
 use crate::model::port::observe::Observation;
 
 /// The invariant's id (docs/invariants.md).
-pub const STREAM_STAYS_IN_CONVERSATION: &str = "stream-stays-in-conversation";
+pub use crate::harness::invariants::STREAM_STAYS_IN_CONVERSATION;
 
 /// The conversation a send names: `/v1/conversations/{id}/messages`.
 fn send_conversation<'a>(method: &str, path: &'a str) -> Option<&'a str> {

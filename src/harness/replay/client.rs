@@ -15,7 +15,9 @@
 //! - what the setup requests of other clients left behind, as faults: a send that ended in
 //!   `requires_approval` before the client started is a `stale_approval` of that tool call; each
 //!   client send the server answered 409 is a `busy_on_send` of that send, each answered with the
-//!   in-band approval conflict an `approval_pending_in_band` of that send;
+//!   in-band approval conflict an `approval_pending_in_band` of that send; a stream of the
+//!   client's that ended in a reset the client did not make is a `drop_connection` of that
+//!   streaming response after as many frames;
 //! - the model's answers to the client's own sends, recovered from the recorded frames
 //!   (`derive`); the server in `letta-oss-0.16` (or `--server-profile`).
 
@@ -25,7 +27,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::derive::{DEFAULT_MODEL, answer_for_call, data_of, makes_model_call};
-use crate::cassette::{Body, Cassette, Exchange, Recording, ResponseBody};
+use crate::cassette::{Body, Cassette, EndKind, Exchange, Recording, ResponseBody};
 use crate::harness::letta::conformance::{Mismatch, RawRequest, Step, compare, normalise, render};
 use crate::harness::report::RunReport;
 use crate::harness::scenario::{InputError, Scenario};
@@ -157,6 +159,7 @@ pub fn derive_scenario(
     let mut answers: Vec<Cassette> = Vec::new();
     let mut calls: BTreeMap<String, String> = BTreeMap::new();
     let mut client_sends = 0;
+    let mut client_streams = 0;
     for (i, x) in xs.iter().enumerate() {
         // Tool calls the model made, by id (for permissions and stale approvals).
         if let Some(ResponseBody::Sse(frames)) = x.answer().map(|a| &a.body) {
@@ -171,6 +174,20 @@ pub fn derive_scenario(
                     calls.insert(id.to_string(), name.to_string());
                     tools.entry(name.to_string()).or_insert(Value::Null);
                 }
+            }
+        }
+        // A stream of the client's that the recording saw reset (not by the client) was cut
+        // in transit: the same cut, after as many frames, of that streaming response.
+        if by_client(x)
+            && let Some(a) = x.answer()
+            && let ResponseBody::Sse(frames) = &a.body
+        {
+            client_streams += 1;
+            if a.end.kind == EndKind::Reset && !a.end.by_client {
+                faults.push(format!(
+                    "[[faults]]\nkind = \"drop_connection\"\nresponse = {client_streams}\nafter_frame = {}\n",
+                    frames.len()
+                ));
             }
         }
         let is_send = x.method == "POST" && x.path.ends_with("/messages");

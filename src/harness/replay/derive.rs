@@ -4,7 +4,7 @@
 //!
 //! Recovering the model's answers: every message send whose stream carries model output
 //! (`assistant_message` text, `approval_request_message` tool calls) was one model call, in
-//! recorded order. Its answer is an OpenAI chat stream with one content delta per
+//! recorded order, together with the streams that resumed its run after a cut. Its answer is an OpenAI chat stream with one content delta per
 //! `assistant_message` frame and one argument delta per `approval_request_message` fragment
 //! (the server relays the provider's deltas one for one, letta-protocol.md §1.2), the finish
 //! reason the stop reason implies, and the usage of the stream's `usage_statistics`.
@@ -185,6 +185,53 @@ fn answer_of(x: &Exchange, n: usize, origin: &str) -> Option<Cassette> {
     answer_from_frames(sse_of(x)?, n, origin)
 }
 
+/// ms from the session start to the exchange's response head.
+fn head_ms(x: &Exchange) -> u64 {
+    x.t_ms + x.answer().map_or(0, |a| a.t_ms)
+}
+
+/// The frames of the run exchange `i`'s stream carries, across the streams that carried it: a
+/// stream cut before the run ended is resumed by later requests (`POST /v1/runs/{id}/stream`,
+/// `POST /v1/conversations/{id}/stream`, letta-protocol.md §4.3), whose frames continue the
+/// same model call. Each seq id once, in the order first seen, and each frame without one
+/// (`stop_reason`, `usage_statistics`) once per message type; times from the session start.
+fn run_frames(rec: &Recording, i: usize) -> Vec<crate::cassette::TimedFrame> {
+    let xs = rec.exchanges();
+    let run = run_of(&xs[i]);
+    let mut seen: Vec<u64> = Vec::new();
+    let mut unsequenced: Vec<String> = Vec::new();
+    let mut out = Vec::new();
+    for (k, x) in xs.iter().enumerate().skip(i) {
+        if k > i && (is_send(x) || run.is_none() || run_of(x) != run) {
+            continue;
+        }
+        let Some(frames) = sse_of(x) else { continue };
+        for f in frames {
+            let data = data_of(&f.frame);
+            match data.as_ref().and_then(|v| v["seq_id"].as_u64()) {
+                Some(seq) if seen.contains(&seq) => continue,
+                Some(seq) => seen.push(seq),
+                None => {
+                    let kind = data
+                        .as_ref()
+                        .and_then(|v| v["message_type"].as_str())
+                        .unwrap_or("")
+                        .to_string();
+                    if unsequenced.contains(&kind) {
+                        continue;
+                    }
+                    unsequenced.push(kind);
+                }
+            }
+            out.push(crate::cassette::TimedFrame {
+                t_ms: head_ms(x) + f.t_ms,
+                frame: f.frame.clone(),
+            });
+        }
+    }
+    out
+}
+
 fn answer_from_frames(
     frames: &[crate::cassette::TimedFrame],
     n: usize,
@@ -283,7 +330,7 @@ pub fn text_answer(text: &str, origin: &str) -> Option<Cassette> {
 
 /// The model call exchange `i` (0-based) shows, as a provider cassette.
 pub fn answer_for_call(rec: &Recording, i: usize) -> Option<Cassette> {
-    answer_of(&rec.exchanges()[i], i + 1, rec.origin())
+    answer_from_frames(&run_frames(rec, i), i + 1, rec.origin())
 }
 
 /// The recording as requests, the model's answers in call order, and the agents to configure.
@@ -357,9 +404,11 @@ pub fn derive(rec: &Recording) -> Derived {
                 after_end.push((first + j, t - end));
             }
         }
+        // A stream that ended in a reset (the client hung up, or the connection was cut) is
+        // hung up after as many frames here.
         let cut_after_frames = x
             .answer()
-            .filter(|a| a.end.by_client)
+            .filter(|a| a.end.by_client || a.end.kind == EndKind::Reset)
             .and_then(|_| sse_of(x).map(<[_]>::len));
         requests.push(ReplayRequest {
             name: format!("x{}", i + 1),
@@ -378,7 +427,7 @@ pub fn derive(rec: &Recording) -> Derived {
         });
         exchange_of.push(Some(i + 1));
         if makes_model_call(rec, i) {
-            answers.extend(answer_of(x, i + 1, &origin));
+            answers.extend(answer_from_frames(&run_frames(rec, i), i + 1, &origin));
         }
     }
     let answers = prelude_answers

@@ -53,7 +53,8 @@ pub struct ReplayRequest {
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
     pub start: Start,
-    /// The recorded client stopped reading after this many SSE frames.
+    /// The recorded stream ended after this many SSE frames with a reset (the client hung up,
+    /// or the connection was cut): the replay hangs up there too.
     pub cut_after_frames: Option<usize>,
     /// The scripted model's request counter just before this request (its tool-call ids and
     /// token counts follow it), when the recording says.
@@ -229,7 +230,7 @@ async fn send(
                 if let Ok(d) = f.into_data() {
                     a.body.extend_from_slice(&d);
                 }
-                // A client that gave up: hang up after as many frames as it read.
+                // A stream the recording saw reset: hang up after as many frames as it got.
                 if let Some(n) = req.cut_after_frames
                     && String::from_utf8_lossy(&a.body).matches("\n\n").count() >= n
                 {

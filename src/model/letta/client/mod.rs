@@ -135,6 +135,11 @@ pub struct ClientBugs {
     /// Breaks `turn-terminates`: no stall reconciler and no silence bound, so a stream that goes
     /// silent without closing is waited on forever.
     pub waits_forever_on_silence: bool,
+    /// Breaks `stream-stays-in-conversation` against a server whose request-token dedupe is
+    /// global, as Letta 0.16.8's is: every process draws the same otids, in the same order
+    /// (the fixed setup otid of the letta_e2e d3 driver, captures/letta_e2e PROVENANCE d3x), so
+    /// a new process's first send on a new conversation repeats the previous process's token.
+    pub otids_repeat_per_process: bool,
 }
 
 /// When a scripted interrupt fires (letta-protocol.md §9).
@@ -312,6 +317,10 @@ pub struct ClientIo<B: Backend> {
 
 static PLANTED_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// The planted otid generator's seed, mixed into the client's (any constant: the defect is
+/// that it does not depend on the process).
+const PLANTED_OTID_SEED: u64 = 0x0d3d_0d3d;
+
 /// `[client] conversation = "new"`: each client process creates its conversation
 /// (`POST /v1/conversations/?agent_id=…` with `{}`, letta-tests-and-real-client.md B.3 row 9);
 /// in headless mode every turn is a new process.
@@ -330,6 +339,9 @@ pub struct Client<B: Backend> {
     config: ClientConfig,
     io: ClientIo<B>,
     rng: ChaCha8Rng,
+    /// Planted `otids_repeat_per_process`: the otids' own generator, restarted with every
+    /// process.
+    planted_otids: ChaCha8Rng,
     human: Human,
     interrupt: Interrupt,
     /// The conversation generation (bumped by interrupts; stales queued results).
@@ -425,10 +437,12 @@ impl<B: Backend> Client<B> {
             next: 0,
         };
         let new_conversation = config.conversation_id == NEW_CONVERSATION;
+        let planted_otids = ChaCha8Rng::seed_from_u64(config.seed ^ PLANTED_OTID_SEED);
         Client {
             config,
             io,
             rng,
+            planted_otids,
             human,
             interrupt: Interrupt::default(),
             generation: 0,
@@ -459,6 +473,9 @@ impl<B: Backend> Client<B> {
     }
 
     fn otid(&mut self) -> String {
+        if self.config.bugs.otids_repeat_per_process {
+            return uuid4(&mut self.planted_otids);
+        }
         let mut id = uuid4(&mut self.rng);
         if self.config.bugs.nondeterministic_otids {
             let n = PLANTED_COUNTER.fetch_add(1, Ordering::Relaxed);
@@ -495,6 +512,10 @@ impl<B: Backend> Client<B> {
             });
             if self.config.mode == Mode::Headless {
                 // One-shot: every turn is a new process with its start-up check (B.5.4).
+                if self.config.bugs.otids_repeat_per_process {
+                    self.planted_otids =
+                        ChaCha8Rng::seed_from_u64(self.config.seed ^ PLANTED_OTID_SEED);
+                }
                 open_failed = self.open_conversation().await.err();
                 if open_failed.is_none() {
                     self.startup_check(restart > 0 || idx > 0).await;
