@@ -207,6 +207,24 @@ pub fn fuzz(target: &Target, corpus: &[Vec<u8>], inputs: u64, seed: u64, keep: u
     }
 }
 
+/// Input number `n` of a [`fuzz`] run from `seed` over `corpus`, regenerated without running
+/// the target: how an input that did not panic but misbehaved (ran out of memory, took
+/// too long) is found again from its number.
+pub fn input(corpus: &[Vec<u8>], seed: u64, n: u64) -> Vec<u8> {
+    let mut rng = Rng(seed ^ 0x9e37_79b9_7f4a_7c15);
+    let empty = [Vec::new()];
+    let corpus = if corpus.is_empty() {
+        &empty[..]
+    } else {
+        corpus
+    };
+    let mut input = mutate(&mut rng, corpus);
+    for _ in 0..n {
+        input = mutate(&mut rng, corpus);
+    }
+    input
+}
+
 /// xorshift64*: a small deterministic generator (no OS entropy).
 struct Rng(u64);
 

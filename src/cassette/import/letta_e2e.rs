@@ -314,17 +314,9 @@ pub(super) fn import(text: &str, source: &str) -> Result<Recording, CassetteErro
         end = end.max(ends);
         exchanges.push(x);
     }
-    // Gaps in the numbering are records the source does not hold: say which.
-    let missing: Vec<String> = (1..seqs.last().copied().unwrap_or(0))
-        .filter(|s| !seqs.contains(s))
-        .map(|s| s.to_string())
-        .collect();
     let mut note = "the real Letta Code CLI and a real Letta server through a recording proxy; offsets from the records' own times".to_string();
-    if !missing.is_empty() {
-        note.push_str(&format!(
-            "; the source holds no record numbered {}",
-            missing.join(", ")
-        ));
+    if let Some(gaps) = numbering_gaps(&seqs) {
+        note.push_str(&format!("; the source holds no record numbered {gaps}"));
     }
     Recording::new(
         RecordingHeader {
@@ -356,5 +348,61 @@ mod tests {
         );
         assert_eq!(iso_ms("2000-03-01T00:00:00Z"), Some(951_868_800_000));
         assert_eq!(iso_ms("garbage"), None);
+    }
+}
+
+/// The gaps in a strictly increasing record numbering that starts at 1, as numbers and ranges
+/// (`3, 5-9`), the first [`MAX_GAPS_NAMED`] of them: records the source does not hold. Walks
+/// the numbers, never the range they span, so a record numbered near `u64::MAX` costs nothing.
+fn numbering_gaps(seqs: &[u64]) -> Option<String> {
+    let mut gaps = Vec::new();
+    let mut next = 1u64;
+    for &s in seqs {
+        if s > next {
+            gaps.push(if s - 1 == next {
+                next.to_string()
+            } else {
+                format!("{next}-{}", s - 1)
+            });
+        }
+        next = s.saturating_add(1);
+    }
+    if gaps.is_empty() {
+        return None;
+    }
+    let more = gaps.len().saturating_sub(MAX_GAPS_NAMED);
+    gaps.truncate(MAX_GAPS_NAMED);
+    let mut text = gaps.join(", ");
+    if more > 0 {
+        text.push_str(&format!(" and {more} more gaps"));
+    }
+    Some(text)
+}
+
+/// How many gaps of a numbering the import's note names.
+const MAX_GAPS_NAMED: usize = 20;
+
+#[cfg(test)]
+mod gaps_tests {
+    use super::numbering_gaps;
+
+    #[test]
+    fn gaps_are_named_as_numbers_and_ranges_without_walking_the_range() {
+        assert_eq!(numbering_gaps(&[1, 2, 3]), None);
+        assert_eq!(numbering_gaps(&[2, 3, 5]).as_deref(), Some("1, 4"));
+        assert_eq!(numbering_gaps(&[1, 5, 6]).as_deref(), Some("2-4"));
+        // A fuzzed record number near the top of u64 made the import count to it.
+        let huge = 999_999_999_999_999_916;
+        assert_eq!(
+            numbering_gaps(&[1, 2, huge]).as_deref(),
+            Some("3-999999999999999915")
+        );
+        assert_eq!(
+            numbering_gaps(&[1, u64::MAX]).as_deref(),
+            Some("2-18446744073709551614")
+        );
+        let many: Vec<u64> = (1..=60).map(|i| i * 2).collect();
+        let text = numbering_gaps(&many).unwrap();
+        assert!(text.ends_with("and 40 more gaps"), "{text}");
     }
 }
