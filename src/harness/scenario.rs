@@ -507,7 +507,10 @@ impl Scenario {
         crate::wire::provider::ProviderFormat::from_name(name).ok_or_else(|| {
             self.error_at(
                 self.provider.api.span(),
-                format!("unknown provider api {name:?}: expected \"anthropic\" or \"openai_chat\""),
+                format!(
+                    "unknown provider api {name:?}: expected one of {}",
+                    crate::wire::provider::ProviderFormat::names()
+                ),
             )
         })
     }
