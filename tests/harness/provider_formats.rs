@@ -315,3 +315,34 @@ fn a_stream_of_a_later_format_saves_as_version_2_and_loads_back() {
         assert_eq!(back.end(), c.end());
     }
 }
+
+/// A duplicated `response.output_item.added` (found by a swarm sweep, seed 55) is an
+/// undecodable stream, as a duplicated Anthropic block start is: the run fails `llm_api_error`
+/// and no call runs with arguments its provider did not send.
+#[test]
+fn a_duplicated_function_call_start_fails_the_run_instead_of_splitting_the_call() {
+    let mut s = load("scenarios/letta/openai_responses_tool_call.toml");
+    s.faults.push(toml::Spanned::new(
+        0..0,
+        Fault::ProviderStream {
+            call: 0,
+            frame: 3,
+            action: StreamFault::Duplicate,
+        },
+    ));
+    let r = passing(&s, 1);
+    assert_eq!(
+        outcomes(&r),
+        ["error: stop_reason=llm_api_error (An error occurred during agent execution.)"]
+    );
+    let result = lines_with(&r, "provider_result");
+    assert!(
+        result[0].contains("added again while still open"),
+        "{result:?}"
+    );
+    assert!(
+        lines_with(&r, "tool_started").is_empty(),
+        "{}",
+        r.trace_text
+    );
+}
