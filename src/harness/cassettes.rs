@@ -2,8 +2,33 @@
 
 use super::input::InputError;
 use super::scenario::Scenario;
-use crate::cassette::Cassette;
+use crate::cassette::{Cassette, CassetteError, Recording};
 use crate::model::provider::ProviderResponse;
+
+/// A `[provider] responses` entry split into its file and, for `FILE#N`, the exchange: `N`
+/// (1-based) of a version 2 recording, so a recorded session of several model calls answers
+/// them one entry each. A `#` not followed by digits only is part of the file name.
+pub fn split_ref(entry: &str) -> (&str, Option<&str>) {
+    match entry.rsplit_once('#') {
+        Some((file, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+            (file, Some(n))
+        }
+        _ => (entry, None),
+    }
+}
+
+/// Loads one `[provider] responses` entry ([`split_ref`]), its path relative to the scenario
+/// file: a cassette file ([`Cassette::load`]), or exchange `N` of a recording
+/// ([`Recording::stream`]).
+pub fn load_response(scenario: &Scenario, entry: &str) -> Result<Cassette, CassetteError> {
+    let (file, n) = split_ref(entry);
+    let path = scenario.resolve(file);
+    match n {
+        None => Cassette::load(path),
+        // Digits too many for a number name no exchange: exchange 0 is refused as absent.
+        Some(n) => Recording::load(path)?.stream(n.parse().unwrap_or(0)),
+    }
+}
 
 /// Loads every cassette the scenario lists, in call order. A cassette that cannot be read or is
 /// malformed is an error naming the cassette file and line; one whose format differs from the
@@ -18,7 +43,7 @@ pub fn provider_responses(scenario: &Scenario) -> Result<Vec<ProviderResponse>, 
         .map(|(i, r)| {
             let cassette = match scenario.cassette_overrides.get(&i) {
                 Some(c) => c.clone(),
-                None => Cassette::load(scenario.resolve(r.get_ref())).map_err(|e| InputError {
+                None => load_response(scenario, r.get_ref()).map_err(|e| InputError {
                     file: e.origin.clone(),
                     line: e.line,
                     column: None,

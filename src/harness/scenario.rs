@@ -479,7 +479,8 @@ impl Scenario {
         let at = self.origin();
         self.provider_api()?;
         for r in &self.provider.responses {
-            let p = self.resolve(r.get_ref());
+            let (file, exchange) = super::cassettes::split_ref(r.get_ref());
+            let p = self.resolve(file);
             if !p.is_file() {
                 let what = if p.is_dir() {
                     "is a directory, not a cassette file"
@@ -496,6 +497,22 @@ impl Scenario {
                         p.display()
                     ),
                 ));
+            }
+            // `FILE#N` names an exchange of a recording: one it holds.
+            if let Some(n) = exchange {
+                let held = crate::cassette::Recording::load(&p).map(|rec| rec.exchanges().len());
+                let n: usize = n.parse().unwrap_or(0);
+                if let Ok(held) = held
+                    && !(1..=held).contains(&n)
+                {
+                    return Err(at.at(
+                        r.span(),
+                        format!(
+                            "cassette {:?}: exchange {n} of a recording of {held} (exchanges count from 1)",
+                            r.get_ref()
+                        ),
+                    ));
+                }
             }
         }
         if self.network.latency_ms[0] > self.network.latency_ms[1] {
@@ -543,7 +560,10 @@ impl Scenario {
         crate::wire::provider::ProviderFormat::from_name(name).ok_or_else(|| {
             self.error_at(
                 self.provider.api.span(),
-                format!("unknown provider api {name:?}: expected \"anthropic\" or \"openai_chat\""),
+                format!(
+                    "unknown provider api {name:?}: expected one of {}",
+                    crate::wire::provider::ProviderFormat::names()
+                ),
             )
         })
     }

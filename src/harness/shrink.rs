@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use toml::Spanned;
 
+use super::cassettes::load_response;
 use super::faults::Fault;
 use super::input::InputError;
 use super::invariants::DETERMINISTIC;
@@ -106,7 +107,7 @@ pub fn shrink(
     // Load every cassette into memory so frames can be dropped.
     for (i, r) in scenario.provider.responses.iter().enumerate() {
         if let std::collections::btree_map::Entry::Vacant(slot) = best.cassette_overrides.entry(i) {
-            let c = Cassette::load(scenario.resolve(r.get_ref())).map_err(|e| InputError {
+            let c = load_response(scenario, r.get_ref()).map_err(|e| InputError {
                 file: e.origin.clone(),
                 line: e.line,
                 column: None,
@@ -238,9 +239,9 @@ impl Shrunk {
             let target = dir.join(&name);
             let c = match self.scenario.cassette_overrides.get(&i) {
                 Some(c) => c.clone(),
-                None => Cassette::load(
-                    self.scenario
-                        .resolve(self.scenario.provider.responses[i].get_ref()),
+                None => load_response(
+                    &self.scenario,
+                    self.scenario.provider.responses[i].get_ref(),
                 )
                 .map_err(|e| InputError {
                     file: e.origin.clone(),

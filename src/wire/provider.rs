@@ -147,17 +147,34 @@ pub enum ProviderFormat {
     /// OpenAI Chat Completions streaming (data-only JSON chunks, ends with `[DONE]`).
     #[serde(rename = "openai_chat")]
     OpenAiChat,
+    /// OpenAI Responses API streaming (`POST /v1/responses`; see [`StreamFormat::OpenAiResponses`]).
+    #[serde(rename = "openai_responses")]
+    OpenAiResponses,
+    /// Gemini `streamGenerateContent?alt=sse` (see [`StreamFormat::Gemini`]).
+    #[serde(rename = "gemini")]
+    Gemini,
 }
 
 impl ProviderFormat {
-    pub const ALL: [ProviderFormat; 2] = [ProviderFormat::Anthropic, ProviderFormat::OpenAiChat];
+    pub const ALL: [ProviderFormat; 4] = [
+        ProviderFormat::Anthropic,
+        ProviderFormat::OpenAiChat,
+        ProviderFormat::OpenAiResponses,
+        ProviderFormat::Gemini,
+    ];
+
+    /// The formats a version 1 cassette file can name (version 1 is closed: later formats
+    /// are written as version 2, docs/cassette.md).
+    pub const V1: [ProviderFormat; 2] = [ProviderFormat::Anthropic, ProviderFormat::OpenAiChat];
 
     /// The stable name used in cassettes and scenario files.
     pub fn as_str(self) -> &'static str {
-        match self {
-            ProviderFormat::Anthropic => "anthropic",
-            ProviderFormat::OpenAiChat => "openai_chat",
-        }
+        StreamFormat::from(self).as_str()
+    }
+
+    /// The names, quoted and comma-separated, for error messages.
+    pub fn names() -> String {
+        StreamFormat::names()
     }
 
     /// Inverse of [`as_str`](Self::as_str).
@@ -168,7 +185,7 @@ impl ProviderFormat {
     /// Guesses the format from the first recognisable event: an Anthropic event name or JSON
     /// `type` (`message_start`, `content_block_*`, …), or an OpenAI chunk (`object` is
     /// `chat.completion.chunk`, or a `choices` array). `None` for anything else (OpenAI
-    /// Responses, Gemini, an empty stream).
+    /// Responses, Gemini, an empty stream): [`StreamFormat::detect`] recognises those too.
     pub fn detect(frames: &[SseFrame]) -> Option<ProviderFormat> {
         const ANTHROPIC: [&str; 7] = [
             "message_start",
@@ -205,9 +222,9 @@ impl ProviderFormat {
     }
 }
 
-/// Every provider stream format this crate records and decodes: the formats a model can be
-/// configured to speak ([`ProviderFormat`]) and the ones only recorded and replayed (OpenAI
-/// Responses, Gemini). Serialised by [`as_str`](Self::as_str) name, as in cassette headers.
+/// Every provider stream format this crate records and decodes, as a recording names it. Each
+/// is also a format a model can be configured to speak ([`ProviderFormat`], the same names).
+/// Serialised by [`as_str`](Self::as_str) name, as in cassette headers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum StreamFormat {
     #[serde(rename = "anthropic")]
@@ -267,12 +284,13 @@ impl StreamFormat {
         }
     }
 
-    /// The format a model speaks, when a loopsim model can speak this one.
-    pub fn model_format(self) -> Option<ProviderFormat> {
+    /// The same format as a model speaks it.
+    pub fn model_format(self) -> ProviderFormat {
         match self {
-            StreamFormat::Anthropic => Some(ProviderFormat::Anthropic),
-            StreamFormat::OpenAiChat => Some(ProviderFormat::OpenAiChat),
-            StreamFormat::OpenAiResponses | StreamFormat::Gemini => None,
+            StreamFormat::Anthropic => ProviderFormat::Anthropic,
+            StreamFormat::OpenAiChat => ProviderFormat::OpenAiChat,
+            StreamFormat::OpenAiResponses => ProviderFormat::OpenAiResponses,
+            StreamFormat::Gemini => ProviderFormat::Gemini,
         }
     }
 
@@ -330,6 +348,8 @@ impl From<ProviderFormat> for StreamFormat {
         match f {
             ProviderFormat::Anthropic => StreamFormat::Anthropic,
             ProviderFormat::OpenAiChat => StreamFormat::OpenAiChat,
+            ProviderFormat::OpenAiResponses => StreamFormat::OpenAiResponses,
+            ProviderFormat::Gemini => StreamFormat::Gemini,
         }
     }
 }

@@ -530,7 +530,7 @@ fn arb_cassette() -> impl Strategy<Value = Cassette> {
         prop::collection::vec((0u64..50, arb_frame()), 0..12),
         0u64..50,
         prop::sample::select(EndKind::ALL.to_vec()),
-        prop::sample::select(ProviderFormat::ALL.to_vec()),
+        prop::sample::select(ProviderFormat::V1.to_vec()),
         proptest::option::of(".{0,10}"),
         ".{0,10}",
     )

@@ -352,16 +352,13 @@ impl Recording {
         ))
     }
 
-    /// A version 1 stream as a one-exchange provider recording: `POST` to its format's API path,
+    /// A stream cassette as a one-exchange provider recording: `POST` to its format's API path,
     /// no request headers or body, the frames as recorded (the body of an error response is
     /// the frames' data, as the fake provider sends it).
     pub fn from_stream(c: &Cassette) -> Recording {
         let h = c.header();
         let format: StreamFormat = h.format.into();
-        let path = match format {
-            StreamFormat::Anthropic => "/v1/messages",
-            _ => "/v1/chat/completions",
-        };
+        let path = format.api_path();
         let body = if (200..300).contains(&h.status) {
             ResponseBody::Sse(c.frames().to_vec())
         } else {
@@ -408,8 +405,8 @@ impl Recording {
     }
 
     /// Exchange `n` (1-based) as a version 1 stream cassette, for the fake provider: the SSE
-    /// frames, or a whole body as one data frame (how error responses are replayed). Its format
-    /// must be one a loopsim model speaks (anthropic, openai_chat).
+    /// frames, or a whole body as one data frame (how error responses are replayed), in any
+    /// provider format.
     pub fn stream(&self, n: usize) -> Result<Cassette, CassetteError> {
         let format = self.stream_format(n);
         let line = n + 1;
@@ -455,11 +452,6 @@ impl Recording {
                     "exchange {n}: cannot tell its provider format (no `format` in the header, and neither the path nor the frames name one)"
                 ))
             })?;
-        let Some(model_format) = format.model_format() else {
-            return Err(err(format!(
-                "exchange {n} is a {format} stream; a scenario's fake provider replays anthropic or openai_chat streams"
-            )));
-        };
         let content_type = x
             .response_header("content-type")
             .unwrap_or("text/event-stream")
@@ -467,7 +459,7 @@ impl Recording {
         Cassette::new(
             CassetteHeader {
                 layer: Layer::Provider,
-                format: model_format,
+                format: format.model_format(),
                 source: format!("{}#{n}", self.header.source),
                 status: a.status,
                 content_type,

@@ -177,9 +177,15 @@ impl Cassette {
     }
 
     /// The canonical text: what [`save`](Self::save) writes, one `\n`-terminated line each.
-    /// Parsing this text gives back an equal cassette.
+    /// Parsing this text gives back an equal cassette. A stream in a format version 1 cannot
+    /// name (OpenAI Responses, Gemini) is written as a one-exchange version 2 recording
+    /// ([`Recording::from_stream`](super::Recording::from_stream)), which
+    /// [`Cassette::load`] reads back.
     pub fn to_jsonl(&self) -> String {
         let h = &self.header;
+        if !ProviderFormat::V1.contains(&h.format) {
+            return super::Recording::from_stream(self).to_jsonl();
+        }
         let mut out = to_json_line(&HeaderLine {
             loopsim_cassette: CASSETTE_VERSION,
             layer: h.layer.as_str().to_string(),
@@ -314,15 +320,17 @@ fn parse_header(line: &str, origin: &str) -> Result<CassetteHeader, CassetteErro
             ),
         ));
     }
-    let format = ProviderFormat::from_name(&h.format).ok_or_else(|| {
-        err(
-            CassetteErrorKind::Header,
-            format!(
-                "unknown provider format {:?} (this build reads {FORMAT_NAMES})",
-                h.format
-            ),
-        )
-    })?;
+    let format = ProviderFormat::from_name(&h.format)
+        .filter(|f| ProviderFormat::V1.contains(f))
+        .ok_or_else(|| {
+            err(
+                CassetteErrorKind::Header,
+                format!(
+                    "unknown provider format {:?} (this build reads {FORMAT_NAMES})",
+                    h.format
+                ),
+            )
+        })?;
     check_status(h.status).map_err(|m| err(CassetteErrorKind::Header, m))?;
     Ok(CassetteHeader {
         layer: Layer::Provider,

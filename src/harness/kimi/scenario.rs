@@ -297,6 +297,13 @@ fn check_step(
 ) -> Result<(), InputError> {
     let st = step.get_ref();
     let at = |m: String| origin.at(step.span(), m);
+    if !matches!(api, ProviderFormat::Anthropic | ProviderFormat::OpenAiChat) {
+        return Err(at(format!(
+            "script steps are served as Anthropic or OpenAI Chat streams, not {}: list recorded {} cassettes in [provider] responses instead",
+            api.as_str(),
+            api.as_str()
+        )));
+    }
     if st.text.is_none() && st.thinking.is_none() && st.tool_calls.is_empty() {
         return Err(at(
             "a script step needs text, thinking or tool_calls (an empty answer is a provider error; use a provider_error fault)".into(),

@@ -38,9 +38,10 @@ pub fn loop_responses(
                 latencies.insert(call_id(api, n, k + 1, call), ms);
             }
         }
+        // Other formats are refused when the scenario loads (`check_step`).
         let frames = match api {
             ProviderFormat::Anthropic => anthropic_frames(n, step, &model),
-            ProviderFormat::OpenAiChat => openai_frames(n, step, &model),
+            _ => openai_frames(n, step, &model),
         };
         let name = format!("script[{n}]");
         let end_t = frames.last().map_or(0, |f| f.t_ms) + DEFAULT_IMPORT_SPACING_MS;
@@ -67,7 +68,7 @@ pub fn loop_responses(
 pub fn call_id(api: ProviderFormat, n: usize, k: usize, call: &ScriptCall) -> String {
     call.id.clone().unwrap_or_else(|| match api {
         ProviderFormat::Anthropic => format!("toolu_s{n}_{k}"),
-        ProviderFormat::OpenAiChat => format!("call_s{n}_{k}"),
+        _ => format!("call_s{n}_{k}"),
     })
 }
 

@@ -145,17 +145,24 @@ fn lmstudio_catalog(model: &str) -> Value {
     }]})
 }
 
-/// `GET /v1/models` in the scenario's API's own shape (OpenAI's list, or Anthropic's page).
+/// `GET /v1/models` in the scenario's API's own shape (OpenAI's list, Anthropic's page, or
+/// Gemini's `models` list).
 fn models_list(api: ProviderFormat, model: &str) -> Value {
     match api {
-        ProviderFormat::OpenAiChat => json!({"object": "list", "data": [
-            {"id": model, "object": "model", "created": 0, "owned_by": "loopsim"},
-        ]}),
+        ProviderFormat::OpenAiChat | ProviderFormat::OpenAiResponses => {
+            json!({"object": "list", "data": [
+                {"id": model, "object": "model", "created": 0, "owned_by": "loopsim"},
+            ]})
+        }
         ProviderFormat::Anthropic => json!({
             "data": [{"type": "model", "id": model, "display_name": model,
                       "created_at": "2026-01-01T00:00:00Z"}],
             "has_more": false, "first_id": model, "last_id": model,
         }),
+        ProviderFormat::Gemini => json!({"models": [{
+            "name": format!("models/{model}"), "displayName": model,
+            "supportedGenerationMethods": ["generateContent", "streamGenerateContent"],
+        }]}),
     }
 }
 

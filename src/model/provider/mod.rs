@@ -32,11 +32,24 @@ pub mod scripted;
 pub mod validate;
 
 /// The path each provider API is served on; the server calls the one its agent's provider
-/// speaks, and the fake provider refuses a call on the wrong path.
+/// speaks, and the fake provider refuses a call on the wrong path. Gemini's names a model:
+/// [`request_path`] puts the caller's in.
 pub fn api_path(format: ProviderFormat) -> &'static str {
+    StreamFormat::from(format).api_path()
+}
+
+/// The path and query of a streaming model call for `model`: [`api_path`], except that a
+/// Gemini call names the model in the path, `/v1beta/models/{model}:streamGenerateContent`
+/// with `alt=sse` (captures/gemini: every request's uri). A model handle's provider prefix
+/// (`google_ai/gemini-2.5-pro`) is not part of the API's model name.
+pub fn request_path(format: ProviderFormat, model: &str) -> String {
     match format {
-        ProviderFormat::Anthropic => "/v1/messages",
-        ProviderFormat::OpenAiChat => "/v1/chat/completions",
+        ProviderFormat::Gemini => {
+            let name = model.rsplit('/').next().unwrap_or("");
+            let name = if name.is_empty() { "gemini" } else { name };
+            format!("/v1beta/models/{name}:streamGenerateContent?alt=sse")
+        }
+        other => api_path(other).to_string(),
     }
 }
 
@@ -458,4 +471,29 @@ impl<E: Env> Replay<E> {
 
 fn reset(why: &str) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::ConnectionReset, why.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gemini_call_names_its_model_in_the_path_and_every_path_is_its_format() {
+        assert_eq!(
+            request_path(ProviderFormat::Gemini, "google_ai/gemini-2.5-pro"),
+            "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse"
+        );
+        assert_eq!(
+            request_path(ProviderFormat::Gemini, ""),
+            "/v1beta/models/gemini:streamGenerateContent?alt=sse"
+        );
+        assert_eq!(
+            request_path(ProviderFormat::OpenAiResponses, "openai/gpt-4o"),
+            "/v1/responses"
+        );
+        for f in ProviderFormat::ALL {
+            let path = request_path(f, "m");
+            assert_eq!(StreamFormat::of_path(&path), Some(f.into()), "{path}");
+        }
+    }
 }

@@ -25,42 +25,12 @@ use crate::wire::provider::{ProviderFormat, StreamFormat};
 
 /// The 400 body of any stream format's API for an invalid request.
 pub fn stream_error_body(format: StreamFormat, message: &str) -> Value {
-    match format {
-        StreamFormat::Anthropic => error_body(ProviderFormat::Anthropic, message),
-        StreamFormat::OpenAiChat => error_body(ProviderFormat::OpenAiChat, message),
-        StreamFormat::OpenAiResponses => json!({
-            "error": {"message": message, "type": "invalid_request_error",
-                      "param": "input", "code": null},
-        }),
-        StreamFormat::Gemini => json!({
-            "error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"},
-        }),
-    }
+    error_body(format.model_format(), message)
 }
 
 /// Checks a request body of any stream format; `Err` carries the API's error message.
 pub fn validate_stream(format: StreamFormat, body: &[u8]) -> Result<(), String> {
-    match format {
-        StreamFormat::Anthropic => validate(ProviderFormat::Anthropic, body),
-        StreamFormat::OpenAiChat => validate(ProviderFormat::OpenAiChat, body),
-        StreamFormat::OpenAiResponses => {
-            let v = parse(body)?;
-            if !v["previous_response_id"].is_null() {
-                return Ok(());
-            }
-            match &v["input"] {
-                Value::Array(items) => responses(items),
-                _ => Ok(()),
-            }
-        }
-        StreamFormat::Gemini => {
-            let v = parse(body)?;
-            let Some(contents) = v["contents"].as_array() else {
-                return Err("* GenerateContentRequest.contents: contents is not specified".into());
-            };
-            gemini(contents)
-        }
-    }
+    validate(format.model_format(), body)
 }
 
 fn parse(body: &[u8]) -> Result<Value, String> {
@@ -134,18 +104,45 @@ pub fn error_body(format: ProviderFormat, message: &str) -> Value {
             "error": {"message": message, "type": "invalid_request_error",
                       "param": "messages", "code": null},
         }),
+        ProviderFormat::OpenAiResponses => json!({
+            "error": {"message": message, "type": "invalid_request_error",
+                      "param": "input", "code": null},
+        }),
+        ProviderFormat::Gemini => json!({
+            "error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"},
+        }),
     }
 }
 
 /// Checks a request body; `Err` carries the API's error message.
 pub fn validate(format: ProviderFormat, body: &[u8]) -> Result<(), String> {
     let v = parse(body)?;
-    let Some(messages) = v["messages"].as_array() else {
-        return Err("messages: Field required".into());
-    };
     match format {
-        ProviderFormat::Anthropic => anthropic(messages),
-        ProviderFormat::OpenAiChat => openai(messages),
+        ProviderFormat::Anthropic | ProviderFormat::OpenAiChat => {
+            let Some(messages) = v["messages"].as_array() else {
+                return Err("messages: Field required".into());
+            };
+            if format == ProviderFormat::Anthropic {
+                anthropic(messages)
+            } else {
+                openai(messages)
+            }
+        }
+        ProviderFormat::OpenAiResponses => {
+            if !v["previous_response_id"].is_null() {
+                return Ok(());
+            }
+            match &v["input"] {
+                Value::Array(items) => responses(items),
+                _ => Ok(()),
+            }
+        }
+        ProviderFormat::Gemini => {
+            let Some(contents) = v["contents"].as_array() else {
+                return Err("* GenerateContentRequest.contents: contents is not specified".into());
+            };
+            gemini(contents)
+        }
     }
 }
 

@@ -9,7 +9,8 @@
 //!   arguments already in the item follow as a delta), its arguments stream as
 //!   `response.function_call_arguments.delta` exactly as sent, and it ends with
 //!   `response.output_item.done`. The `*.done` events that repeat the whole text or arguments
-//!   are skipped: the deltas already carried them.
+//!   are skipped: the deltas already carried them. A `function_call` item added again at an
+//!   `output_index` still open is an error, as a block started twice is for Anthropic.
 //! - `response.output_text.delta` and `response.refusal.delta` are text;
 //!   `response.reasoning_summary_text.delta` and `response.reasoning_text.delta` are thinking.
 //!   Encrypted reasoning (`encrypted_content`) carries no text and yields nothing.
@@ -139,6 +140,15 @@ impl OpenAiResponsesDecoder {
                         ProviderDecodeError::new(FORMAT, ty, "a function_call item without `name`")
                     })?;
                     let i = index();
+                    // As a block started twice in Anthropic's stream: the item is open, so a
+                    // second `added` cannot be a new item (a duplicated event).
+                    if self.open_calls.contains(&i) {
+                        return Err(ProviderDecodeError::new(
+                            FORMAT,
+                            ty,
+                            format!("item at output_index {i} added again while still open"),
+                        ));
+                    }
                     self.open_calls.push(i);
                     self.called = true;
                     out.push(ProviderEvent::ToolCallStart {
@@ -220,5 +230,41 @@ impl OpenAiResponsesDecoder {
     /// open and has no `Stop`, so the consumer sees the truncation.
     pub fn finish(&mut self) -> Vec<ProviderEvent> {
         Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_function_call_added_twice_while_open_is_an_error() {
+        let added = SseEvent::named(
+            "response.output_item.added",
+            r#"{"type":"response.output_item.added","output_index":1,"item":{"type":"function_call","call_id":"call_1","name":"f","arguments":""}}"#,
+        );
+        let mut d = OpenAiResponsesDecoder::new();
+        assert_eq!(
+            d.on_event(&added).unwrap(),
+            [ProviderEvent::ToolCallStart {
+                index: 1,
+                id: "call_1".into(),
+                name: "f".into()
+            }]
+        );
+        let e = d.on_event(&added).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "openai_responses stream, event `response.output_item.added`: item at output_index 1 added again while still open"
+        );
+        // Once the item is done, the index may be reused.
+        let done = SseEvent::named(
+            "response.output_item.done",
+            r#"{"type":"response.output_item.done","output_index":1}"#,
+        );
+        let mut d = OpenAiResponsesDecoder::new();
+        d.on_event(&added).unwrap();
+        d.on_event(&done).unwrap();
+        assert!(d.on_event(&added).is_ok());
     }
 }

@@ -31,7 +31,7 @@ use crate::model::port::clock::Clock;
 use crate::model::port::env::Env;
 use crate::model::port::http::{self, ClientError};
 use crate::model::port::observe::Observation;
-use crate::model::provider::api_path;
+use crate::model::provider::request_path;
 use crate::wire::provider::{ProviderDecoder, ProviderEvent, ProviderFormat};
 use crate::wire::sse::SseDecoder;
 
@@ -72,15 +72,15 @@ impl<E: Env> HttpChatProvider<E> {
             *calls += 1;
             *calls - 1
         };
-        let path = api_path(self.api);
+        let path = request_path(self.api, &request.model);
         self.probe.observe(Observation::LoopProviderRequest {
             call,
-            path: path.to_string(),
+            path: path.clone(),
             messages: request.messages.len(),
             tools: request.tools.len(),
         });
         let body = request_body(self.api, &request).to_string();
-        let req = Request::post(path)
+        let req = Request::post(path.as_str())
             .header("host", self.addr.as_str())
             .header("content-type", "application/json")
             .body(Full::new(Bytes::from(body)))
@@ -181,6 +181,22 @@ impl BodyReader {
         });
     }
 
+    /// A tool call the provider gave no id (Gemini's `functionCall` carries none,
+    /// captures/gemini) gets `call_<call>_<index>`, so its result can name it (choice: the
+    /// adapter's own id shape is not in the references).
+    fn named(&self, event: ProviderEvent) -> ProviderEvent {
+        match event {
+            ProviderEvent::ToolCallStart { index, id, name } if id.is_empty() => {
+                ProviderEvent::ToolCallStart {
+                    index,
+                    id: format!("call_{}_{index}", self.call),
+                    name,
+                }
+            }
+            other => other,
+        }
+    }
+
     fn decode(&mut self, frames: Vec<crate::wire::sse::SseFrame>) -> Batch {
         let mut out = Vec::new();
         for frame in frames {
@@ -190,7 +206,7 @@ impl BodyReader {
             match self.decoder.on_event(event) {
                 Ok(events) => {
                     let done = events.iter().any(|e| matches!(e, ProviderEvent::Done));
-                    out.extend(events.into_iter().map(Ok));
+                    out.extend(events.into_iter().map(|e| Ok(self.named(e))));
                     if done {
                         self.end("done".into());
                         return out;
@@ -269,6 +285,8 @@ pub fn request_body(api: ProviderFormat, request: &ChatRequest) -> Value {
     match api {
         ProviderFormat::Anthropic => anthropic_body(request),
         ProviderFormat::OpenAiChat => openai_body(request),
+        ProviderFormat::OpenAiResponses => responses_body(request),
+        ProviderFormat::Gemini => gemini_body(request),
     }
 }
 
@@ -402,4 +420,177 @@ fn openai_body(request: &ChatRequest) -> Value {
             "name": t.name, "description": t.description, "parameters": t.parameters
         }})).collect::<Vec<_>>(),
     })
+}
+
+/// An OpenAI Responses request (captures/openai_responses, the requests of
+/// `pydanticai_function_call_args_delta__and__output_text_after_tool`): the system prompt as
+/// `instructions`, the messages as `input` items (a tool call is a `function_call` item, its
+/// result a `function_call_output` with the same `call_id`), flat `function` tools. Thinking
+/// and media parts are not sent, as on the Chat body.
+fn responses_body(request: &ChatRequest) -> Value {
+    let mut input = Vec::new();
+    for m in &request.messages {
+        match m.role {
+            Role::Assistant => {
+                let text = text_of(&m.content);
+                if !text.is_empty() {
+                    input.push(json!({"role": "assistant", "content": text}));
+                }
+                for c in &m.tool_calls {
+                    input.push(
+                        json!({"type": "function_call", "call_id": c.id, "name": c.name,
+                        "arguments": c.arguments.clone().unwrap_or_default()}),
+                    );
+                }
+            }
+            Role::Tool => input.push(json!({"type": "function_call_output",
+                "call_id": m.tool_call_id.clone().unwrap_or_default(),
+                "output": text_of(&m.content)})),
+            Role::User | Role::System => {
+                input.push(json!({"role": "user", "content": text_of(&m.content)}))
+            }
+        }
+    }
+    json!({
+        "model": request.model,
+        "instructions": request.system_prompt,
+        "input": input,
+        "stream": true,
+        "tool_choice": "auto",
+        "tools": request.tools.iter().map(|t| json!({"type": "function", "name": t.name,
+            "description": t.description, "parameters": t.parameters, "strict": false}))
+            .collect::<Vec<_>>(),
+    })
+}
+
+/// A Gemini `streamGenerateContent` request (captures/gemini, the requests of
+/// `pydanticai_function_call_thought_signature` and `pydanticai_thinking_parts`): the system
+/// prompt as `systemInstruction`, the messages as `contents` (the model's with role `model`,
+/// its tool calls as `functionCall` parts; consecutive tool results as one `user` turn of
+/// `functionResponse` parts, their `output` the result text), one `functionDeclarations` list
+/// with JSON Schema parameters, the output budget of the Anthropic body. Consecutive messages
+/// of one role are merged, as the API wants turns to alternate.
+fn gemini_body(request: &ChatRequest) -> Value {
+    let mut contents: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    let mut names: Vec<(&str, &str)> = Vec::new();
+    for m in &request.messages {
+        let (role, parts) = match m.role {
+            Role::Assistant => {
+                let text = text_of(&m.content);
+                let mut parts = Vec::new();
+                if !text.is_empty() {
+                    parts.push(json!({"text": text}));
+                }
+                for c in &m.tool_calls {
+                    names.push((c.id.as_str(), c.name.as_str()));
+                    parts.push(json!({"functionCall": {"id": c.id, "name": c.name,
+                        "args": tool_input(&c.arguments)}}));
+                }
+                ("model", parts)
+            }
+            Role::Tool => {
+                let id = m.tool_call_id.clone().unwrap_or_default();
+                let name = names.iter().find(|(i, _)| *i == id).map_or("", |(_, n)| n);
+                (
+                    "user",
+                    vec![json!({"functionResponse": {"id": id, "name": name,
+                        "response": {"output": text_of(&m.content)}}})],
+                )
+            }
+            Role::User | Role::System => ("user", vec![json!({"text": text_of(&m.content)})]),
+        };
+        match contents.last_mut() {
+            Some((last, p)) if *last == role => p.extend(parts),
+            _ => contents.push((role, parts)),
+        }
+    }
+    let contents: Vec<Value> = contents
+        .into_iter()
+        .map(|(role, parts)| json!({"role": role, "parts": parts}))
+        .collect();
+    let mut body = json!({
+        "contents": contents,
+        "systemInstruction": {"role": "user", "parts": [{"text": request.system_prompt}]},
+        "generationConfig": {"maxOutputTokens": MAX_TOKENS},
+    });
+    if !request.tools.is_empty() {
+        body["tools"] = json!([{"functionDeclarations": request.tools.iter().map(|t| json!({
+            "name": t.name, "description": t.description, "parametersJsonSchema": t.parameters
+        })).collect::<Vec<_>>()}]);
+    }
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::kimi::turn_loop::types::ToolCall;
+    use crate::model::provider::validate::validate;
+
+    fn request() -> ChatRequest {
+        let call = |id: &str| ToolCall {
+            id: id.into(),
+            name: "Read".into(),
+            arguments: Some(r#"{"path":"/a"}"#.into()),
+            extras: None,
+        };
+        let result = |id: &str, text: &str| Message {
+            role: Role::Tool,
+            content: vec![ContentPart::text(text)],
+            tool_calls: Vec::new(),
+            tool_call_id: Some(id.into()),
+        };
+        ChatRequest {
+            model: "gemini-2.5-pro".into(),
+            system_prompt: "be brief".into(),
+            messages: vec![
+                Message::user("read a and b"),
+                Message {
+                    role: Role::Assistant,
+                    content: vec![ContentPart::text("reading")],
+                    tool_calls: vec![call("c1"), call("c2")],
+                    tool_call_id: None,
+                },
+                result("c1", "A"),
+                result("c2", "B"),
+            ],
+            tools: vec![ToolSpec {
+                name: "Read".into(),
+                description: "reads".into(),
+                parameters: json!({"type": "object"}),
+            }],
+            request_log_fields: Default::default(),
+        }
+    }
+
+    #[test]
+    fn every_format_builds_a_request_its_api_accepts() {
+        for api in ProviderFormat::ALL {
+            let body = request_body(api, &request());
+            assert_eq!(validate(api, body.to_string().as_bytes()), Ok(()), "{api}");
+        }
+    }
+
+    #[test]
+    fn gemini_and_responses_requests_carry_calls_and_results_their_way() {
+        let g = request_body(ProviderFormat::Gemini, &request());
+        let roles: Vec<&str> = g["contents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["user", "model", "user"]);
+        assert_eq!(
+            g["contents"][2]["parts"][1]["functionResponse"],
+            json!({"id": "c2", "name": "Read", "response": {"output": "B"}})
+        );
+        assert_eq!(g["systemInstruction"]["parts"][0]["text"], "be brief");
+        let r = request_body(ProviderFormat::OpenAiResponses, &request());
+        assert_eq!(r["instructions"], "be brief");
+        assert_eq!(r["input"][2]["type"], "function_call");
+        assert_eq!(r["input"][4]["type"], "function_call_output");
+        assert_eq!(r["input"][4]["call_id"], "c1");
+        assert_eq!(r["tools"][0]["parameters"], json!({"type": "object"}));
+    }
 }

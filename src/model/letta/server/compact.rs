@@ -27,7 +27,7 @@ use super::{APPROVAL_PENDING_DETAIL, Profile, ServerConfig, SharedStore, ids, re
 use crate::model::port::env::Env;
 use crate::model::port::http::{self as mhttp, Body};
 use crate::model::port::observe::Observation;
-use crate::model::provider::api_path;
+use crate::model::provider::request_path;
 use crate::wire::letta::{ClientTool, Content, Envelope, GenericMessage, LettaChunk};
 use crate::wire::provider::{ProviderDecoder, ProviderEvent, ProviderFormat};
 use crate::wire::sse::SseDecoder;
@@ -513,6 +513,15 @@ pub fn summariser_body(api: ProviderFormat, model: &str, req: &SummaryRequest) -
                          {"role": "user", "content": req.transcript}],
             "stream_options": {"include_usage": true},
         }),
+        ProviderFormat::OpenAiResponses => json!({
+            "model": model, "stream": true, "instructions": req.prompt,
+            "input": [{"role": "user", "content": req.transcript}],
+        }),
+        ProviderFormat::Gemini => json!({
+            "systemInstruction": {"role": "user", "parts": [{"text": req.prompt}]},
+            "contents": [{"role": "user", "parts": [{"text": req.transcript}]}],
+            "generationConfig": {"maxOutputTokens": 4096},
+        }),
     }
 }
 
@@ -531,7 +540,7 @@ async fn summarise_call<E: Env>(
     req: &SummaryRequest,
 ) -> Result<String, SummariserError> {
     let body = summariser_body(config.provider_api, model, req).to_string();
-    let request = Request::post(api_path(config.provider_api))
+    let request = Request::post(request_path(config.provider_api, model))
         .header("host", config.provider_addr.as_str())
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(body)))

@@ -43,7 +43,7 @@ use super::{Profile, ServerConfig, SharedStore};
 use crate::model::port::env::Env;
 use crate::model::port::http;
 use crate::model::port::observe::Observation;
-use crate::model::provider::api_path;
+use crate::model::provider::request_path;
 use crate::wire::provider::ProviderFormat;
 
 /// The provider SDK's automatic retries of an error status before any output: 2 retries
@@ -126,7 +126,7 @@ async fn call_provider<E: Env>(
             run_id: job.run_id.clone(),
             attempt,
         });
-        let req = Request::post(api_path(config.provider_api))
+        let req = Request::post(request_path(config.provider_api, &job.model))
             .header("host", config.provider_addr.as_str())
             .header("content-type", "application/json")
             .body(Full::new(Bytes::from(body.to_string())))

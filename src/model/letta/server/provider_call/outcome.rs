@@ -13,11 +13,13 @@ use crate::model::port::observe::{HistoryEntry, Observation};
 use crate::wire::letta::{LettaChunk, StopReason, StopReasonChunk, UsageStatistics};
 use crate::wire::provider::{ProviderFormat, ProviderStop};
 
-/// The name Letta's error details give a provider (captures g_fail500: "OpenAI API error").
+/// The name Letta's error details give a provider (captures g_fail500: "OpenAI API error";
+/// letta-protocol.md §3.5 lists "Google Vertex API error", the Gemini clients' word).
 pub(super) fn vendor(api: ProviderFormat) -> &'static str {
     match api {
         ProviderFormat::Anthropic => "Anthropic",
-        ProviderFormat::OpenAiChat => "OpenAI",
+        ProviderFormat::OpenAiChat | ProviderFormat::OpenAiResponses => "OpenAI",
+        ProviderFormat::Gemini => "Google Vertex",
     }
 }
 

@@ -287,6 +287,14 @@ impl<E: Env> Translation<'_, E> {
                 record(env, config, st, &job.run_id, chunk, None);
             }
             ProviderEvent::ToolCallStart { index, id, name } => {
+                // Gemini names no call id (captures/gemini: the `functionCall` has none): the
+                // server gives the call a fresh one, so the approval and its result can name it
+                // (choice: the real server's id shape for Gemini calls is not captured).
+                let id = if id.is_empty() {
+                    format!("call_{}", st.uuid())
+                } else {
+                    id
+                };
                 self.calls.push(OpenCall {
                     index,
                     id: id.clone(),
