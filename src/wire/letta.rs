@@ -222,14 +222,33 @@ pub struct UserMessage {
     pub content: Content,
 }
 
-/// A stop_reason chunk: no envelope, just the reason (letta-protocol.md §1.1).
+/// A stop_reason chunk: no envelope, just the reason (letta-protocol.md §1.1). The local
+/// backend records it like every chunk, with `run_id` and `seq_id` (§7.4 `recordRunChunk`); a
+/// server's schema has neither, so they are written only when set.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StopReasonChunk {
     pub message_type: String,
     pub stop_reason: StopReason,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq_id: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
-/// Usage: additive counters, except `context_tokens` which is a snapshot (§1.4).
+impl StopReasonChunk {
+    /// A stop_reason chunk of `stop_reason`, without run or seq id.
+    pub fn new(stop_reason: StopReason) -> Self {
+        StopReasonChunk {
+            message_type: "stop_reason".into(),
+            stop_reason,
+            seq_id: None,
+            run_id: None,
+        }
+    }
+}
+
+/// Usage: additive counters, except `context_tokens` which is a snapshot (§1.4). `seq_id` and
+/// `run_id` as on [`StopReasonChunk`]: the local backend's, written only when set.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct UsageStatistics {
@@ -243,6 +262,10 @@ pub struct UsageStatistics {
     pub cache_write_tokens: Option<u64>,
     pub reasoning_tokens: Option<u64>,
     pub context_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq_id: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -362,6 +385,8 @@ impl LettaChunk {
     pub fn seq_id(&self) -> Option<u64> {
         match self {
             LettaChunk::Unknown(v) => v.get("seq_id").and_then(Value::as_u64),
+            LettaChunk::StopReason(c) => c.seq_id,
+            LettaChunk::UsageStatistics(c) => c.seq_id,
             other => other.envelope().and_then(|e| e.seq_id),
         }
     }
@@ -370,6 +395,8 @@ impl LettaChunk {
     pub fn run_id(&self) -> Option<&str> {
         match self {
             LettaChunk::Unknown(v) => v.get("run_id").and_then(Value::as_str),
+            LettaChunk::StopReason(c) => c.run_id.as_deref(),
+            LettaChunk::UsageStatistics(c) => c.run_id.as_deref(),
             other => other.envelope().and_then(|e| e.run_id.as_deref()),
         }
     }

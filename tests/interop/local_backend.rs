@@ -30,7 +30,7 @@ fn start_provider(dir: &Path) -> (Value, PathBuf) {
         .unwrap_or_else(|e| panic!("sim serve --provider-only failed: {e}"))
 }
 
-fn start_provider_with(dir: &Path, scenario: PathBuf) -> Result<(Value, PathBuf), String> {
+pub fn start_provider_with(dir: &Path, scenario: PathBuf) -> Result<(Value, PathBuf), String> {
     let log = dir.join("provider.jsonl");
     let opts = ProviderOnlyOptions {
         scenario,
@@ -216,7 +216,7 @@ fn spawn_recorder(
     (addr_rx.recv().unwrap(), stop_tx, h)
 }
 
-fn lines(path: &Path) -> Vec<Value> {
+pub fn lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()

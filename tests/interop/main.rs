@@ -1,6 +1,7 @@
 //! The models against real processes and real sockets: the published Letta Code CLI (`cli`,
-//! `cli_conformance`) and the Python SDK (`sdk`) against `sim serve`, installed by
-//! tests/interop/setup.sh (the fixtures beside this file: the scenarios they serve and the SDK
+//! `cli_conformance`) and the Python SDK (`sdk`) against `sim serve`, the CLI's local backend
+//! against `sim serve --provider-only` (`local_backend`, and `compaction`: its own compaction
+//! as the judge of the `local` profile's), installed by tests/interop/setup.sh (the fixtures beside this file: the scenarios they serve and the SDK
 //! script), the models on real loopback TCP (`real_tcp`), and `sim record` between real peers (`record`).
 //!
 //! Run just these: `cargo test --test interop` (a few minutes: the CLI flows run the real
@@ -12,6 +13,7 @@ mod common;
 mod cli;
 mod cli_conformance;
 mod clients;
+mod compaction;
 mod local_backend;
 mod real_tcp;
 mod record;

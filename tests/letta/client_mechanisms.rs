@@ -745,12 +745,13 @@ fn a_lost_last_argument_fragment_is_replayed_not_executed_torn() {
     assert!(outcomes(&interactive)[0].starts_with("error:"));
 }
 
-/// The local server sends one complete approval chunk per call and seq-less stop frames, so a
-/// lost approval chunk leaves a `requires_approval` with no approvals and nothing that shows
-/// the gap. The reference asks the server for its pending approvals (§6 resume data) and
-/// answers them; the published client stops with "Unexpected empty approvals" (difference 19).
+/// The local server sends one complete approval chunk per call, and its usage and stop frames
+/// carry seq ids (letta-protocol.md §7.4), so a lost approval chunk shows as a gap when the
+/// usage frame arrives: the reference resumes the run from the last contiguous seq id, gets
+/// the approval and answers it. The published client checks no gaps and stops with
+/// "Unexpected empty approvals" (difference 19).
 #[test]
-fn a_lost_approval_chunk_on_the_local_server_is_recovered_from_the_servers_pending_set() {
+fn a_lost_approval_chunk_on_the_local_server_shows_as_a_gap_and_is_resumed() {
     use loopsim::harness::faults::Fault;
     use loopsim::model::port::inject::StreamFault;
     let mut s = scenario("approval_turn");
@@ -765,14 +766,21 @@ fn a_lost_approval_chunk_on_the_local_server_is_recovered_from_the_servers_pendi
     )];
     let r = pass(&s, 1);
     assert_eq!(
+        count(&r, "client_stream_end how=gap"),
+        1,
+        "{}",
+        r.trace_text
+    );
+    assert_eq!(
         count(
             &r,
-            "client_recovery kind=unseen_approvals detail=toolu_01NRLabsLyVHZPKxbKvkfSMn"
+            "client_resume attempt=1 source=run id=local-run-2 starting_after=2"
         ),
         1,
         "{}",
         r.trace_text
     );
+    assert_eq!(count(&r, "client_recovery kind=unseen_approvals"), 0);
     assert_eq!(count(&r, "tool_executed"), 1, "{}", r.trace_text);
     assert_eq!(outcomes(&r), ["stopped: end_turn"]);
     let published = run(&with_profile(s, "letta-code"), 1, 1);

@@ -76,21 +76,97 @@ fn the_sliding_window_cuts_at_an_assistant_message_and_keeps_the_open_call_with_
 }
 
 #[test]
-fn the_summariser_overflow_walks_the_ladder_to_the_first_budget_that_cuts() {
+fn the_summariser_overflow_walks_the_ladder_trying_its_first_budget_then_the_first_that_cuts() {
     let r = passing("compaction_summariser_overflow.toml");
     let calls = lines_with(&r, "summariser_call");
-    assert_eq!(calls.len(), 2, "{}", r.trace_text);
+    assert_eq!(calls.len(), 3, "{}", r.trace_text);
     assert!(
         calls[0].contains("budget=- outcome=\"overflow:"),
         "{}",
         calls[0]
     );
+    // 120000 leaves the transcript whole and is tried anyway; 90000 … 4000 leave it as the
+    // 120000 step did and are skipped.
     assert!(
-        calls[1].contains("budget=2000 outcome=\"ok"),
+        calls[1].contains("budget=120000 outcome=\"overflow:"),
         "{}",
         calls[1]
     );
+    assert!(
+        calls[2].contains("budget=2000 outcome=\"ok"),
+        "{}",
+        calls[2]
+    );
     assert!(compaction_line(&r).contains("laddered=true"));
+}
+
+#[test]
+fn a_summariser_5xx_fails_the_run_retryably_and_the_retry_compacts() {
+    let r = passing("compaction_summariser_5xx.toml");
+    let calls = lines_with(&r, "summariser_call");
+    assert_eq!(calls.len(), 2, "{}", r.trace_text);
+    assert!(
+        calls[0].contains("outcome=\"error: HTTP 500"),
+        "{}",
+        calls[0]
+    );
+    assert!(calls[1].contains("outcome=\"ok"), "{}", calls[1]);
+    assert!(
+        lines_with(&r, "run_ended")
+            .iter()
+            .any(|l| l.ends_with("stop_reason=llm_api_error")),
+        "{}",
+        r.trace_text
+    );
+    // The failed compaction wrote nothing: one compaction in the trace, the retry's.
+    let c = compaction_line(&r);
+    assert!(c.contains("trigger=context_window_limit mode=all"), "{c}");
+    assert!(
+        lines_with(&r, "turn_end turn=1 ")[0].contains("stopped: end_turn"),
+        "{}",
+        r.trace_text
+    );
+}
+
+#[test]
+fn the_sliding_window_cuts_beside_parallel_calls_and_keeps_both_results_with_them() {
+    let r = passing("compaction_parallel_calls.toml");
+    let c = compaction_line(&r);
+    assert!(c.contains("mode=sliding_window"), "{c}");
+    assert!(c.contains("fell_back=false"), "{c}");
+    assert!(c.contains(r#"removed=["user:"#), "{c}");
+    let kept = c.split("kept=").nth(1).unwrap();
+    let calls = "[toolu_01SyntheticReadTwo01,toolu_01SyntheticReadTwo02]\",\"tool:";
+    assert!(kept.starts_with(r#"["summary:"#), "{kept}");
+    assert!(kept.contains(calls), "{kept}");
+    assert!(kept.contains("[toolu_01SyntheticReadTwo02]\"]"), "{kept}");
+}
+
+#[test]
+fn a_model_call_overflow_compacts_with_the_overflow_trigger_and_retries() {
+    let r = passing("compaction_provider_overflow.toml");
+    let c = compaction_line(&r);
+    assert!(
+        c.contains("trigger=context_window_overflow mode=sliding_window"),
+        "{c}"
+    );
+    assert!(c.contains(r#"removed=["user:"#), "{c}");
+    let run_id = c
+        .split("run_id=")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .unwrap();
+    let types = recorded(&r, run_id);
+    assert_eq!(
+        types[..2],
+        ["event_message", "summary_message"],
+        "{types:?}"
+    );
+    assert!(
+        lines_with(&r, "turn_end turn=3 ")[0].contains("stopped: end_turn"),
+        "{}",
+        r.trace_text
+    );
 }
 
 #[test]

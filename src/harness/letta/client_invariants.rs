@@ -62,19 +62,14 @@ pub fn no_double_execution(events: &[TraceEvent]) -> Vec<Violation> {
 
 /// `stream-gapless`: for every run, the chunks the client processed are the server's recorded
 /// chunks, in seq order, with no gap and no duplicate (a prefix of the recorded log when the
-/// client stopped early). Recorded frames that show no seq id (stop_reason, usage_statistics)
-/// are not compared; a keepalive ping repeats the last seq id and is not a duplicate.
+/// client stopped early). The cloud profiles' stop_reason and usage_statistics frames show no
+/// seq id (the local backend's do, letta-protocol.md §7.4); they are the last chunks of a run,
+/// so what the client saw is still a prefix. A keepalive ping repeats the last seq id and is
+/// not a duplicate.
 pub fn stream_gapless(events: &[TraceEvent]) -> Vec<Violation> {
     let mut recorded: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for e in events {
-        if let Observation::ChunkRecorded {
-            run_id,
-            seq_id,
-            message_type,
-        } = &e.obs
-            && message_type != "stop_reason"
-            && message_type != "usage_statistics"
-        {
+        if let Observation::ChunkRecorded { run_id, seq_id, .. } = &e.obs {
             recorded.entry(run_id.clone()).or_default().push(*seq_id);
         }
     }

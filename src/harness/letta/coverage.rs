@@ -172,6 +172,36 @@ pub const GOALS: &[Goal] = &[
         },
     },
     Goal {
+        id: "compacted-on-overflow",
+        what: "a model call overflowed the context and the server compacted and retried it",
+        reached: |t| {
+            any(t, |o| {
+                matches!(o, Observation::Compaction { trigger, .. }
+                    if trigger == "context_window_overflow")
+            })
+        },
+    },
+    Goal {
+        id: "summariser-failed",
+        what: "a summariser call failed with an error other than an overflow",
+        reached: |t| {
+            any(t, |o| {
+                matches!(o, Observation::SummariserCall { outcome, .. }
+                    if outcome.starts_with("error"))
+            })
+        },
+    },
+    Goal {
+        id: "compaction-kept-parallel-calls",
+        what: "a compaction cut beside an assistant message with parallel tool calls and kept them with their results",
+        reached: |t| {
+            any(
+                t,
+                |o| matches!(o, Observation::Compaction { kept, .. } if kept_parallel_calls(kept)),
+            )
+        },
+    },
+    Goal {
         id: "overflow-ladder",
         what: "the summariser overflowed and the overflow ladder cut its transcript",
         reached: |t| {
@@ -187,3 +217,24 @@ pub const GOALS: &[Goal] = &[
         },
     },
 ];
+
+/// Whether a compaction's kept transcript (`describe` entries: `assistant:<id>[<call>,…]`,
+/// `tool:<id>[<call>]`) holds an assistant message with two or more tool calls and a result for
+/// each of them.
+fn kept_parallel_calls(kept: &[String]) -> bool {
+    kept.iter().any(|k| {
+        let Some(calls) = k
+            .strip_prefix("assistant:")
+            .and_then(|r| r.split_once('['))
+            .and_then(|(_, c)| c.strip_suffix(']'))
+        else {
+            return false;
+        };
+        let calls: Vec<&str> = calls.split(',').collect();
+        calls.len() > 1
+            && calls.iter().all(|c| {
+                kept.iter()
+                    .any(|t| t.starts_with("tool:") && t.ends_with(&format!("[{c}]")))
+            })
+    })
+}

@@ -37,9 +37,12 @@ use crate::model::port::observe::Observation;
 use crate::model::provider::{self, ProviderConfig, ProviderState, StreamConfig};
 use crate::wire::provider::{ProviderFormat, StreamFormat};
 
-/// The context window the LM Studio catalog reports for the scenario's model. Large, so the
-/// CLI's local backend never compacts a short scenario's turn: a compaction's summary call
-/// would consume one of the scenario's responses (its threshold: letta-protocol.md §8.1).
+/// The context window the LM Studio catalog reports for the scenario's model when its
+/// `[agent]` sets no `context_window_limit`. Large, so the CLI's local backend never compacts
+/// a short scenario's turn: a compaction's summary call would consume one of the scenario's
+/// responses (its threshold: letta-protocol.md §8.1). The backend copies the catalog's
+/// window into the agent's `model_settings.context_window_limit`, so a scenario's own limit
+/// is the window the CLI compacts against.
 pub const CATALOG_CONTEXT_LENGTH: u64 = 200_000;
 
 /// The largest request body the provider reads, as in the simulation (64 MiB).
@@ -106,6 +109,8 @@ struct Ctx {
     api: ProviderFormat,
     /// The model id the catalogs list: the scenario's model handle after its `provider/`.
     model: String,
+    /// The LM Studio catalog's `max_context_length`.
+    context_length: u64,
     log: Option<Mutex<std::fs::File>>,
     logged: Mutex<u64>,
     scrubber: Scrubber,
@@ -137,11 +142,11 @@ fn model_id(handle: &str) -> String {
 
 /// LM Studio's native model list (`GET /api/v0/models`): the CLI's local backend reads the
 /// model's `max_context_length` from it (reference B.7.3; a 404 is tolerated).
-fn lmstudio_catalog(model: &str) -> Value {
+fn lmstudio_catalog(model: &str, context_length: u64) -> Value {
     json!({"object": "list", "data": [{
         "id": model, "object": "model", "type": "llm", "publisher": "loopsim",
         "arch": "loopsim", "compatibility_type": "gguf", "quantization": "none",
-        "state": "loaded", "max_context_length": CATALOG_CONTEXT_LENGTH,
+        "state": "loaded", "max_context_length": context_length,
     }]})
 }
 
@@ -230,7 +235,10 @@ async fn handle(env: ProviderEnv, ctx: Arc<Ctx>, req: Request<Incoming>) -> Resp
         served = s;
         resp
     } else if catalog && path == CATALOG_PATHS[0] {
-        http::json_response(StatusCode::OK, &lmstudio_catalog(&ctx.model))
+        http::json_response(
+            StatusCode::OK,
+            &lmstudio_catalog(&ctx.model, ctx.context_length),
+        )
     } else if catalog {
         http::json_response(StatusCode::OK, &models_list(ctx.api, &ctx.model))
     } else {
@@ -300,6 +308,13 @@ pub fn serve_provider(
         Some(section) => section.model.clone(),
         None => scenario.agent.model.clone(),
     };
+    let context_length = match &scenario.agent_loop {
+        Some(_) => CATALOG_CONTEXT_LENGTH,
+        None => scenario
+            .agent
+            .context_window_limit
+            .unwrap_or(CATALOG_CONTEXT_LENGTH),
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -345,6 +360,7 @@ pub fn serve_provider(
             state: Mutex::new(ProviderState::default()),
             api,
             model: model_id(&handle_name),
+            context_length,
             log,
             logged: Mutex::new(0),
             scrubber: Scrubber::default(),
@@ -402,7 +418,7 @@ mod tests {
     fn the_catalog_lists_the_handle_without_its_provider() {
         assert_eq!(model_id("lmstudio/gpt-4o-mini"), "gpt-4o-mini");
         assert_eq!(model_id("gpt-4o-mini"), "gpt-4o-mini");
-        let v = lmstudio_catalog("m");
+        let v = lmstudio_catalog("m", CATALOG_CONTEXT_LENGTH);
         assert_eq!(v["data"][0]["max_context_length"], CATALOG_CONTEXT_LENGTH);
         assert_eq!(
             models_list(ProviderFormat::OpenAiChat, "m")["data"][0]["id"],

@@ -28,10 +28,7 @@ fn cancel_one<E: Env>(env: &E, config: &ServerConfig, st: &mut Store, run_id: &s
         config,
         st,
         run_id,
-        LettaChunk::StopReason(StopReasonChunk {
-            message_type: "stop_reason".into(),
-            stop_reason: StopReason::Cancelled,
-        }),
+        LettaChunk::StopReason(StopReasonChunk::new(StopReason::Cancelled)),
         None,
     );
     finish_run(env, config, st, run_id, StopReason::Cancelled, true);

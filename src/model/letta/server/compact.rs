@@ -118,8 +118,17 @@ fn to_ctx(st: &Store, m: &Message) -> Option<CtxMessage> {
                 Content::Parts(p) => p.iter().filter(|x| x["type"] == "image").count() as u64,
                 Content::Text(_) => 0,
             };
+            let parts: Vec<String> = match &content {
+                Content::Parts(p) if p.len() > 1 => p
+                    .iter()
+                    .filter_map(|x| x.get("text").and_then(Value::as_str))
+                    .map(str::to_string)
+                    .collect(),
+                _ => Vec::new(),
+            };
             CtxMessage {
                 images,
+                parts,
                 summary: st.summaries.get(&m.id).map(|r| r.summary.clone()),
                 ..CtxMessage::new(Role::User, &content.text())
             }

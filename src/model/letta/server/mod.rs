@@ -499,10 +499,7 @@ pub(crate) fn fail_run<E: Env>(
         message: message.into(),
         detail: Some(detail_text.into()),
     });
-    let stop_chunk = LettaChunk::StopReason(crate::wire::letta::StopReasonChunk {
-        message_type: "stop_reason".into(),
-        stop_reason: stop.clone(),
-    });
+    let stop_chunk = LettaChunk::StopReason(crate::wire::letta::StopReasonChunk::new(stop.clone()));
     if config.local() {
         record(env, config, st, run_id, error, None);
         record(env, config, st, run_id, stop_chunk, None);

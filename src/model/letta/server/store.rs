@@ -467,10 +467,7 @@ impl Store {
         for run_id in &unfinished {
             self.record(
                 run_id,
-                LettaChunk::StopReason(crate::wire::letta::StopReasonChunk {
-                    message_type: "stop_reason".into(),
-                    stop_reason: StopReason::Error,
-                }),
+                LettaChunk::StopReason(crate::wire::letta::StopReasonChunk::new(StopReason::Error)),
                 None,
                 local,
             );

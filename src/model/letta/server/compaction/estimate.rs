@@ -29,7 +29,11 @@ pub struct CtxToolCall {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CtxMessage {
     pub role: Role,
+    /// The text (a user message's text parts concatenated: the estimate counts their lengths).
     pub text: String,
+    /// A user message's text parts when it has several: the summariser's transcript joins them
+    /// with a blank line (§8.5). Empty: `text` is the one part.
+    pub parts: Vec<String>,
     /// Assistant thinking text.
     pub thinking: String,
     /// Images in a user or tool-result message.
@@ -56,6 +60,7 @@ impl CtxMessage {
         CtxMessage {
             role,
             text: text.to_string(),
+            parts: Vec::new(),
             thinking: String::new(),
             images: 0,
             tool_calls: Vec::new(),

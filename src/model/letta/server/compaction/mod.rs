@@ -185,22 +185,27 @@ pub fn should_compact(tokens: Option<u64>, window: Option<u64>) -> bool {
     tokens.is_some_and(|t| over_threshold(t, window))
 }
 
-/// Summarises `msgs[..cutoff]` with the prompt of `mode`, walking the overflow ladder on
-/// overflow (§8.2). Returns the clipped summary; every request made is added to `log`.
+/// Summarises `msgs[..cutoff]` with the custom prompt, else the built-in prompt of `mode`,
+/// walking the overflow ladder on overflow (§8.2). Returns the clipped summary; every request
+/// made is added to `log`.
+///
+/// §8.2 says the `all` fallback keeps a custom prompt only when the configured mode was
+/// `all`; the published CLI (0.32.18, `summarizeLocalMessagesWithPrompt`: `prompt ??
+/// defaultPrompt`, its fallback passing the resolved prompt on) uses a custom prompt in every
+/// pass, and the model follows the CLI (docs/server.md "Compaction").
 async fn summarise_part<S: Summariser>(
     msgs: &[CtxMessage],
     mode: Mode,
     settings: &Settings,
-    prompt_kept: bool,
     summariser: &mut S,
     log: &mut Vec<SummaryRequest>,
 ) -> Result<String, SummariserError> {
     if msgs.is_empty() {
         return Ok(NO_PRIOR_MESSAGES.to_string());
     }
-    let prompt = match (&settings.prompt, prompt_kept) {
-        (Some(p), true) => p.clone(),
-        _ => match mode {
+    let prompt = match &settings.prompt {
+        Some(p) => p.clone(),
+        None => match mode {
             Mode::All => ALL_PROMPT.to_string(),
             Mode::SlidingWindow => SLIDING_PROMPT.to_string(),
         },
@@ -258,7 +263,6 @@ pub async fn compact<S: Summariser>(
                     &current[..cutoff],
                     Mode::SlidingWindow,
                     settings,
-                    false,
                     summariser,
                     &mut log,
                 )
@@ -300,7 +304,6 @@ pub async fn compact<S: Summariser>(
             &current[..keep_from],
             Mode::All,
             settings,
-            settings.mode == Mode::All,
             summariser,
             &mut log,
         )

@@ -28,136 +28,166 @@ pub const OVERFLOW_LADDER: [usize; 10] = [
 pub const TRANSCRIPT_HEAD: &str = " \n";
 pub const TRANSCRIPT_TAIL: &str = "\n \n. Generate the summary.";
 
-/// The built-in prompts. The reference gives their word limits (500 for `all`, 300 for the
-/// sliding window) but not their text, so these words are loopsim's (docs/server.md
-/// "Compaction").
-pub const ALL_PROMPT: &str = "You are summarizing a conversation between a user and a coding \
-agent so that the agent can continue the work with this summary in place of the messages. \
-Capture the user's goals, the decisions made, the files and commands involved, the results of \
-tool calls and what remains to be done. Write at most 500 words.";
-pub const SLIDING_PROMPT: &str = "The following messages are being evicted from the beginning of \
-the agent's context window. Summarize them so that the agent keeps what it needs from them: the \
-user's goals, decisions, files and commands, tool results and open tasks. Write at most 300 \
-words.";
+/// The built-in prompts (500-word limit for `all`, 300 for the sliding window, §8.5), as the
+/// published CLI's local backend (0.32.18) sends them as the summariser's system prompt: the
+/// text captured from its requests by tests/interop/compaction.rs, which checks them.
+pub const ALL_PROMPT: &str = include_str!("prompts/all.txt");
+pub const SLIDING_PROMPT: &str = include_str!("prompts/sliding_window.txt");
+
+/// The first `n` UTF-16 code units of `s` (JavaScript's `slice(0, n)`).
+fn js_head(s: &str, n: usize) -> String {
+    let units: Vec<u16> = s.encode_utf16().take(n).collect();
+    String::from_utf16_lossy(&units)
+}
+
+/// The last `n` UTF-16 code units of `s` (JavaScript's `slice(-n)`).
+fn js_tail(s: &str, n: usize) -> String {
+    let units: Vec<u16> = s.encode_utf16().collect();
+    String::from_utf16_lossy(&units[units.len().saturating_sub(n)..])
+}
 
 /// Cuts a tool result at `limit` characters with `... [truncated N chars]` (A.9.3: limit 10,
-/// 12 x's + "END" → "xxxxxxxxxx... [truncated 5 chars]").
+/// 12 x's + "END" → "xxxxxxxxxx... [truncated 5 chars]"). Lengths are JavaScript's.
 pub fn truncate_tool_result(text: &str, limit: usize) -> String {
-    let n = text.chars().count();
+    let n = js_len(text) as usize;
     if n <= limit {
         return text.to_string();
     }
-    let head: String = text.chars().take(limit).collect();
-    format!("{head}... [truncated {} chars]", n - limit)
+    format!(
+        "{}... [truncated {} chars]",
+        js_head(text, limit),
+        n - limit
+    )
 }
 
-fn images_line(n: u64) -> Option<String> {
-    match n {
-        0 => None,
-        1 => Some("[Image omitted]".into()),
-        n => Some(format!("[{n} images omitted]")),
+/// `text` with ` [Image omitted]` / ` [N images omitted]` appended for `n` images (A.9.3).
+fn with_images(text: String, n: u64) -> String {
+    let placeholder = match n {
+        0 => return text,
+        1 => "[Image omitted]".to_string(),
+        n => format!("[{n} images omitted]"),
+    };
+    if text.is_empty() {
+        placeholder
+    } else {
+        format!("{text} {placeholder}")
     }
 }
 
-/// One transcript line (A.9.3): `[user] text` (images as `[Image omitted]`, an earlier summary
-/// as its raw summary), `[assistant] <thinking>\n\n<text> -> Tool(<args>)`, `[tool] <text>`.
-pub fn render_line(m: &CtxMessage) -> String {
-    match m.role {
-        Role::User => {
-            let text = m.summary.clone().unwrap_or_else(|| m.text.clone());
-            let parts: Vec<String> = [Some(text).filter(|t| !t.is_empty()), images_line(m.images)]
-                .into_iter()
-                .flatten()
-                .collect();
-            format!("[user] {}", parts.join(" "))
-        }
+/// One transcript line (A.9.3), or none when the message renders empty (the CLI skips those):
+/// `[user] text` (text parts joined by a blank line, images as `[Image omitted]`, an earlier
+/// summary as its raw summary), `[assistant] <thinking>\n\n<text> -> A(<args>), B(<args>)`
+/// (all of a message's tool calls after one arrow), `[tool] <text>` cut at
+/// [`TOOL_RETURN_TRUNCATION_CHARS`]. Checked against the published CLI's summariser requests
+/// by tests/interop/compaction.rs.
+pub fn render_line(m: &CtxMessage) -> Option<String> {
+    let text = match m.role {
+        Role::User => match &m.summary {
+            Some(s) => s.clone(),
+            None if !m.parts.is_empty() => with_images(m.parts.join("\n\n"), m.images),
+            None => with_images(m.text.clone(), m.images),
+        },
         Role::Assistant => {
-            let mut body: Vec<&str> = Vec::new();
-            if !m.thinking.is_empty() {
-                body.push(&m.thinking);
-            }
-            if !m.text.is_empty() {
-                body.push(&m.text);
-            }
-            let mut line = format!("[assistant] {}", body.join("\n\n"));
-            for c in &m.tool_calls {
-                line.push_str(&format!(" -> {}({})", c.name, compact_json(&c.arguments)));
+            let body: Vec<&str> = [m.thinking.as_str(), m.text.as_str()]
+                .into_iter()
+                .filter(|t| !t.is_empty())
+                .collect();
+            let mut line = body.join("\n\n");
+            if !m.tool_calls.is_empty() {
+                let calls: Vec<String> = m
+                    .tool_calls
+                    .iter()
+                    .map(|c| format!("{}({})", c.name, compact_json(&c.arguments)))
+                    .collect();
+                if !line.is_empty() {
+                    line.push(' ');
+                }
+                line.push_str(&format!("-> {}", calls.join(", ")));
             }
             line
         }
         Role::ToolResult => {
-            let text = truncate_tool_result(&m.text, TOOL_RETURN_TRUNCATION_CHARS);
-            let parts: Vec<String> = [Some(text).filter(|t| !t.is_empty()), images_line(m.images)]
-                .into_iter()
-                .flatten()
-                .collect();
-            format!("[tool] {}", parts.join(" "))
+            let full = with_images(m.text.clone(), m.images);
+            truncate_tool_result(&full, TOOL_RETURN_TRUNCATION_CHARS)
         }
-    }
+    };
+    let role = match m.role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::ToolResult => "tool",
+    };
+    (!text.is_empty()).then(|| format!("[{role}] {text}"))
 }
 
-/// Arguments as compact JSON (as given when they are not JSON).
+/// Arguments as compact JSON in their own key order (as given when they are not JSON): what
+/// `JSON.stringify` makes of the parsed arguments.
 fn compact_json(args: &str) -> String {
     serde_json::from_str::<Value>(args)
         .map(|v| v.to_string())
         .unwrap_or_else(|_| args.to_string())
 }
 
-/// Keeps `budget` characters of `text`, half from each end, with a marker of what was cut in
-/// the middle. The reference names the middle truncation but not its marker; this one is
-/// loopsim's (docs/server.md "Compaction").
+/// The middle truncation of the overflow ladder (`middleTruncateText`, as the published CLI
+/// does it): the first 30 % and the last 30 % of `budget` (floored), with the marker of what
+/// was dropped between them; text within the budget is unchanged.
 pub fn truncate_middle(text: &str, budget: usize) -> String {
-    let n = text.chars().count();
-    if n <= budget {
+    let n = js_len(text) as usize;
+    if budget == 0 || n <= budget {
         return text.to_string();
     }
-    let head_n = budget / 2;
-    let tail_n = budget - head_n;
-    let head: String = text.chars().take(head_n).collect();
-    let tail: String = text.chars().skip(n - tail_n).collect();
-    format!("{head}\n... [{} chars truncated] ...\n{tail}", n - budget)
+    let head_n = (budget as f64 * 0.3).floor() as usize;
+    let mut tail_n = (budget as f64 * 0.3).floor() as usize;
+    if head_n + tail_n > budget {
+        tail_n = budget - head_n;
+    }
+    let head = js_head(text, head_n);
+    let tail = if tail_n > 0 {
+        js_tail(text, tail_n)
+    } else {
+        String::new()
+    };
+    let dropped = n - (js_len(&head) as usize + js_len(&tail) as usize);
+    format!("{head}\n[TRUNCATED: dropped {dropped} middle chars due to context budget]\n{tail}")
 }
 
-/// The summariser's transcript of `msgs` (§8.5), the lines cut to `budget` characters in the
-/// middle when a budget is given (the overflow ladder).
+/// The summariser's transcript of `msgs` (§8.5): the head, one line per message, the tail;
+/// with a budget (the overflow ladder) the whole of it cut in the middle to that many
+/// characters.
 pub fn render_transcript(msgs: &[CtxMessage], budget: Option<usize>) -> String {
-    let lines: Vec<String> = msgs.iter().map(render_line).collect();
-    let body = lines.join("\n");
-    let body = match budget {
-        Some(b) => truncate_middle(&body, b),
-        None => body,
-    };
-    format!("{TRANSCRIPT_HEAD}{body}{TRANSCRIPT_TAIL}")
+    let lines: Vec<String> = msgs.iter().filter_map(render_line).collect();
+    let t = format!("{TRANSCRIPT_HEAD}{}{TRANSCRIPT_TAIL}", lines.join("\n"));
+    match budget {
+        Some(b) => truncate_middle(&t, b),
+        None => t,
+    }
 }
 
 /// The transcripts the summariser is offered, in order: the whole one, then one per ladder
-/// budget, skipping a budget whose transcript equals the one tried before it (§8.2).
+/// budget, skipping a budget whose transcript equals the previous budget's (§8.2). The first
+/// budget is always tried, even when it leaves the transcript whole: the CLI compares a
+/// ladder step only with the step before it.
 pub fn ladder_transcripts(msgs: &[CtxMessage]) -> Vec<(Option<usize>, String)> {
     let mut out: Vec<(Option<usize>, String)> = vec![(None, render_transcript(msgs, None))];
+    let mut previous: Option<String> = None;
     for b in OVERFLOW_LADDER {
         let t = render_transcript(msgs, Some(b));
-        if out.last().is_some_and(|(_, prev)| *prev == t) {
+        if previous.as_ref() == Some(&t) {
             continue;
         }
+        previous = Some(t.clone());
         out.push((Some(b), t));
     }
     out
 }
 
-/// The summariser's answer trimmed and clipped to `clip_chars` characters (`None`: no clip),
-/// the suffix included in the limit (§8.5; where the suffix goes is loopsim's choice).
+/// The summariser's answer trimmed and, when longer than `clip_chars` (`None`: no clip), cut
+/// to that many characters with the suffix appended after them (§8.5).
 pub fn clip_summary(raw: &str, clip_chars: Option<usize>) -> String {
     let s = raw.trim();
-    let Some(limit) = clip_chars else {
-        return s.to_string();
-    };
-    let n = s.chars().count();
-    if n <= limit {
-        return s.to_string();
+    match clip_chars {
+        Some(limit) if js_len(s) as usize > limit => format!("{}{CLIP_SUFFIX}", js_head(s, limit)),
+        _ => s.to_string(),
     }
-    let keep = limit.saturating_sub(CLIP_SUFFIX.chars().count());
-    let head: String = s.chars().take(keep).collect();
-    format!("{head}{CLIP_SUFFIX}")
 }
 
 /// `compaction_stats` of a summary (§8.4).
@@ -172,15 +202,21 @@ pub struct CompactionStats {
 }
 
 impl CompactionStats {
+    /// The stats object in the CLI's key order, `context_window` left out when unknown (what
+    /// `JSON.stringify` does with `undefined`); the order is checked against the published
+    /// CLI's packed summary by tests/interop/compaction.rs.
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut v = json!({
             "trigger": self.trigger,
-            "context_window": self.context_window,
-            "messages_count_before": self.messages_count_before,
-            "messages_count_after": self.messages_count_after,
             "context_tokens_before": self.context_tokens_before,
             "context_tokens_after": self.context_tokens_after,
-        })
+        });
+        if let Some(w) = self.context_window {
+            v["context_window"] = json!(w);
+        }
+        v["messages_count_before"] = json!(self.messages_count_before);
+        v["messages_count_after"] = json!(self.messages_count_after);
+        v
     }
 }
 
@@ -201,14 +237,15 @@ pub fn summary_note(sliding: bool, stats: Option<&CompactionStats>, summary: &st
                 "Note: {} messages from the beginning of the conversation have been hidden from view due to memory constraints.",
                 s.messages_count_before.saturating_sub(s.messages_count_after)
             ),
-            None => "Note: prior messages from the beginning of the conversation have been hidden from view due to memory constraints.".to_string(),
+            None => "Note: prior messages from the beginning of the conversation have been hidden from view due to conversation memory constraints.".to_string(),
         }
     };
     format!("{lead}\nThe following is a summary of the previous messages:\n {summary}")
 }
 
-/// `packageLocalSummaryMessage` (A.9.3): the JSON text `{type:"system_alert", message,
-/// compaction_stats, time}` the summary message carries as its content.
+/// `packageLocalSummaryMessage` (A.9.3): the JSON text `{type:"system_alert", message, time,
+/// compaction_stats}` the summary message carries as its content (key order as the published
+/// CLI sends it).
 pub fn package_summary(
     sliding: bool,
     stats: &CompactionStats,
@@ -218,8 +255,8 @@ pub fn package_summary(
     json!({
         "type": "system_alert",
         "message": summary_note(sliding, Some(stats), summary),
-        "compaction_stats": stats.to_json(),
         "time": time,
+        "compaction_stats": stats.to_json(),
     })
     .to_string()
 }
@@ -239,6 +276,7 @@ mod tests {
         let t = format!("{}END", "x".repeat(TOOL_RETURN_TRUNCATION_CHARS + 100));
         assert!(
             render_line(&CtxMessage::new(Role::ToolResult, &t))
+                .unwrap()
                 .ends_with("... [truncated 103 chars]")
         );
     }
@@ -271,17 +309,17 @@ mod tests {
 
     #[test]
     fn rule_8_2_the_overflow_ladder_steps_down_and_skips_identical_transcripts() {
-        // 50,000 characters of transcript: budgets 120000 and 90000 and 60000 leave it whole,
-        // as the unbudgeted one did, so they are skipped; 40000 … 2000 each cut it.
+        // 50,000 characters of transcript: the first budget (120000) is tried although it
+        // leaves the transcript whole (it is compared only with the budget before it); 90000
+        // and 60000 leave it the same again and are skipped; 40000 … 2000 each cut it.
         let msgs = vec![CtxMessage::new(Role::User, &"u".repeat(49_990))];
-        let budgets: Vec<Option<usize>> = ladder_transcripts(&msgs)
-            .into_iter()
-            .map(|(b, _)| b)
-            .collect();
+        let ladder = ladder_transcripts(&msgs);
+        let budgets: Vec<Option<usize>> = ladder.iter().map(|(b, _)| *b).collect();
         assert_eq!(
             budgets,
             vec![
                 None,
+                Some(120_000),
                 Some(40_000),
                 Some(25_000),
                 Some(15_000),
@@ -291,8 +329,49 @@ mod tests {
                 Some(2_000)
             ]
         );
+        assert_eq!(ladder[0].1, ladder[1].1);
         let short = vec![CtxMessage::new(Role::User, "hi")];
-        assert_eq!(ladder_transcripts(&short).len(), 1);
+        assert_eq!(ladder_transcripts(&short).len(), 2);
+    }
+
+    #[test]
+    fn rule_8_2_the_ladder_keeps_30_percent_from_each_end_with_the_drop_marker() {
+        let t = format!("{}{}", "h".repeat(50), "t".repeat(50));
+        assert_eq!(
+            truncate_middle(&t, 10),
+            "hhh\n[TRUNCATED: dropped 94 middle chars due to context budget]\nttt"
+        );
+        assert_eq!(truncate_middle(&t, 100), t);
+        // The whole transcript is cut, its head and tail included.
+        let msgs = vec![CtxMessage::new(Role::User, &"u".repeat(5000))];
+        let cut = render_transcript(&msgs, Some(2000));
+        assert!(cut.starts_with(" \n[user] uuu"), "{cut}");
+        assert!(cut.ends_with("uuu\n \n. Generate the summary."), "{cut}");
+    }
+
+    #[test]
+    fn rule_8_5_parallel_calls_share_one_arrow_and_empty_lines_are_skipped() {
+        let call = |id: &str, name: &str, args: &str| CtxToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: args.into(),
+        };
+        let calls = CtxMessage {
+            tool_calls: vec![
+                call("a", "Read", r#"{"file_path": "/a"}"#),
+                call("b", "Read", r#"{"file_path": "/b"}"#),
+            ],
+            ..CtxMessage::new(Role::Assistant, "")
+        };
+        let empty_result = CtxMessage::new(Role::ToolResult, "");
+        let parts = CtxMessage {
+            parts: vec!["one".into(), "two".into()],
+            ..CtxMessage::new(Role::User, "onetwo")
+        };
+        assert_eq!(
+            render_transcript(&[parts, calls, empty_result], None),
+            " \n[user] one\n\ntwo\n[assistant] -> Read({\"file_path\":\"/a\"}), Read({\"file_path\":\"/b\"})\n \n. Generate the summary."
+        );
     }
 
     #[test]
@@ -300,8 +379,8 @@ mod tests {
         assert_eq!(clip_summary("  s  ", Some(10)), "s");
         let long = "y".repeat(100);
         let c = clip_summary(&long, Some(40));
-        assert_eq!(c.chars().count(), 40);
-        assert!(c.ends_with(CLIP_SUFFIX));
+        assert_eq!(c, format!("{}{CLIP_SUFFIX}", "y".repeat(40)));
+        assert_eq!(clip_summary(&long, Some(100)), long);
         assert_eq!(clip_summary(&long, None), long);
     }
 
@@ -317,7 +396,19 @@ mod tests {
         };
         let v: Value = serde_json::from_str(&package_summary(true, &stats, "S", "t")).unwrap();
         let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
-        assert_eq!(keys, ["type", "message", "compaction_stats", "time"]);
+        assert_eq!(keys, ["type", "message", "time", "compaction_stats"]);
+        let stat_keys: Vec<&String> = v["compaction_stats"].as_object().unwrap().keys().collect();
+        assert_eq!(
+            stat_keys,
+            [
+                "trigger",
+                "context_tokens_before",
+                "context_tokens_after",
+                "context_window",
+                "messages_count_before",
+                "messages_count_after"
+            ]
+        );
         assert!(v["message"].as_str().unwrap().starts_with(
             "Note: 6 messages from the beginning of the conversation have been hidden from view due to memory constraints."
         ));

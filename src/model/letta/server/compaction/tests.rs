@@ -150,14 +150,16 @@ fn rule_8_2_after_at_or_above_the_window_falls_back_to_all_on_the_compacted_tran
 }
 
 #[test]
-fn rule_8_2_the_custom_prompt_is_kept_only_when_the_mode_is_all() {
+fn rule_8_2_a_custom_prompt_is_used_in_every_pass_as_the_cli_does() {
     let msgs = alternating(3, 40);
     let custom = Settings {
         prompt: Some("custom".into()),
         ..Settings::default()
     };
+    // The sliding window cannot plan three messages; the `all` fallback keeps the prompt.
     let o = run(&msgs, &custom, Some(10), vec![Ok("x".into())]).unwrap();
-    assert_eq!(o.passes[0].requests[0].prompt, summary::ALL_PROMPT);
+    assert!(o.fell_back_to_all);
+    assert_eq!(o.passes[0].requests[0].prompt, "custom");
     let all = Settings {
         mode: Mode::All,
         ..custom

@@ -141,10 +141,7 @@ pub(super) fn finish_turn<E: Env>(
     };
     usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
     usage.context_tokens = Some(usage.total_tokens);
-    let stop_chunk = LettaChunk::StopReason(StopReasonChunk {
-        message_type: "stop_reason".into(),
-        stop_reason: stop.clone(),
-    });
+    let stop_chunk = LettaChunk::StopReason(StopReasonChunk::new(stop.clone()));
     // The anchor of later context estimates (§8.4).
     let usage_tokens = (usage.total_tokens > 0).then_some(usage.total_tokens);
     let usage_chunk = LettaChunk::UsageStatistics(usage);
@@ -157,14 +154,18 @@ pub(super) fn finish_turn<E: Env>(
     } else {
         (stop_chunk, usage_chunk)
     };
-    // The post-turn pair goes before both (§1.6 puts it after the local usage_statistics; the
-    // wire type of usage_statistics carries no seq_id for the client to read, so a pair after it
-    // would look like a gap to the reference client: docs/server.md "Compaction").
+    // The post-turn pair: locally after usage_statistics, before stop_reason (§1.6, and the
+    // published CLI's local backend streams usage, event, summary, stop in that order:
+    // tests/interop/compaction.rs); in the cloud profiles, which no capture shows compacting,
+    // before both.
     if post_turn && post_turn_over(st, job, usage_tokens) {
-        return Some(Deferred {
-            stop,
-            rest: vec![first, second],
-        });
+        let rest = if local {
+            record(env, config, st, &job.run_id, first, None);
+            vec![second]
+        } else {
+            vec![first, second]
+        };
+        return Some(Deferred { stop, rest });
     }
     record(env, config, st, &job.run_id, first, None);
     record(env, config, st, &job.run_id, second, None);

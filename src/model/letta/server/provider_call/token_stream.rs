@@ -445,10 +445,7 @@ impl<E: Env> Translation<'_, E> {
                 config,
                 &mut st,
                 &job.run_id,
-                LettaChunk::StopReason(StopReasonChunk {
-                    message_type: "stop_reason".into(),
-                    stop_reason: StopReason::Error,
-                }),
+                LettaChunk::StopReason(StopReasonChunk::new(StopReason::Error)),
                 None,
             );
             fail_run(
