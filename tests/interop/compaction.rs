@@ -25,15 +25,17 @@
 
 use std::path::{Path, PathBuf};
 
+use loopsim::model::letta::server::compact::summariser_body;
 use loopsim::model::letta::server::compaction::estimate::{
     CtxMessage, CtxToolCall, Role, provider_estimate,
 };
-use loopsim::model::letta::server::compaction::summary::package_summary;
+use loopsim::model::letta::server::compaction::summary::{CompactionStats, package_summary};
 use loopsim::model::letta::server::compaction::{
     self, Mode, Outcome, Settings, Summariser, SummariserError, SummaryRequest, Trigger,
     over_threshold, should_compact,
 };
 use loopsim::wire::letta::LettaChunk;
+use loopsim::wire::provider::ProviderFormat;
 use serde_json::{Value, json};
 
 use crate::clients::{Served, run_cli_env, setup, work_dir};
@@ -553,9 +555,10 @@ fn compact_like_the_cli(
         answers: answers.into_iter(),
         requests: Vec::new(),
     };
-    let summary_message = |s: &str| CtxMessage {
+    // The sliding pass's summary as the CLI stores it (an `all` fallback's stats estimate it).
+    let summary_message = |s: &str, stats: &CompactionStats| CtxMessage {
         summary: Some(s.to_string()),
-        ..CtxMessage::new(Role::User, s)
+        ..CtxMessage::new(Role::User, &package_summary(true, stats, s, PACKED_TIME))
     };
     let outcome: Outcome = futures::executor::block_on(compaction::compact(
         transcript,
@@ -593,6 +596,17 @@ fn compact_like_the_cli(
             "{what}: summariser call {i}: the transcript differs: {}",
             first_difference(&o.1, &t.1)
         );
+    }
+    // The body's other keys as the CLI sends them on the OpenAI-compatible endpoint: no
+    // storing, and the output ceiling clamped to the window less the request's estimate.
+    for (i, (r, b)) in summariser.requests.iter().zip(&seen.summariser).enumerate() {
+        let ours = summariser_body(ProviderFormat::OpenAiChat, "m", Some(WINDOW), r);
+        for key in ["store", "max_completion_tokens", "stream", "stream_options"] {
+            assert_eq!(
+                ours[key], b[key],
+                "{what}: summariser call {i}: the body's {key}"
+            );
+        }
     }
     assert_eq!(
         outcome.stats.to_json(),

@@ -206,3 +206,69 @@ fn every_planted_compaction_defect_is_caught() {
         );
     }
 }
+
+/// The slow-network sweep's failure (`sim explore --swarm --latency-scale 10`, seed 84): the
+/// resumed run's stream drops its `approval_request_message` (frame 3), then a crash and a
+/// partition fail every read of the pending approval. When the local backend's
+/// `usage_statistics` and `stop_reason` went out without the seq ids it records them with, the
+/// client saw no gap, drained `requires_approval` with no approvals and gave up ("Unexpected
+/// empty approvals", stop-reason-consistent). They carry their seq ids as the published CLI
+/// streams them (letta-protocol.md §7.4), so the client sees the gap at the usage frame and
+/// resumes; the run is answered.
+#[test]
+fn a_lost_approval_frame_on_a_slow_network_shows_as_a_gap_and_is_resumed() {
+    use loopsim::harness::explore::{baseline, with_swarm};
+    let seed = 84;
+    let s = load(scenario_path("compaction_long_tool_results.toml")).with_latency_scale(Some(10));
+    let s = with_swarm(&s, seed, &baseline(&s).unwrap());
+    let r = run(&s, seed, 1);
+    assert_eq!(r.verdict, Verdict::Pass, "{}", r.render());
+    assert!(
+        lines_with(
+            &r,
+            "client_acted_on run_id=local-run-2 stop_reason=requires_approval"
+        )
+        .iter()
+        .all(|l| l.contains("toolu_01SyntheticReadNotes01")),
+        "{}",
+        r.trace_text
+    );
+    assert!(
+        !r.trace_text.contains("Unexpected empty approvals"),
+        "{}",
+        r.trace_text
+    );
+}
+
+/// The summariser's `max_completion_tokens` on an OpenAI-compatible endpoint, with the sizes of
+/// two of the real CLI's summariser requests (window 40,000, tests/interop/compaction.rs): a
+/// short transcript gets the model's ceiling, 32,000; a 136,397-character transcript under a
+/// 3,019-character prompt gets 40,000 - 4,096 - 755 - 34,100 = 1,049. The body does not ask
+/// the provider to store the call.
+#[test]
+fn the_summariser_body_clamps_its_output_ceiling_to_the_window_as_the_cli_does() {
+    use loopsim::model::letta::server::compact::summariser_body;
+    use loopsim::model::letta::server::compaction::{Mode, SummaryRequest};
+    use loopsim::wire::provider::ProviderFormat;
+    let req = |prompt: usize, transcript: usize| SummaryRequest {
+        mode: Mode::All,
+        prompt: "p".repeat(prompt),
+        transcript: "t".repeat(transcript),
+        budget: None,
+    };
+    let body = |w, r: &SummaryRequest| summariser_body(ProviderFormat::OpenAiChat, "m", w, r);
+    assert_eq!(
+        body(Some(40_000), &req(2182, 9430))["max_completion_tokens"],
+        32_000
+    );
+    assert_eq!(
+        body(Some(40_000), &req(3019, 136_397))["max_completion_tokens"],
+        1049
+    );
+    assert_eq!(
+        body(Some(1000), &req(10, 100_000))["max_completion_tokens"],
+        1
+    );
+    assert_eq!(body(None, &req(10, 10))["max_completion_tokens"], 32_000);
+    assert_eq!(body(Some(40_000), &req(10, 10))["store"], false);
+}

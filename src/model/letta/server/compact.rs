@@ -15,8 +15,9 @@ use http_body_util::{BodyExt, Full};
 use hyper::{Request, Response, StatusCode};
 use serde_json::{Value, json};
 
+use super::compaction::estimate::js_len;
 use super::compaction::estimate::{CtxMessage, CtxToolCall, Role, provider_estimate};
-use super::compaction::summary::package_summary;
+use super::compaction::summary::{CompactionStats, package_summary};
 use super::compaction::{
     self, Failed, Mode, Outcome, Settings, Summariser, SummariserError, SummaryRequest, Trigger,
     threshold,
@@ -233,15 +234,27 @@ pub async fn run_compaction<E: Env>(
             settings(&st, &conv.agent_id),
         )
     };
-    let summary_message = |s: &str| CtxMessage {
+    // The sliding pass's summary message as the CLI stores it before an `all` fallback lists
+    // the store: the packed summary with that pass's stats and the time it is written (§8.2,
+    // §8.6); only the fallback's stats read its text.
+    let summary_message = |s: &str, stats: &CompactionStats| CtxMessage {
         summary: Some(s.to_string()),
-        ..CtxMessage::new(Role::User, s)
+        ..CtxMessage::new(
+            Role::User,
+            &package_summary(
+                true,
+                stats,
+                s,
+                &ids::letta_time(env.epoch_ms() + env.now_ms()),
+            ),
+        )
     };
     let mut summariser = ProviderSummariser {
         env,
         config,
         conv_id,
         model: &model,
+        window,
     };
     let outcome = compaction::compact(
         &msgs,
@@ -474,6 +487,8 @@ struct ProviderSummariser<'a, E: Env> {
     config: &'a ServerConfig,
     conv_id: &'a str,
     model: &'a str,
+    /// The conversation's context window (the model's, as the CLI's catalog reports it).
+    window: Option<u64>,
 }
 
 impl<E: Env> Summariser for ProviderSummariser<'_, E> {
@@ -481,9 +496,10 @@ impl<E: Env> Summariser for ProviderSummariser<'_, E> {
         &mut self,
         req: SummaryRequest,
     ) -> futures::future::BoxFuture<'_, Result<String, SummariserError>> {
-        Box::pin(
-            async move { summarise(self.env, self.config, self.conv_id, self.model, &req).await },
-        )
+        Box::pin(async move {
+            let call = (self.model, self.window);
+            summarise(self.env, self.config, self.conv_id, call, &req).await
+        })
     }
 }
 
@@ -493,10 +509,10 @@ async fn summarise<E: Env>(
     env: &E,
     config: &ServerConfig,
     conv_id: &str,
-    model: &str,
+    (model, window): (&str, Option<u64>),
     req: &SummaryRequest,
 ) -> Result<String, SummariserError> {
-    let result = summarise_call(env, config, model, req).await;
+    let result = summarise_call(env, config, model, window, req).await;
     env.observe(Observation::SummariserCall {
         conversation_id: conv_id.to_string(),
         budget: req.budget.map(|b| b as u64),
@@ -509,8 +525,39 @@ async fn summarise<E: Env>(
     result
 }
 
-/// The summariser's request body in the provider's format.
-pub fn summariser_body(api: ProviderFormat, model: &str, req: &SummaryRequest) -> Value {
+/// pi-ai's context ceiling for a local endpoint's model (`LOCAL_ENDPOINT_DEFAULT_CONTEXT_WINDOW`,
+/// letta-tests-and-real-client.md B.7): the catalog's context length, at most 128,000.
+const LOCAL_CONTEXT_WINDOW: u64 = 128_000;
+/// pi-ai's default output ceiling for a local endpoint's model (`LOCAL_ENDPOINT_DEFAULT_MAX_TOKENS`).
+const LOCAL_MAX_TOKENS: u64 = 32_000;
+/// pi-ai keeps this many tokens of the window free when it clamps the output ceiling
+/// (`CONTEXT_SAFETY_TOKENS`).
+const CONTEXT_SAFETY_TOKENS: u64 = 4096;
+
+/// The summariser's `max_completion_tokens` as the CLI sends it on an OpenAI-compatible
+/// endpoint (pi-ai's `clampMaxTokensToContext`): the model's output ceiling, `min(32000,
+/// window)`, clamped to the window less the safety margin and the request's estimate (the
+/// system prompt's and the transcript's ceil(length / 4) each), at least 1. Checked against
+/// the real CLI's summariser requests by tests/interop/compaction.rs.
+pub fn summariser_max_tokens(window: Option<u64>, req: &SummaryRequest) -> u64 {
+    let window = window
+        .unwrap_or(LOCAL_CONTEXT_WINDOW)
+        .min(LOCAL_CONTEXT_WINDOW);
+    let estimate = js_len(&req.prompt).div_ceil(4) + js_len(&req.transcript).div_ceil(4);
+    let available = window
+        .saturating_sub(CONTEXT_SAFETY_TOKENS + estimate)
+        .max(1);
+    LOCAL_MAX_TOKENS.min(window).min(available)
+}
+
+/// The summariser's request body in the provider's format; `window` is the conversation's
+/// context window (the OpenAI chat body's output ceiling depends on it).
+pub fn summariser_body(
+    api: ProviderFormat,
+    model: &str,
+    window: Option<u64>,
+    req: &SummaryRequest,
+) -> Value {
     match api {
         ProviderFormat::Anthropic => json!({
             "model": model, "max_tokens": 4096, "stream": true, "system": req.prompt,
@@ -521,6 +568,8 @@ pub fn summariser_body(api: ProviderFormat, model: &str, req: &SummaryRequest) -
             "messages": [{"role": "system", "content": req.prompt},
                          {"role": "user", "content": req.transcript}],
             "stream_options": {"include_usage": true},
+            "store": false,
+            "max_completion_tokens": summariser_max_tokens(window, req),
         }),
         ProviderFormat::OpenAiResponses => json!({
             "model": model, "stream": true, "instructions": req.prompt,
@@ -546,9 +595,10 @@ async fn summarise_call<E: Env>(
     env: &E,
     config: &ServerConfig,
     model: &str,
+    window: Option<u64>,
     req: &SummaryRequest,
 ) -> Result<String, SummariserError> {
-    let body = summariser_body(config.provider_api, model, req).to_string();
+    let body = summariser_body(config.provider_api, model, window, req).to_string();
     let request = Request::post(request_path(config.provider_api, model))
         .header("host", config.provider_addr.as_str())
         .header("content-type", "application/json")

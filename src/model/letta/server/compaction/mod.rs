@@ -170,8 +170,8 @@ pub struct Outcome {
     pub summary: String,
     /// Indexes into the original messages that are kept, in order.
     pub kept: Vec<usize>,
-    /// Stats of the whole compaction: before from the original transcript, after from the
-    /// final one.
+    /// Stats of the last pass: before from its input (the original transcript, or the
+    /// sliding pass's result when `all` fell back after it), after from the final one.
     pub stats: CompactionStats,
     /// The sliding window failed to plan, or left the context at or above the window.
     pub fell_back_to_all: bool,
@@ -239,14 +239,16 @@ pub struct Failed {
 
 /// Runs the compaction of `msgs` (§8.2-8.4): the configured plan (the sliding window by
 /// default) and, when it cannot plan or leaves `context_tokens_after >= window`, `all` on the
-/// already-compacted transcript. `summary_message` builds the summary message a pass leaves
-/// in front of the kept messages (its text is what the next pass and the estimate see).
+/// already-compacted transcript. `summary_message` builds the summary message the sliding
+/// pass leaves in front of the kept messages from its summary and stats (its text is what the
+/// `all` pass's stats estimate: the CLI stores the packed summary, then its fallback lists the
+/// stored messages, letta-protocol.md §8.2).
 pub async fn compact<S: Summariser>(
     msgs: &[CtxMessage],
     settings: &Settings,
     window: Option<u64>,
     trigger: Trigger,
-    summary_message: &(dyn Fn(&str) -> CtxMessage + Sync),
+    summary_message: &(dyn Fn(&str, &CompactionStats) -> CtxMessage + Sync),
     summariser: &mut S,
 ) -> Result<Outcome, Failed> {
     let mut passes: Vec<Pass> = Vec::new();
@@ -278,9 +280,17 @@ pub async fn compact<S: Summariser>(
                 };
                 let requests = log.clone();
                 kept = kept[cutoff..].to_vec();
-                let mut next = vec![summary_message(&summary)];
-                next.extend(current[cutoff..].iter().cloned());
                 let after = summary_tokens(&summary) + messages_tokens(&current[cutoff..]);
+                let stats = CompactionStats {
+                    trigger: trigger.as_str().to_string(),
+                    context_window: window,
+                    messages_count_before: current.len(),
+                    messages_count_after: 1 + current.len() - cutoff,
+                    context_tokens_before: messages_tokens(&current),
+                    context_tokens_after: after,
+                };
+                let mut next = vec![summary_message(&summary, &stats)];
+                next.extend(current[cutoff..].iter().cloned());
                 passes.push(Pass {
                     mode: Mode::SlidingWindow,
                     cutoff,
@@ -333,12 +343,20 @@ pub async fn compact<S: Summariser>(
     let last = passes.last().expect("at least one pass ran");
     let summary = last.summary.clone();
     let kept_msgs: Vec<CtxMessage> = kept.iter().map(|&i| msgs[i].clone()).collect();
+    // The last pass's own stats: its "before" is its input, which for the `all` fallback
+    // after a sliding pass is the sliding pass's result as stored, `[summary, kept...]`
+    // (the CLI's `compactLocalConversationAll` estimates the messages it lists, §8.2, §8.4).
+    let input: &[CtxMessage] = if last.mode == Mode::All {
+        &current
+    } else {
+        msgs
+    };
     let stats = CompactionStats {
         trigger: trigger.as_str().to_string(),
         context_window: window,
-        messages_count_before: msgs.len(),
+        messages_count_before: input.len(),
         messages_count_after: 1 + kept.len(),
-        context_tokens_before: messages_tokens(msgs),
+        context_tokens_before: messages_tokens(input),
         context_tokens_after: summary_tokens(&summary) + messages_tokens(&kept_msgs),
     };
     let laddered = passes

@@ -26,10 +26,15 @@ fn alternating(n: usize, chars: usize) -> Vec<CtxMessage> {
         .collect()
 }
 
-fn summary_msg(s: &str) -> CtxMessage {
+/// The summary message as the server stores it: the packed summary (§8.6), its raw summary
+/// beside it.
+fn summary_msg(s: &str, stats: &CompactionStats) -> CtxMessage {
     CtxMessage {
         summary: Some(s.to_string()),
-        ..CtxMessage::new(Role::User, s)
+        ..CtxMessage::new(
+            Role::User,
+            &summary::package_summary(true, stats, s, "2026-01-01T00:00:00.000Z"),
+        )
     }
 }
 
@@ -147,6 +152,25 @@ fn rule_8_2_after_at_or_above_the_window_falls_back_to_all_on_the_compacted_tran
     // The `all` pass sees the first summary as its first line.
     let t = &o.passes[1].requests[0].transcript;
     assert!(t.starts_with(" \n[user] sss"), "{}", &t[..20]);
+    // Its stats are its own: before is the stored sliding result, `[summary, kept...]`, the
+    // summary message estimated by its packed text (the CLI's fallback lists the store).
+    let cutoff = o.passes[0].cutoff;
+    let first = &o.passes[0].summary;
+    let sliding = CompactionStats {
+        trigger: "context_window_limit".into(),
+        context_window: Some(10_000),
+        messages_count_before: 10,
+        messages_count_after: 1 + 10 - cutoff,
+        context_tokens_before: 10_000,
+        context_tokens_after: summary::summary_tokens(first) + 1000 * (10 - cutoff) as u64,
+    };
+    let packed = summary_msg(first, &sliding);
+    assert_eq!(o.stats.messages_count_before, 1 + 10 - cutoff);
+    assert_eq!(
+        o.stats.context_tokens_before,
+        packed.text.encode_utf16().count().div_ceil(4) as u64 + 1000 * (10 - cutoff) as u64
+    );
+    assert_eq!(o.stats.messages_count_after, 1);
 }
 
 #[test]
