@@ -206,12 +206,20 @@ impl RunReport {
     /// One line per invariant (pass, FAIL with its violations, XFAIL, XPASS).
     fn render_invariants(&self, s: &mut String) {
         let trace_lines: Vec<&str> = self.trace_text.lines().collect();
+        // The verdict column starts after the longest invariant id, so every row aligns.
+        let w = self
+            .invariants
+            .iter()
+            .map(|(id, _)| id.len())
+            .max()
+            .unwrap_or(0)
+            .max(22);
         for (id, violations) in &self.invariants {
             if let Some((_, finding, failed)) = self.expected.iter().find(|(x, _, _)| x == id) {
                 if *failed {
                     let _ = writeln!(
                         s,
-                        "  {id:<22} XFAIL (expected for this profile: docs/findings.md#{finding})"
+                        "  {id:<w$} XFAIL (expected for this profile: docs/findings.md#{finding})"
                     );
                     if let Some(v) = violations.first() {
                         let _ = writeln!(s, "    {}", v.message);
@@ -219,7 +227,7 @@ impl RunReport {
                 } else {
                     let _ = writeln!(
                         s,
-                        "  {id:<22} XPASS (expected to fail, docs/findings.md#{finding}, but held)"
+                        "  {id:<w$} XPASS (expected to fail, docs/findings.md#{finding}, but held)"
                     );
                 }
                 continue;
@@ -230,9 +238,9 @@ impl RunReport {
                 } else {
                     String::new()
                 };
-                let _ = writeln!(s, "  {id:<22} pass{note}");
+                let _ = writeln!(s, "  {id:<w$} pass{note}");
             } else {
-                let _ = writeln!(s, "  {id:<22} FAIL");
+                let _ = writeln!(s, "  {id:<w$} FAIL");
                 for v in violations {
                     let _ = writeln!(s, "    {}", v.message);
                     if let Some(i) = v.event

@@ -29,7 +29,7 @@ fn one_seed_reports_pass_and_a_planted_defect_reports_its_invariant() {
         .unwrap();
     assert!(!bad.passed());
     assert!(
-        bad.render().contains("tool-call-resolved     FAIL"),
+        bad.render().contains("tool-call-resolved           FAIL"),
         "{}",
         bad.render()
     );

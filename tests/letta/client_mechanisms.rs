@@ -656,7 +656,9 @@ fn lost_and_duplicated_frames_are_noticed_by_the_reference_only() {
             published.trace_text
         );
         assert!(
-            published.render().contains("stream-gapless         XFAIL"),
+            published
+                .render()
+                .contains("stream-gapless               XFAIL"),
             "{}",
             published.render()
         );

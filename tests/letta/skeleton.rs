@@ -152,7 +152,7 @@ fn tool_call_resolved_fails_on_a_server_that_accepts_messages_while_pending() {
         v[0].message
     );
     let text = broken.render();
-    assert!(text.contains("tool-call-resolved     FAIL"), "{text}");
+    assert!(text.contains("tool-call-resolved           FAIL"), "{text}");
     assert!(text.contains("at event "), "{text}");
     assert!(
         text.contains("reproduce cargo run --release -p sim -- run "),
@@ -194,7 +194,7 @@ fn a_budget_too_small_is_a_liveness_failure_with_a_diagnosis() {
     );
     assert!(diagnosis.contains("last client event: "), "{diagnosis}");
     let text = report.render();
-    assert!(text.contains("turn-terminates        FAIL"), "{text}");
+    assert!(text.contains("turn-terminates              FAIL"), "{text}");
 }
 
 fn parse_err(text: &str) -> String {

@@ -14,14 +14,15 @@
 //! - whether it read the conversation's tail at start-up (`backfill`);
 //! - what the setup requests of other clients left behind, as faults: a send that ended in
 //!   `requires_approval` before the client started is a `stale_approval` of that tool call; each
-//!   client send the server answered 409 is a `busy_on_send` of that send, each answered with the
-//!   in-band approval conflict an `approval_pending_in_band` of that send; a stream of the
+//!   client send the server answered 409 is a `busy_on_send` of that send, the first one answered
+//!   with the in-band approval conflict an `approval_pending_in_band` of that send (once: the
+//!   approval stays pending, so later sends meet it in the server model itself); a stream of the
 //!   client's that ended in a reset the client did not make is a `drop_connection` of that
 //!   streaming response after as many frames;
 //! - the model's answers to the client's own sends, recovered from the recorded frames
 //!   (`derive`); the server in `letta-oss-0.16` (or `--server-profile`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde_json::Value;
@@ -160,6 +161,8 @@ pub fn derive_scenario(
     let mut calls: BTreeMap<String, String> = BTreeMap::new();
     let mut client_sends = 0;
     let mut client_streams = 0;
+    let mut planted_in_band = false;
+    let mut answered: BTreeSet<String> = BTreeSet::new();
     for (i, x) in xs.iter().enumerate() {
         // Tool calls the model made, by id (for permissions and stale approvals).
         if let Some(ResponseBody::Sse(frames)) = x.answer().map(|a| &a.body) {
@@ -222,7 +225,11 @@ pub fn derive_scenario(
                 "[[faults]]\nkind = \"busy_on_send\"\nsend = {client_sends}\n"
             ));
         }
-        if in_band_approval_conflict(x) {
+        // The first send that met the conflict is where the approval became pending; it stays
+        // pending until a client resolves it, so the server model answers any later send in-band
+        // by itself. Planting it once keeps the plan valid for a client that recovers.
+        if in_band_approval_conflict(x) && !planted_in_band {
+            planted_in_band = true;
             faults.push(format!(
                 "[[faults]]\nkind = \"approval_pending_in_band\"\nsend = {client_sends}\n"
             ));
@@ -256,12 +263,23 @@ pub fn derive_scenario(
                 }
             }
         }
-        if makes_model_call(rec, i) {
-            answers.extend(answer_for_call(rec, i));
+        if makes_model_call(rec, i)
+            && let Some(answer) = answer_for_call(rec, i)
+        {
+            answers.push(answer);
+            for m in body["messages"].as_array().into_iter().flatten() {
+                if let Some(otid) = m["otid"].as_str() {
+                    answered.insert(otid.to_string());
+                }
+            }
         }
     }
-    if answers.is_empty() {
-        // A scenario lists at least one answer; the recorded client's sends made no model call.
+    // Spare answers, after the recorded ones, for the model calls a client that recovers makes
+    // where the recorded one did not: a turn whose sends reached no model (each met a conflict)
+    // and the continuation that closes the planted approval. A scenario lists at least one.
+    let unanswered = turns.iter().filter(|(o, _)| !answered.contains(o)).count();
+    let spares = unanswered + usize::from(planted_in_band);
+    for _ in 0..spares.max(usize::from(answers.is_empty())) {
         answers.extend(super::derive::text_answer("OK", rec.origin()));
     }
     let mut t = String::new();

@@ -442,6 +442,7 @@ fn list_messages(
     let mut all: Vec<Value> = st
         .conversation_messages(conv_id)
         .into_iter()
+        .filter(|m| st.listed(m, profile))
         .flat_map(|m| project_in(st, m, profile, epoch))
         .filter(|v| v["message_type"] != "system_message")
         .collect();

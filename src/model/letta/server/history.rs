@@ -43,7 +43,8 @@ pub(crate) fn write_history<E: Env>(
 struct Written<'a> {
     conv_id: &'a str,
     run_id: &'a str,
-    /// The step the request's messages are filed under.
+    /// The step the request's messages are filed under (on 0.16.8 the user messages move to
+    /// the run's first model step when it starts: `Store::file_input_under_step`).
     step_id: &'a str,
     now: u64,
     /// Unix ms of `now` (the `time` of Letta's result wrappers).

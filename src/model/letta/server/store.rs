@@ -305,6 +305,62 @@ impl Store {
         }
     }
 
+    /// Whether a listing shows the message yet. 0.16.8 persists a send's user messages with
+    /// its run's first step: while that step runs they are in neither the `GET …/messages`
+    /// listing nor `in_context_message_ids` (captures/letta_e2e e: the tail read during the
+    /// slow run is `[]` and the context holds only the system message). A run that ended
+    /// without a step keeps its input listed.
+    pub fn listed(&self, m: &Message, profile: Profile) -> bool {
+        if !profile.oss() || !matches!(m.body, MessageBody::User { .. }) {
+            return true;
+        }
+        let Some(run_id) = m.run_id.as_deref() else {
+            return true;
+        };
+        if self.runs.get(run_id).is_none_or(|r| r.finished) {
+            return true;
+        }
+        self.messages.values().any(|o| {
+            o.run_id.as_deref() == Some(run_id) && matches!(o.body, MessageBody::Assistant { .. })
+        })
+    }
+
+    /// Files a run's user messages under the run's first model step, as 0.16.8 lists them: the
+    /// input messages of a send and the approval request its step streamed share that step's id
+    /// (captures/letta_e2e c and d, the `GET …/messages` tails). Until that step starts they
+    /// keep the step id the send was written under. Only the first step re-files: once the run
+    /// has an assistant message its input is settled.
+    pub fn file_input_under_step(&mut self, conversation_id: &str, run_id: &str, step_id: &str) {
+        let Some(conv) = self.conversations.get(conversation_id) else {
+            return;
+        };
+        let of_run: Vec<String> = conv
+            .messages
+            .iter()
+            .filter(|id| {
+                self.messages
+                    .get(*id)
+                    .is_some_and(|m| m.run_id.as_deref() == Some(run_id))
+            })
+            .cloned()
+            .collect();
+        if of_run.iter().any(|id| {
+            matches!(
+                self.messages.get(id).map(|m| &m.body),
+                Some(MessageBody::Assistant { .. })
+            )
+        }) {
+            return;
+        }
+        for id in of_run {
+            if let Some(m) = self.messages.get_mut(&id)
+                && matches!(m.body, MessageBody::User { .. })
+            {
+                m.step_id = Some(step_id.to_string());
+            }
+        }
+    }
+
     /// Appends a message to a conversation.
     pub fn push_message(&mut self, conversation_id: &str, message: Message) {
         let conv = self

@@ -102,6 +102,9 @@ pub(super) async fn step_call<E: Env>(
     }
     let message_id = st.new_id(config.profile, IdKind::Message);
     let step_id = st.new_id(config.profile, IdKind::Step);
+    if config.profile.oss() {
+        st.file_input_under_step(&job.conversation_id, &job.run_id, &step_id);
+    }
     let date = ids::iso_date(env.epoch_ms() + env.now_ms());
     let envelope = |message_type: &str, otid: String| Envelope {
         id: message_id.clone(),

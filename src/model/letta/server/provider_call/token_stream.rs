@@ -86,9 +86,15 @@ pub(super) async fn translate<E: Env>(
 
     let (message_id, step_id, date) = {
         let mut st = store.lock().unwrap();
+        let message_id = st.new_id(config.profile, IdKind::Message);
+        let step_id = st.new_id(config.profile, IdKind::Step);
+        // 0.16.8 lists the send's input under this step (`Store::file_input_under_step`).
+        if oss {
+            st.file_input_under_step(&job.conversation_id, &job.run_id, &step_id);
+        }
         (
-            st.new_id(config.profile, IdKind::Message),
-            st.new_id(config.profile, IdKind::Step),
+            message_id,
+            step_id,
             ids::iso_date(env.epoch_ms() + env.now_ms()),
         )
     };
