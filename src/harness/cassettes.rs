@@ -1,21 +1,9 @@
 //! The scenario's provider cassettes, loaded and checked against the scenario.
 
 use super::input::InputError;
-use super::scenario::Scenario;
+use super::scenario::{Scenario, split_ref};
 use crate::cassette::{Cassette, CassetteError, Recording};
 use crate::model::provider::ProviderResponse;
-
-/// A `[provider] responses` entry split into its file and, for `FILE#N`, the exchange: `N`
-/// (1-based) of a version 2 recording, so a recorded session of several model calls answers
-/// them one entry each. A `#` not followed by digits only is part of the file name.
-pub fn split_ref(entry: &str) -> (&str, Option<&str>) {
-    match entry.rsplit_once('#') {
-        Some((file, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
-            (file, Some(n))
-        }
-        _ => (entry, None),
-    }
-}
 
 /// Loads one `[provider] responses` entry ([`split_ref`]), its path relative to the scenario
 /// file: a cassette file ([`Cassette::load`]), or exchange `N` of a recording

@@ -384,6 +384,18 @@ impl Planted {
     }
 }
 
+/// A `[provider] responses` entry split into its file and, for `FILE#N`, the exchange: `N`
+/// (1-based) of a version 2 recording, so a recorded session of several model calls answers
+/// them one entry each. A `#` not followed by digits only is part of the file name.
+pub fn split_ref(entry: &str) -> (&str, Option<&str>) {
+    match entry.rsplit_once('#') {
+        Some((file, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+            (file, Some(n))
+        }
+        _ => (entry, None),
+    }
+}
+
 /// The network settings a command line may override for every scenario it loads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Retune {
@@ -479,7 +491,7 @@ impl Scenario {
         let at = self.origin();
         self.provider_api()?;
         for r in &self.provider.responses {
-            let (file, exchange) = super::cassettes::split_ref(r.get_ref());
+            let (file, exchange) = split_ref(r.get_ref());
             let p = self.resolve(file);
             if !p.is_file() {
                 let what = if p.is_dir() {
