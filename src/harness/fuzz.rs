@@ -185,17 +185,9 @@ pub fn seeds(target: &Target, root: &Path) -> Vec<Vec<u8>> {
 /// Runs `inputs` mutated inputs through `target` from seed `seed`, catching panics (at most
 /// `keep` are kept).
 pub fn fuzz(target: &Target, corpus: &[Vec<u8>], inputs: u64, seed: u64, keep: usize) -> Outcome {
-    let mut rng = Rng(seed ^ 0x9e37_79b9_7f4a_7c15);
     let mut panics = Vec::new();
-    let empty = [Vec::new()];
-    let corpus = if corpus.is_empty() {
-        &empty[..]
-    } else {
-        corpus
-    };
-    for n in 0..inputs {
-        let input = mutate(&mut rng, corpus);
-        let run = target.run;
+    let run = target.run;
+    for (n, input) in (0..inputs).zip(generated(corpus, seed)) {
         if catch_unwind(AssertUnwindSafe(|| run(&input))).is_err() && panics.len() < keep {
             panics.push((n, input));
         }
@@ -211,18 +203,19 @@ pub fn fuzz(target: &Target, corpus: &[Vec<u8>], inputs: u64, seed: u64, keep: u
 /// the target: how an input that did not panic but misbehaved (ran out of memory, took
 /// too long) is found again from its number.
 pub fn input(corpus: &[Vec<u8>], seed: u64, n: u64) -> Vec<u8> {
+    let n = usize::try_from(n).expect("an input number fits in usize");
+    generated(corpus, seed)
+        .nth(n)
+        .expect("the generator never ends")
+}
+
+/// The endless sequence of mutated inputs from `seed` over `corpus` (the empty input alone
+/// when the corpus is empty): [`fuzz`] runs it, [`input`] picks one of it.
+fn generated(corpus: &[Vec<u8>], seed: u64) -> impl Iterator<Item = Vec<u8>> + '_ {
+    const EMPTY: &[Vec<u8>] = &[Vec::new()];
+    let corpus = if corpus.is_empty() { EMPTY } else { corpus };
     let mut rng = Rng(seed ^ 0x9e37_79b9_7f4a_7c15);
-    let empty = [Vec::new()];
-    let corpus = if corpus.is_empty() {
-        &empty[..]
-    } else {
-        corpus
-    };
-    let mut input = mutate(&mut rng, corpus);
-    for _ in 0..n {
-        input = mutate(&mut rng, corpus);
-    }
-    input
+    std::iter::repeat_with(move || mutate(&mut rng, corpus))
 }
 
 /// xorshift64*: a small deterministic generator (no OS entropy).
