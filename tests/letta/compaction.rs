@@ -272,3 +272,21 @@ fn the_summariser_body_clamps_its_output_ceiling_to_the_window_as_the_cli_does()
     assert_eq!(body(None, &req(10, 10))["max_completion_tokens"], 32_000);
     assert_eq!(body(Some(40_000), &req(10, 10))["store"], false);
 }
+
+/// The commit sweep's failure (`sim ci`, seed 709593278 of the manual-compact scenario): the
+/// summariser call is held for 4.5 s, and meanwhile the client's retry starts a new run whose
+/// user message lands after the compaction's snapshot. The compaction summarises what it saw
+/// and keeps the new message after the summary; that message follows the cut, it is not where
+/// the cut was made, so `compaction-safe` reads it from `appended` and passes.
+#[test]
+fn a_message_written_while_the_summariser_runs_follows_the_cut() {
+    use loopsim::harness::explore::{baseline, with_swarm};
+    let seed = 709_593_278;
+    let s = load(scenario_path("compaction_manual_while_busy.toml"));
+    let s = with_swarm(&s, seed, &baseline(&s).unwrap());
+    let r = run(&s, seed, 1);
+    assert_eq!(r.verdict, Verdict::Pass, "{}", r.render());
+    let c = compaction_line(&r);
+    assert!(c.contains(r#"appended=["user:"#), "{c}");
+    assert!(c.contains(r#"kept=["summary:"#), "{c}");
+}

@@ -59,6 +59,7 @@ pub fn compaction_safe(events: &[TraceEvent]) -> Vec<Violation> {
             removed,
             summarized,
             kept,
+            appended,
             tokens_after,
             threshold,
             ..
@@ -102,8 +103,13 @@ pub fn compaction_safe(events: &[TraceEvent]) -> Vec<Violation> {
             }
         }
         // 2. The kept part starts at an assistant message (the sliding window), or is empty or
-        // one trailing tool-call assistant message (`all`).
-        let rest: Vec<&Described> = kept.iter().filter(|m| m.role != "summary").collect();
+        // one trailing tool-call assistant message (`all`). Messages written while the
+        // summariser ran follow the cut and are not part of it.
+        let appended: BTreeSet<&str> = appended.iter().map(|s| parse(s).id).collect();
+        let rest: Vec<&Described> = kept
+            .iter()
+            .filter(|m| m.role != "summary" && !appended.contains(m.id))
+            .collect();
         if let Some(first) = rest.first()
             && first.role != "assistant"
         {

@@ -172,6 +172,16 @@ pub const GOALS: &[Goal] = &[
         },
     },
     Goal {
+        id: "compaction-raced-a-write",
+        what: "a message was written to the conversation while its compaction's summariser ran",
+        reached: |t| {
+            any(
+                t,
+                |o| matches!(o, Observation::Compaction { appended, .. } if !appended.is_empty()),
+            )
+        },
+    },
+    Goal {
         id: "compacted-on-overflow",
         what: "a model call overflowed the context and the server compacted and retried it",
         reached: |t| {

@@ -209,6 +209,10 @@ pub enum Observation {
         summarized: Vec<String>,
         /// The in-context transcript after it, the summary first.
         kept: Vec<String>,
+        /// The kept messages written to the conversation while the summariser ran (a run
+        /// started or answered meanwhile): they follow the cut rather than define it.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        appended: Vec<String>,
         tokens_after: u64,
         threshold: Option<u64>,
         /// The sliding window fell back to `all`.

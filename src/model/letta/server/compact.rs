@@ -348,6 +348,11 @@ fn apply<E: Env>(
     let window = outcome.stats.context_window;
     let tokens_after = compaction::estimate::context_estimate(&after_msgs).tokens;
     let threshold = window.map(threshold);
+    let appended: Vec<String> = after_msgs
+        .iter()
+        .filter(|m| m.id != summary_id && !snapshot.contains(&m.id))
+        .map(describe)
+        .collect();
     env.observe(Observation::Compaction {
         conversation_id: conv_id.to_string(),
         run_id: emit.run_id.map(str::to_string),
@@ -356,6 +361,7 @@ fn apply<E: Env>(
         removed,
         summarized,
         kept: after_msgs.iter().map(describe).collect(),
+        appended,
         tokens_after,
         threshold,
         fell_back: outcome.fell_back_to_all,
