@@ -13,6 +13,10 @@
 //!   only through the `Clock` its `Env` hands out, so the harness owns simulated time and can
 //!   skip idle stretches of it; `src/model/port/clock.rs`, which wraps tokio's clock for real
 //!   TCP and paused-runtime tests, is the one exception).
+//! - `model-spawn`: `tokio::spawn`, `tokio::task::spawn*` or `JoinSet` in `src/model/` (a
+//!   model starts its side tasks through the `Spawner` its `Env` hands out, so a simulated
+//!   host runs them on its `LocalSet`, where the warp's phase arithmetic holds;
+//!   `src/model/port/spawn.rs`, which is that spawner, is the one exception).
 //! - `os-entropy`: randomness from the operating system in `src/` (every random draw comes from
 //!   the seeded PRNG).
 //! - `select-biased`: a `select!` whose first token is not `biased;` (an unbiased select polls
@@ -39,12 +43,19 @@ const MAX_LINES: usize = 900;
 /// exception fails too. The real-TCP `Env` (src/harness/tcp.rs) and `sim serve`
 /// (src/harness/serve.rs) read real time through `tokio::time::Instant`, which the wall-clock
 /// rule allows.
-const EXCEPTIONS: &[(&str, &str, &str)] = &[(
-    "src/model/port/clock.rs",
-    "model-clock",
-    "`Clock::tokio`: tokio's clock as a model clock, for `sim serve`'s real-TCP Env and for the \
-     model tests under a paused tokio runtime",
-)];
+const EXCEPTIONS: &[(&str, &str, &str)] = &[
+    (
+        "src/model/port/clock.rs",
+        "model-clock",
+        "`Clock::tokio`: tokio's clock as a model clock, for `sim serve`'s real-TCP Env and for \
+         the model tests under a paused tokio runtime",
+    ),
+    (
+        "src/model/port/spawn.rs",
+        "model-spawn",
+        "`Spawner`: the one place a model's task reaches tokio's spawn functions",
+    ),
+];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Violation {
@@ -488,6 +499,24 @@ fn check(path: &str, text: &str) -> Vec<Violation> {
         {
             report(line, rule, segs.join("::"));
         }
+        if scope.model
+            && [
+                &["tokio", "spawn"][..],
+                &["tokio", "task", "spawn*"],
+                &["tokio", "task", "JoinSet"],
+            ]
+            .iter()
+            .any(|p| path_matches(&segs, p))
+        {
+            report(
+                line,
+                "model-spawn",
+                format!(
+                    "{} (a model's tasks start through its Env's Spawner)",
+                    segs.join("::")
+                ),
+            );
+        }
         if scope.model && path_matches(&segs, &["tokio", "time"]) {
             report(
                 line,
@@ -751,6 +780,20 @@ fn tokio_time_fails_in_a_model_and_is_allowed_in_the_harness() {
         []
     );
     assert_eq!(rules(HARNESS, "tokio::time::sleep(d).await;\n"), []);
+}
+
+#[test]
+fn tokio_spawn_fails_in_a_model_and_is_allowed_in_the_harness() {
+    assert_eq!(
+        rules(MODEL, "fn f() {\n    tokio::spawn(async {});\n}\n"),
+        [(2, "model-spawn")]
+    );
+    assert_eq!(
+        rules(MODEL, "use tokio::task::JoinSet;\n"),
+        [(1, "model-spawn")]
+    );
+    assert_eq!(rules(MODEL, "/// Unlike `tokio::spawn`.\nfn f() {}\n"), []);
+    assert_eq!(rules(HARNESS, "tokio::spawn(async {});\n"), []);
 }
 
 #[test]

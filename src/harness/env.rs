@@ -13,6 +13,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use crate::model::port::clock::Clock;
 use crate::model::port::env::{Env, Listener};
 use crate::model::port::observe::Observation;
+use crate::model::port::spawn::Spawner;
 
 use super::trace::Trace;
 use super::warp::WorldClock;
@@ -154,6 +155,12 @@ impl Env for SimEnv {
     fn observe(&self, event: Observation) {
         self.world.touch();
         self.trace.push(self.now_ms(), &self.host, event);
+    }
+
+    /// The host's `LocalSet`: tokio's scheduler queues stay empty, so only the set's step
+    /// counter orders woken tasks (see [`crate::harness::world::PHASE_TICKS`]).
+    fn spawner(&self) -> Spawner {
+        Spawner::Local
     }
 }
 

@@ -213,16 +213,16 @@ pub fn idle_ticks(now: Duration, horizon: Duration, tick: Duration) -> u32 {
 }
 
 /// Idle steps are skipped only in multiples of this many, because tokio counts them. Each
-/// host's runtime keeps two scheduler counters that every step advances, busy or idle: the
-/// `LocalSet`'s `tick` (a `u8`; at every 31st value it takes a task woken from outside the
-/// set before a locally woken one, `REMOTE_FIRST_INTERVAL` in tokio 1.54.1 `task/local.rs`)
-/// and the current-thread scheduler's `tick` (every 31st picks the injection queue first,
-/// `DEFAULT_GLOBAL_QUEUE_INTERVAL` in `runtime/scheduler/current_thread/mod.rs`). When a
-/// message delivery or a timer wakes one task while another task wakes a second, which runs
-/// first depends on those counters' phase. A skip of 7,936 = lcm(256, 31) idle steps leaves
-/// both counters where stepping would have left them (the `u8` wraps at 256), so every later
-/// step picks its tasks in the same order as without the skip.
-pub const PHASE_TICKS: u32 = 256 * 31;
+/// host's `LocalSet` keeps a `tick` (a `u8`) that every step advances, busy or idle; at every
+/// 31st value it takes a task woken from outside the set (a message delivery) before one woken
+/// by a task of the set (`REMOTE_FIRST_INTERVAL` in tokio 1.54.1 `task/local.rs`), so when
+/// both are woken which runs first depends on the counter's phase. A skip of 256 idle steps
+/// leaves the `u8` where stepping would have (it wraps), so every later step picks its tasks
+/// in the same order as without the skip. The current-thread scheduler has a counter of the
+/// same kind (`DEFAULT_GLOBAL_QUEUE_INTERVAL`, 31), which would make the period lcm(256, 31);
+/// it orders only tasks on the scheduler's own queues, and a simulated host has none: every
+/// task a model starts runs on the `LocalSet` ([`crate::model::port::env::Env::spawner`]).
+pub const PHASE_TICKS: u32 = 256;
 
 /// The part of `idle` ticks that can be skipped without moving tokio's scheduler phase: whole
 /// multiples of [`PHASE_TICKS`]; the rest is stepped.

@@ -23,6 +23,7 @@ use crate::harness::trace::{Trace, TraceEvent};
 use crate::model::letta::server::{
     self, AgentConfig, ApprovalConflict, NoHooks, Profile, ServerBugs, ServerConfig, Store,
 };
+use crate::model::port::env::Env as _;
 use crate::model::port::inject::NoFaults;
 use crate::model::provider::scripted::{self, ScriptConfig, ScriptState};
 use crate::model::provider::{self, ProviderConfig, ProviderResponse, ProviderState};
@@ -367,7 +368,7 @@ pub fn run_world(requests: &[ReplayRequest], setup: &ServerSetup) -> WorldOutput
                 let (tx, rx) = watch::channel(None);
                 ends.push(rx);
                 let (env2, req2, answers2) = (env.clone(), req.clone(), answers.clone());
-                running.push(tokio::spawn(async move {
+                running.push(env.spawner().spawn(async move {
                     send(&env2, &req2, path, body, k, &answers2).await;
                     let _ = tx.send(Some(now_ms()));
                 }));

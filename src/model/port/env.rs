@@ -13,6 +13,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::clock::Clock;
 use super::observe::Observation;
+use super::spawn::Spawner;
 
 /// Network, clock and probe for one host.
 pub trait Env: Clone + Send + Sync + 'static {
@@ -34,6 +35,10 @@ pub trait Env: Clone + Send + Sync + 'static {
     fn epoch_ms(&self) -> u64;
     /// Reports an observable protocol event (the trace in the simulation, a log on real TCP).
     fn observe(&self, event: Observation);
+    /// Where this host's side tasks run: every task a model starts goes through it.
+    fn spawner(&self) -> Spawner {
+        Spawner::Runtime
+    }
 }
 
 /// A bound listener.

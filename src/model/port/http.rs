@@ -44,7 +44,7 @@ where
     F: Future<Output = Response<Body>> + Send + 'static,
 {
     let mut listener = env.bind(port).await?;
-    let mut tasks = tokio::task::JoinSet::new();
+    let mut tasks = env.spawner().set();
     loop {
         tokio::select! {
             biased;
@@ -112,7 +112,7 @@ pub async fn send<E: Env>(
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(ClientError::Http)?;
-        tokio::spawn(async move {
+        env.spawner().spawn(async move {
             let _ = conn.await;
         });
         sender.send_request(req).await.map_err(ClientError::Http)

@@ -5,6 +5,7 @@
 //! - [`clock`]: the clock an [`env::Env`] hands out: time, sleeps, timeouts.
 //! - [`http`]: HTTP/1.1 over an [`env::Env`] stream.
 //! - [`observe`]: the observable protocol events that become the trace.
+//! - [`spawn`]: where a model's side tasks run.
 //! - [`inject`]: the injection points where a fault plan can act on a server or provider.
 
 pub mod clock;
@@ -12,3 +13,4 @@ pub mod env;
 pub mod http;
 pub mod inject;
 pub mod observe;
+pub mod spawn;

@@ -48,6 +48,7 @@ use crate::model::letta::server::ids::uuid4;
 use crate::model::port::clock::Clock;
 use crate::model::port::env::Env;
 use crate::model::port::observe::Observation;
+use crate::model::port::spawn::Spawner;
 use crate::model::tools::Workspace;
 use crate::wire::letta::ClientTool;
 
@@ -313,6 +314,8 @@ pub struct ClientIo<B: Backend> {
     pub turn: Arc<AtomicU32>,
     /// The host's clock: every wait, timeout and stall bound.
     pub clock: Clock,
+    /// Where the client's side tasks run (its fire-and-forget cancel).
+    pub spawner: Spawner,
 }
 
 static PLANTED_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -407,6 +410,7 @@ pub fn over_http<E: Env>(
     );
     let obs_env = env.clone();
     let clock = env.clock();
+    let spawner = env.spawner();
     let clock_env = env;
     Client::new(
         config,
@@ -419,6 +423,7 @@ pub fn over_http<E: Env>(
             crash,
             turn,
             clock,
+            spawner,
         },
     )
 }

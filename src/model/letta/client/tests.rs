@@ -6,6 +6,7 @@ use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 
 use crate::model::port::clock::Clock;
+use crate::model::port::spawn::Spawner;
 use serde_json::{Value, json};
 
 use super::backend::mock::{MockBackend, StreamAnswer};
@@ -53,6 +54,7 @@ fn run_client(mock: MockBackend, config: ClientConfig) -> Ran {
             crash: None,
             turn: Arc::new(AtomicU32::new(0)),
             clock: Clock::tokio(),
+            spawner: Spawner::Runtime,
         };
         Client::new(config, io).run().await
     });
@@ -356,6 +358,7 @@ fn a34_an_abort_while_waiting_for_a_503_retry_ends_the_turn_after_one_attempt() 
             crash: None,
             turn: Arc::new(AtomicU32::new(0)),
             clock: Clock::tokio(),
+            spawner: Spawner::Runtime,
         };
         let mut client = Client::new(config(vec![], true), io);
         let interrupt = client.interrupt.clone();

@@ -301,24 +301,31 @@ impl<B: Backend> Client<B> {
     }
 
     /// Waits `ms`; `false` if the turn was aborted meanwhile. With `poll_100` the abort is
-    /// polled every 100 ms (the busy wait, letta-protocol.md §3.4).
+    /// polled every 100 ms (the busy wait, letta-protocol.md §3.4): an abort at `t` ms into
+    /// the wait is seen at the first poll at or after it, `min(⌈t/100⌉·100, ms)`. The task
+    /// sleeps until the abort or the end rather than waking every 100 ms, which gives those
+    /// same instants and leaves the wait idle, so the simulation can skip it.
     async fn wait(&self, ms: u64, poll_100: bool) -> bool {
-        if poll_100 {
-            let mut left = ms;
-            while left > 0 {
-                if self.interrupt.aborted() {
-                    return false;
-                }
-                let step = left.min(policy::BUSY_WAIT_ABORT_POLL_MS);
-                self.io.clock.sleep(Duration::from_millis(step)).await;
-                left -= step;
-            }
-            return !self.interrupt.aborted();
+        if self.interrupt.aborted() {
+            return false;
         }
+        let start = self.io.clock.now_ms();
         let mut sig = self.interrupt.subscribe();
         tokio::select! {
             biased;
-            _ = sig.wait_for(|s| s.0) => false,
+            _ = sig.wait_for(|s| s.0) => {
+                if poll_100 {
+                    let t = self.io.clock.now_ms().saturating_sub(start);
+                    let seen = t
+                        .div_ceil(policy::BUSY_WAIT_ABORT_POLL_MS)
+                        .saturating_mul(policy::BUSY_WAIT_ABORT_POLL_MS)
+                        .min(ms);
+                    if seen > t {
+                        self.io.clock.sleep(Duration::from_millis(seen - t)).await;
+                    }
+                }
+                false
+            }
             _ = self.io.clock.sleep(Duration::from_millis(ms)) => !self.interrupt.aborted(),
         }
     }

@@ -609,7 +609,7 @@ pub(crate) fn spawn_run<E: Env>(
     let task_env = env.clone();
     let task_store = store.clone();
     let task_config = config.clone();
-    tokio::spawn(async move {
+    env.spawner().spawn(async move {
         let run_id = job.run_id.clone();
         provider_call::execute(
             task_env.clone(),

@@ -24,7 +24,7 @@ impl<B: Backend> Client<B> {
             self.config.conversation_id.clone()
         };
         let backend = self.io.backend.clone();
-        let handle = tokio::spawn(async move {
+        let handle = self.io.spawner.spawn(async move {
             let _ = backend.cancel_conversation(&target).await;
         });
         // The reference does not release the next submission before the cancel settled (the
