@@ -394,3 +394,28 @@ fn a_lost_block_close_keeps_the_call_when_the_message_ends_tool_use() {
         r.trace_text
     );
 }
+
+/// The slow-network sweep's failure (`sim explore --swarm --latency-scale 10`, seed 953 of the
+/// 409 variant): a dropped provider frame truncates the call's arguments, so the client denies
+/// it, but its denial meets a 409 because the probe's approval (request 4, "sunny") reached the
+/// server first and started a run. The model sees the probe's result, a second party's answer
+/// that `approval-attribution` reads from the probe's `approvals`, not a misattributed one.
+#[test]
+fn a_call_a_second_party_answered_first_is_not_misattributed_to_the_client() {
+    use loopsim::harness::explore::{baseline, with_swarm};
+    let seed = 953;
+    let s = load(scenario_path("server_approval_conflicts_409.toml")).with_latency_scale(Some(10));
+    let s = with_swarm(&s, seed, &baseline(&s).unwrap());
+    let r = run_scenario(&s, seed, 1).unwrap();
+    assert_eq!(r.verdict, Verdict::Pass, "{}", r.render());
+    assert!(
+        r.trace_text
+            .contains("probe_request n=4 method=POST path=/v1/conversations/agent-a6ff5f2c-7c25-49a7-86da-2f662939b9dd/messages approvals=[toolu_01NRLabsLyVHZPKxbKvkfSMn]"),
+        "{}",
+        r.trace_text
+    );
+    assert!(
+        r.trace_text
+            .contains("decision=\"deny: get_weather tool missing required parameter")
+    );
+}

@@ -462,10 +462,12 @@ fn origin_allows(origin: &str, reason: &str) -> bool {
 /// model sees exactly one decision per call — the one the client made. Every denial the server
 /// recorded must come from a client decision; a human's denial carries the human's reason; any
 /// other denial carries the fixed text of its origin; a call the client allowed is never
-/// recorded as denied (and vice versa).
+/// recorded as denied (and vice versa). A call a scenario's probe answered too (a second party
+/// on the conversation) may reach the model with the probe's answer; the model still sees one.
 pub fn approval_attribution(events: &[TraceEvent]) -> Vec<Violation> {
     // tool_call_id → (origin, decision) of the latest client decision.
     let mut decided: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let mut probe_answered: BTreeSet<String> = BTreeSet::new();
     let mut resolved: BTreeMap<String, usize> = BTreeMap::new();
     let mut out = Vec::new();
     for (i, e) in events.iter().enumerate() {
@@ -478,6 +480,9 @@ pub fn approval_attribution(events: &[TraceEvent]) -> Vec<Violation> {
             } => {
                 decided.insert(tool_call_id.clone(), (origin.clone(), decision.clone()));
             }
+            Observation::ProbeRequest { approvals, .. } => {
+                probe_answered.extend(approvals.iter().cloned());
+            }
             Observation::History {
                 entry:
                     HistoryEntry::Denial {
@@ -487,7 +492,9 @@ pub fn approval_attribution(events: &[TraceEvent]) -> Vec<Violation> {
                 ..
             } => {
                 *resolved.entry(tool_call_id.clone()).or_default() += 1;
-                if let Some(m) = denial_problem(tool_call_id, reason, decided.get(tool_call_id)) {
+                if !probe_answered.contains(tool_call_id)
+                    && let Some(m) = denial_problem(tool_call_id, reason, decided.get(tool_call_id))
+                {
                     out.push(v(APPROVAL_ATTRIBUTION, i, m));
                 }
             }
@@ -498,6 +505,7 @@ pub fn approval_attribution(events: &[TraceEvent]) -> Vec<Violation> {
                 *resolved.entry(tool_call_id.clone()).or_default() += 1;
                 if let Some((_, decision)) = decided.get(tool_call_id)
                     && decision.starts_with("deny")
+                    && !probe_answered.contains(tool_call_id)
                 {
                     out.push(v(
                         APPROVAL_ATTRIBUTION,

@@ -30,7 +30,8 @@ pub fn shows(finding: &str, events: &[TraceEvent]) -> bool {
 /// Two runs of one conversation were open at once, and the transcript got an assistant
 /// message between a tool call and its result (the other turn's answer), or one run stored a
 /// tool call while the other was open (whose next model call, after a compaction that keeps the
-/// call, sees it without its result).
+/// call, sees it without its result), or the two runs' compactions overlapped: one summarised
+/// messages the other had already removed, and its swap removed the other's summary unread.
 fn turns_interleaved(events: &[TraceEvent]) -> bool {
     // (run id, conversation id) of every run started and not yet ended.
     let mut open: Vec<(&str, &str)> = Vec::new();
@@ -38,6 +39,8 @@ fn turns_interleaved(events: &[TraceEvent]) -> bool {
     // Tool calls stored and not yet answered.
     let mut unanswered: Vec<&str> = Vec::new();
     let mut interleaved = false;
+    // (conversation id, message id) of every message a compaction removed.
+    let mut compacted: Vec<(&str, &str)> = Vec::new();
     for e in events {
         match &e.obs {
             Observation::RunStarted {
@@ -49,6 +52,28 @@ fn turns_interleaved(events: &[TraceEvent]) -> bool {
                 open.push((run_id, conversation_id));
             }
             Observation::RunEnded { run_id, .. } => open.retain(|&(r, _)| r != run_id),
+            Observation::Compaction {
+                conversation_id,
+                removed,
+                summarized,
+                ..
+            } => {
+                let id = |s: &'_ str| -> String {
+                    let rest = s.split_once(':').map_or(s, |(_, r)| r);
+                    rest.split('[').next().unwrap_or(rest).to_string()
+                };
+                interleaved |= summarized.iter().any(|m| {
+                    let m = id(m);
+                    compacted
+                        .iter()
+                        .any(|&(c, r)| c == conversation_id && id(r) == m)
+                });
+                compacted.extend(
+                    removed
+                        .iter()
+                        .map(|r| (conversation_id.as_str(), r.as_str())),
+                );
+            }
             Observation::History {
                 entry,
                 conversation_id,

@@ -38,6 +38,23 @@ fn substitute(text: &str, run_id: &Option<String>) -> String {
     }
 }
 
+/// The tool call ids a request body answers: `messages[].approvals[].tool_call_id` of its
+/// approval messages (letta-protocol.md §2.1); none for a body that is not such JSON.
+fn answered_calls(body: Option<&str>) -> Vec<String> {
+    let Some(v) = body.and_then(|b| serde_json::from_str::<serde_json::Value>(b).ok()) else {
+        return Vec::new();
+    };
+    v.get("messages")
+        .and_then(|m| m.as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m.get("approvals").and_then(|a| a.as_array()))
+        .flatten()
+        .filter_map(|a| a.get("tool_call_id").and_then(|id| id.as_str()))
+        .map(str::to_string)
+        .collect()
+}
+
 /// Runs the steps against `server_addr`, observing each request and its answer.
 pub async fn run<E: Env>(env: E, server_addr: String, steps: Vec<ProbeStep>) {
     let mut last_run: Option<String> = None;
@@ -55,6 +72,7 @@ pub async fn run<E: Env>(env: E, server_addr: String, steps: Vec<ProbeStep>) {
             n,
             method: step.method.clone(),
             path: step.path.clone(),
+            approvals: answered_calls(step.body.as_deref()),
         });
         let body = step.body.clone().unwrap_or_default();
         let req = Request::builder()

@@ -270,6 +270,10 @@ pub enum Observation {
         n: u32,
         method: String,
         path: String,
+        /// The tool call ids the request's body answers (approval messages): a second party
+        /// deciding a call the client also decides.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        approvals: Vec<String>,
     },
     ProbeResponse {
         n: u32,
