@@ -258,13 +258,14 @@ pub fn serve(dir: &Path, name: &str, scenario_text: &str) -> (Value, PathBuf) {
     start_provider_with(dir, path).unwrap_or_else(|e| panic!("sim serve --provider-only: {e}"))
 }
 
-/// A scenario's text with its cassette paths made absolute, so it can be written anywhere.
+/// A scenario's text with its cassette paths (`"../../…"`, from scenarios/kimi/ or
+/// tests/interop/ to the crate root) made absolute, so it can be written anywhere.
 pub fn scenario_text(rel: &str) -> String {
     let path = repo().join(rel);
     let dir = path.parent().unwrap().display().to_string();
     std::fs::read_to_string(&path)
         .unwrap()
-        .replace("\"../../cassettes/", &format!("\"{dir}/../../cassettes/"))
+        .replace("\"../../", &format!("\"{dir}/../../"))
 }
 
 /// The scenario's `[agent_loop.files]`, written under `work` (leading `/` dropped).

@@ -1,6 +1,6 @@
-//! The real Kimi Code CLI as the judge of the agent-loop model (docs/agent-loop.md, "The real
-//! CLI as the judge"): for each agent-loop scenario the CLI can drive through a fake provider,
-//! `sim serve --provider-only` serves the scenario's script (with its provider faults) once to
+//! The real Kimi Code CLI as the judge of the agent-loop model (docs/agent-loop.md, "The
+//! real Kimi Code CLI as the judge"): for each agent-loop scenario the CLI can drive through a
+//! fake provider, `sim serve --provider-only` serves the scenario's script (with its provider faults) once to
 //! the model (`model::kimi::agent`, on real TCP) and once to the published CLI in a temp work
 //! dir holding the scenario's files, under each of the CLI's two engines. The two request logs,
 //! normalised (ids by first appearance, no system prompt, no CLI reminders, tool outputs
@@ -199,9 +199,9 @@ fn kimi_cli_provider_errors_and_retries_match_the_model() {
         "provider-errors",
         &Case {
             scenario: "scenarios/kimi/provider_errors.toml",
-            // The CLI's SDK waits minutes on a silent stream (the model's 5 s read timeout is
-            // a harness choice, docs/agent-loop.md choice 21): cut the stream at the same
-            // frame inside the Write call instead, which both retry at once.
+            // The CLI has no read timeout as short as the model's 5 s (a harness choice,
+            // docs/agent-loop.md choice 21) and waits on a silent stream: cut the stream at
+            // the same frame inside the Write call instead, which both retry at once.
             both: &[("action = \"stall\"", "action = \"cut_inside\"")],
             cli: &[("\"/CHANGELOG.md\"", "\"CHANGELOG.md\"")],
             env: &[],
@@ -312,6 +312,23 @@ fn kimi_cli_batch_of_known_and_missing_tools_matches_the_model() {
                     to: "  result #1 Tool \"Nope\" not found\n  result #2 (tool output)",
                 },
             ],
+        },
+    );
+}
+
+#[test]
+fn kimi_cli_garbage_inside_a_tool_call_is_retried_like_the_model() {
+    judge(
+        "garbage",
+        &Case {
+            scenario: "tests/interop/kimi_garbage.toml",
+            both: &[],
+            cli: &[],
+            env: &[],
+            model_outcome: "completed: end_turn (2 steps)",
+            cli_exit: 0,
+            retry_after_ms: None,
+            known: &[],
         },
     );
 }
