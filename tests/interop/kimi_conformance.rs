@@ -201,7 +201,7 @@ fn kimi_cli_provider_errors_and_retries_match_the_model() {
             scenario: "scenarios/kimi/provider_errors.toml",
             // The CLI has no read timeout as short as the model's 5 s (a harness choice,
             // docs/agent-loop.md choice 21) and waits on a silent stream: cut the stream at
-            // the same frame inside the Write call instead, which both retry at once.
+            // the same frame inside the Write call instead, which both retry on the ramp.
             both: &[("action = \"stall\"", "action = \"cut_inside\"")],
             cli: &[("\"/CHANGELOG.md\"", "\"CHANGELOG.md\"")],
             env: &[],
