@@ -277,8 +277,9 @@ pub fn write_files(scenario: &Scenario, work: &Path) {
     }
 }
 
-/// The texts the loop itself writes into a tool result (kimi-loop.md §4.2–§4.6): kept when a
-/// result is normalised, while a tool's own output (real tools against simulated ones) is not.
+/// The texts the loop and its host write into a tool result (kimi-loop.md §4.2–§4.6, §8.3):
+/// kept when a result is normalised, while a tool's own output (real tools against simulated
+/// ones) is not.
 fn loop_text(text: &str) -> Option<String> {
     let body = text
         .strip_prefix("<system>ERROR: Tool execution failed.</system>\n")
@@ -286,8 +287,45 @@ fn loop_text(text: &str) -> Option<String> {
     let loop_owned = (body.starts_with("Tool \"") && body.contains("\" not found"))
         || body.starts_with("Invalid args for tool ")
         || body.starts_with("This tool call was not executed")
-        || body.starts_with("Tool skipped because a previous tool call stopped the turn.");
+        || body.starts_with("Tool skipped because a previous tool call stopped the turn.")
+        || body.starts_with("Tool execution was interrupted before its result was recorded.")
+        || body.starts_with("Tool result is not available in the current context.");
     loop_owned.then(|| body.lines().next().unwrap_or("").to_string())
+}
+
+/// What a Read returned, as file lines, when it returned the file: the CLI numbers each line
+/// (`N<tab>`) and appends a `<system>…</system>` status; the model's Read returns the text.
+/// Which version of a file a Read saw is how a batch's read/write ordering shows in requests.
+fn read_text(text: &str) -> Option<String> {
+    if text.starts_with("<system>ERROR") {
+        return None;
+    }
+    let body = match text.rfind("<system>") {
+        Some(i) if text.trim_end().ends_with("</system>") => &text[..i],
+        _ => text,
+    };
+    let lines: Vec<&str> = body
+        .trim_end_matches('\n')
+        .lines()
+        .map(|l| match l.split_once('\t') {
+            Some((n, rest)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => rest,
+            _ => l,
+        })
+        .collect();
+    Some(format!("{:?}", lines.join("\n")))
+}
+
+/// A tool result as compared: the loop's own text, what a Read saw, or `(tool output)`.
+fn result_line(names: &BTreeMap<String, String>, raw_id: &str, text: &str) -> String {
+    if let Some(t) = loop_text(text) {
+        return t;
+    }
+    match names.get(raw_id).map(String::as_str) {
+        Some("Read") => read_text(text)
+            .map(|t| format!("read {t}"))
+            .unwrap_or_else(|| "(tool output)".into()),
+        _ => "(tool output)".into(),
+    }
 }
 
 /// A tool call's arguments in one vocabulary: a `path` without its leading `/` (the model's
@@ -333,7 +371,7 @@ fn content_text(content: &Value) -> String {
 /// What a provider request says the loop did, one line per item, ids numbered by first
 /// appearance (`#1`, `#2`, …): the user's prompt, each assistant step's text and tool calls
 /// (name and arguments), each tool result (its tool call, and the loop's own text when the
-/// loop wrote it). Left out: the system prompt, the CLI's `<system-reminder>` user texts, tool
+/// loop wrote it, or the file lines a Read returned). Left out: the system prompt, the CLI's `<system-reminder>` user texts, tool
 /// schemas and sampling fields.
 pub fn normalise(api: &str, body: &Value, ids: &mut BTreeMap<String, usize>) -> Vec<String> {
     let mut id = |raw: &str| {
@@ -346,7 +384,7 @@ pub fn normalise(api: &str, body: &Value, ids: &mut BTreeMap<String, usize>) -> 
             out.push(format!("user {text:?}"));
         }
     };
-    let result = |text: &str| loop_text(text).unwrap_or_else(|| "(tool output)".into());
+    let mut names: BTreeMap<String, String> = BTreeMap::new();
     match api {
         "anthropic" => {
             for m in body["messages"].as_array().into_iter().flatten() {
@@ -362,17 +400,25 @@ pub fn normalise(api: &str, body: &Value, ids: &mut BTreeMap<String, usize>) -> 
                         ("assistant", "text") => {
                             out.push(format!("assistant {:?}", b["text"].as_str().unwrap_or("")))
                         }
-                        ("assistant", "tool_use") => out.push(format!(
-                            "call {} {} {}",
-                            id(b["id"].as_str().unwrap_or("")),
-                            b["name"].as_str().unwrap_or(""),
-                            normal_args(&b["input"])
-                        )),
-                        ("user", "tool_result") => out.push(format!(
-                            "result {} {}",
-                            id(b["tool_use_id"].as_str().unwrap_or("")),
-                            result(&content_text(&b["content"]))
-                        )),
+                        ("assistant", "tool_use") => {
+                            let raw = b["id"].as_str().unwrap_or("");
+                            let name = b["name"].as_str().unwrap_or("");
+                            names.insert(raw.to_string(), name.to_string());
+                            out.push(format!(
+                                "call {} {name} {}",
+                                id(raw),
+                                normal_args(&b["input"])
+                            ))
+                        }
+                        ("user", "tool_result") => {
+                            let raw = b["tool_use_id"].as_str().unwrap_or("");
+                            let text = content_text(&b["content"]);
+                            out.push(format!(
+                                "result {} {}",
+                                id(raw),
+                                result_line(&names, raw, &text)
+                            ))
+                        }
                         (r, t) => out.push(format!("{r} {t}")),
                     }
                 }
@@ -381,17 +427,25 @@ pub fn normalise(api: &str, body: &Value, ids: &mut BTreeMap<String, usize>) -> 
         "openai_responses" => {
             for item in body["input"].as_array().into_iter().flatten() {
                 match (item["type"].as_str(), item["role"].as_str()) {
-                    (Some("function_call"), _) => out.push(format!(
-                        "call {} {} {}",
-                        id(item["call_id"].as_str().unwrap_or("")),
-                        item["name"].as_str().unwrap_or(""),
-                        normal_args(&parse_args(&item["arguments"]))
-                    )),
-                    (Some("function_call_output"), _) => out.push(format!(
-                        "result {} {}",
-                        id(item["call_id"].as_str().unwrap_or("")),
-                        result(&content_text(&item["output"]))
-                    )),
+                    (Some("function_call"), _) => {
+                        let raw = item["call_id"].as_str().unwrap_or("");
+                        let name = item["name"].as_str().unwrap_or("");
+                        names.insert(raw.to_string(), name.to_string());
+                        out.push(format!(
+                            "call {} {name} {}",
+                            id(raw),
+                            normal_args(&parse_args(&item["arguments"]))
+                        ))
+                    }
+                    (Some("function_call_output"), _) => {
+                        let raw = item["call_id"].as_str().unwrap_or("");
+                        let text = content_text(&item["output"]);
+                        out.push(format!(
+                            "result {} {}",
+                            id(raw),
+                            result_line(&names, raw, &text)
+                        ))
+                    }
                     (_, Some("user")) => user(&mut out, &content_text(&item["content"])),
                     (_, Some("system" | "developer")) => {}
                     (_, Some(r)) => out.push(format!("{r} {:?}", content_text(&item["content"]))),
@@ -410,19 +464,25 @@ pub fn normalise(api: &str, body: &Value, ids: &mut BTreeMap<String, usize>) -> 
                             out.push(format!("assistant {text:?}"));
                         }
                         for c in m["tool_calls"].as_array().into_iter().flatten() {
+                            let raw = c["id"].as_str().unwrap_or("");
+                            let name = c["function"]["name"].as_str().unwrap_or("");
+                            names.insert(raw.to_string(), name.to_string());
                             out.push(format!(
-                                "call {} {} {}",
-                                id(c["id"].as_str().unwrap_or("")),
-                                c["function"]["name"].as_str().unwrap_or(""),
+                                "call {} {name} {}",
+                                id(raw),
                                 normal_args(&parse_args(&c["function"]["arguments"]))
                             ));
                         }
                     }
-                    "tool" => out.push(format!(
-                        "result {} {}",
-                        id(m["tool_call_id"].as_str().unwrap_or("")),
-                        result(&content_text(&m["content"]))
-                    )),
+                    "tool" => {
+                        let raw = m["tool_call_id"].as_str().unwrap_or("");
+                        let text = content_text(&m["content"]);
+                        out.push(format!(
+                            "result {} {}",
+                            id(raw),
+                            result_line(&names, raw, &text)
+                        ))
+                    }
                     r => out.push(format!("{r} {:?}", content_text(&m["content"]))),
                 }
             }

@@ -4,7 +4,7 @@
 //! the model (`model::kimi::agent`, on real TCP) and once to the published CLI in a temp work
 //! dir holding the scenario's files, under each of the CLI's two engines. The two request logs,
 //! normalised (ids by first appearance, no system prompt, no CLI reminders, tool outputs
-//! reduced to the loop's own texts), must be equal; so must the retry delays' classes (the
+//! reduced to the loop's own texts and what each Read saw), must be equal; so must the retry delays' classes (the
 //! server's `Retry-After`, or the backoff step with its 25 % jitter) and the files the tools
 //! left behind.
 
@@ -262,7 +262,7 @@ fn kimi_cli_unknown_tools_over_openai_chat_match_the_model() {
                 Known {
                     engine: None,
                     from: "result #2 Tool \"get_stock_price\" not found",
-                    to: "result #2 (tool output)",
+                    to: "result #2 Tool execution was interrupted before its result was recorded. Do not assume the tool completed successfully.",
                 },
             ],
         },
@@ -308,8 +308,8 @@ fn kimi_cli_batch_of_known_and_missing_tools_matches_the_model() {
                 },
                 Known {
                     engine: None,
-                    from: "  result #1 (tool output)\n  result #2 Tool \"Nope\" not found",
-                    to: "  result #1 Tool \"Nope\" not found\n  result #2 (tool output)",
+                    from: "  result #1 read \"A\"\n  result #2 Tool \"Nope\" not found",
+                    to: "  result #1 Tool \"Nope\" not found\n  result #2 read \"A\"",
                 },
             ],
         },
