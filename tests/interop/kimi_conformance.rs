@@ -148,10 +148,13 @@ fn judge(tag: &str, case: &Case) {
             None => assert_eq!(retries, model_retries, "retry delays: {context}"),
         }
         assert_eq!(run.code, Some(case.cli_exit), "exit status: {context}");
+        // The model's failure is `failed: <code or error name>: <message>`; the CLI prints the
+        // same message after its own error code.
         if let Some(failure) = case.model_outcome.strip_prefix("failed: ")
             && case.cli_exit != 0
         {
-            assert!(run.stderr.contains(failure), "the CLI's failure: {context}");
+            let message = failure.split_once(": ").map_or(failure, |(_, m)| m);
+            assert!(run.stderr.contains(message), "the CLI's failure: {context}");
         }
         for (path, content) in model.workspace.files() {
             let real = std::fs::read_to_string(work.join(path.trim_start_matches('/')))
@@ -159,8 +162,12 @@ fn judge(tag: &str, case: &Case) {
             assert_eq!(real, content, "{path} after the turn: {context}");
         }
         println!(
-            "{tag} ({name} engine): {} requests equal, retries {retries:?}",
-            got.iter().filter(|l| l.starts_with("request")).count()
+            "{tag} ({name} engine): {} requests as expected ({} known differences), retries {retries:?}",
+            got.iter().filter(|l| l.starts_with("request")).count(),
+            case.known
+                .iter()
+                .filter(|k| k.engine.is_none_or(|e| e == engine))
+                .count()
         );
     }
 }
@@ -369,6 +376,24 @@ fn kimi_cli_quota_worded_429_is_retried_where_the_model_stops() {
                 },
             ],
             known_retries: Some(&["1: backoff base 500 ms"]),
+        },
+    );
+}
+
+#[test]
+fn kimi_cli_bad_request_is_not_retried_like_the_model() {
+    judge(
+        "bad-request",
+        &Case {
+            scenario: "tests/interop/kimi_bad_request.toml",
+            both: &[],
+            cli: &[],
+            env: &[],
+            model_outcome: "failed: APIStatusError: Unsupported parameter: 'foo'.",
+            cli_exit: 1,
+            retry_after_ms: None,
+            known: &[],
+            known_retries: None,
         },
     );
 }
