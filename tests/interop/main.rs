@@ -3,6 +3,9 @@
 //! against `sim serve --provider-only` (`local_backend`, and `compaction`: its own compaction
 //! as the judge of the `local` profile's), installed by tests/interop/setup.sh (the fixtures beside this file: the scenarios they serve and the SDK
 //! script), the models on real loopback TCP (`real_tcp`), and `sim record` between real peers (`record`).
+//! The published Kimi Code CLI against `sim serve --provider-only`, as the judge of the
+//! agent-loop model under both its engines (`kimi_conformance`, helpers in `kimi_cli`),
+//! installed by tests/interop/setup-kimi.sh.
 //!
 //! Run just these: `cargo test --test interop` (a few minutes: the CLI flows run the real
 //! client, and flow 3 waits its 10 s busy back-off by design).
@@ -14,6 +17,8 @@ mod cli;
 mod cli_conformance;
 mod clients;
 mod compaction;
+mod kimi_cli;
+mod kimi_conformance;
 mod local_backend;
 mod real_tcp;
 mod record;
