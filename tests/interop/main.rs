@@ -16,5 +16,6 @@ mod clients;
 mod compaction;
 mod local_backend;
 mod real_tcp;
+mod realclient;
 mod record;
 mod sdk;

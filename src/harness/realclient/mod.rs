@@ -27,7 +27,6 @@ use self::launch::{Launch, launch};
 use self::report::{ModelRun, RealFailure, RealReport, RunSummary};
 use self::serve::Served;
 use super::faults::Fault;
-use super::letta::swarm::Baseline;
 use super::report::Verdict;
 use super::run::run_scenario;
 use super::scenario::{InputError, Scenario};
@@ -77,7 +76,7 @@ impl RealRun {
 
 /// The plan of every seed of `scenario`, with the baseline it is drawn from.
 pub struct Planner {
-    baseline: Baseline,
+    baseline: plan::RealBaseline,
 }
 
 impl Planner {

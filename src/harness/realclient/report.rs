@@ -319,6 +319,19 @@ impl RealReport {
                 format!("; differs on seeds {differ:?}")
             }
         );
+        let model_only: Vec<String> = self
+            .runs
+            .iter()
+            .filter(|r| r.failed.is_empty() && !r.model_failed.is_empty())
+            .map(|r| format!("{} [{}]", r.seed, r.model_failed.join(",")))
+            .collect();
+        if !model_only.is_empty() {
+            let _ = writeln!(
+                s,
+                "  the model fails where the real client passed: {}",
+                model_only.join(", ")
+            );
+        }
         for (inv, seeds) in self.by_invariant() {
             let agree = self
                 .failures
