@@ -514,7 +514,7 @@ fn terminates(ev: &Evidence<'_>) -> Vec<Finding> {
 /// either, or a `success` with a failing exit code, is not an outcome.
 fn cli_result(ev: &Evidence<'_>) -> Vec<Finding> {
     let cli = ev.cli;
-    let last = cli.events().into_iter().map(|(_, e)| e).last();
+    let last = cli.events().into_iter().map(|(_, e)| e).next_back();
     let problem = match (cli.killed, cli.result(), cli.code) {
         (true, _, _) => Some("it was killed at its budget".to_string()),
         (false, Some(r), Some(code)) if r["subtype"] == "success" && code != 0 => Some(format!(
@@ -548,7 +548,7 @@ pub fn outcome(cli: &CliRun) -> String {
     if let Some(r) = cli.result() {
         return r["subtype"].as_str().unwrap_or("?").to_string();
     }
-    match cli.events().into_iter().map(|(_, e)| e).last() {
+    match cli.events().into_iter().map(|(_, e)| e).next_back() {
         Some(e) if e["type"] == "error" => "error".into(),
         _ => "none".into(),
     }

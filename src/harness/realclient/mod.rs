@@ -151,7 +151,7 @@ pub fn run_once(
         requests: &requests,
         cli: &cli,
         effects: &effects,
-        plan: plan,
+        plan,
         budget_ms: options.run_timeout_ms,
     });
     let run = RealRun {
