@@ -181,6 +181,32 @@ pub struct ExploreArgs {
     /// Step through every tick, idle or not: the same trace, slower; for comparing the two.
     #[arg(long)]
     pub no_warp: bool,
+    /// Sweep a real client instead of the models (docs/real-client.md): per seed, serve the
+    /// scenario on a free loopback port with a plan of the server-side faults `sim serve`
+    /// applies, run this shell command line against it (LETTA_BASE_URL, a fresh HOME and work
+    /// dir, SIM_TURN, SIM_MODEL, SIM_ROOT…) and judge the run from the server's side. E.g.
+    /// 'node "$SIM_ROOT/target/interop/letta-code/letta.js" -p "$SIM_TURN" -m "$SIM_MODEL"
+    /// --output-format stream-json'.
+    #[arg(long, value_name = "CMD", conflicts_with_all = ["swarm", "shard", "shrink", "html", "worker"])]
+    pub real_client: Option<String>,
+    /// With --real-client: the wall-clock budget of one run of the command, in ms.
+    #[arg(long, value_name = "MS", default_value_t = 120_000, requires = "real_client",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub run_timeout_ms: u64,
+    /// With --real-client: reruns of each failing seed, to say how often it fails again.
+    #[arg(long, value_name = "N", default_value_t = 5, requires = "real_client")]
+    pub reruns: u32,
+    /// With --real-client: where each run's HOME, work dir and logs go (failing runs are kept).
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "target/real-client",
+        requires = "real_client"
+    )]
+    pub real_client_dir: PathBuf,
+    /// With --real-client: keep the directories of passing runs too.
+    #[arg(long, requires = "real_client")]
+    pub keep_runs: bool,
     /// Internal: run as the child process of a sweep (sim/src/isolate.rs): read work items
     /// on stdin, print one line per seed on stdout.
     #[arg(long, hide = true)]

@@ -18,6 +18,7 @@ pub mod input;
 pub mod invariants;
 pub mod kimi;
 pub mod letta;
+pub mod realclient;
 pub mod record;
 pub mod replay;
 pub mod report;

@@ -21,5 +21,6 @@ mod kimi_cli;
 mod kimi_conformance;
 mod local_backend;
 mod real_tcp;
+mod realclient;
 mod record;
 mod sdk;

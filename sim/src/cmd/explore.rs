@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use loopsim::harness::explore::ExploreReport;
 use loopsim::harness::html;
+use loopsim::harness::realclient::{self, RealClientOptions};
 use loopsim::harness::scenario::{InputError, Retune};
 use loopsim::harness::seed::run_seed;
 
@@ -19,6 +20,9 @@ use crate::isolate;
 use crate::progress::Bar;
 
 pub fn run(a: ExploreArgs) -> CmdResult {
+    if a.real_client.is_some() {
+        return real_client(a);
+    }
     for file in a.out.iter().chain(&a.html) {
         check_output(file)?;
     }
@@ -123,4 +127,61 @@ fn retune(a: &ExploreArgs) -> Retune {
         tick_ms: a.tick_ms,
         latency_scale: a.latency_scale,
     }
+}
+
+/// `--real-client CMD`: the sweep of a real client (docs/real-client.md). One line per run on
+/// stderr as runs finish, the report on stdout, the JSON report with `--out`.
+fn real_client(a: ExploreArgs) -> CmdResult {
+    if let Some(file) = &a.out {
+        check_output(file)?;
+    }
+    let scenarios = load_files(&a.scenarios, &retune(&a))?;
+    let root = std::env::current_dir().map_err(|e| InputError {
+        file: ".".into(),
+        line: None,
+        column: None,
+        message: format!("cannot read the current directory: {e}"),
+    })?;
+    let options = RealClientOptions {
+        command: a.real_client.clone().unwrap_or_default(),
+        seeds: a.seeds.clone(),
+        jobs: a.jobs,
+        run_timeout_ms: a.run_timeout_ms,
+        reruns: a.reruns,
+        dir: root.join(&a.real_client_dir),
+        root,
+        keep: a.keep_runs,
+    };
+    let started = Instant::now();
+    let report = realclient::explore(&scenarios, &options, &|done, total, what| {
+        eprintln!(
+            "real-client {done}/{total} {what} ({:.0} s)",
+            started.elapsed().as_secs_f64()
+        )
+    })?;
+    let wall = started.elapsed().as_secs_f64();
+    match a.format {
+        Format::Text => {
+            print!("{}", report.render());
+            let reruns: u32 = report.failures.iter().map(|f| f.reruns).sum();
+            println!(
+                "rate      {:.1} runs/min over {} job(s) ({} runs + {reruns} reruns in {wall:.0} s wall)",
+                (report.runs.len() as f64 + f64::from(reruns)) * 60.0 / wall.max(1e-9),
+                options.jobs.max(1),
+                report.runs.len()
+            );
+        }
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("report serialises")
+        ),
+    }
+    if let Some(file) = a.out {
+        write_file(
+            &file,
+            &serde_json::to_string_pretty(&report).expect("report serialises"),
+        )?;
+        eprintln!("report written to {}", file.display());
+    }
+    Ok(report.exit_code())
 }
