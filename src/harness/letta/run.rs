@@ -4,8 +4,8 @@
 
 use crate::harness::faults::Fault;
 use crate::harness::invariants::{
-    APPROVAL_CONFLICT_RECOVERED, COMPACTION_SAFE, DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, STREAM_STAYS_IN_CONVERSATION,
-    TOOL_CALL_RESOLVED, Violation,
+    APPROVAL_CONFLICT_RECOVERED, COMPACTION_SAFE, DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST,
+    STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED, Violation,
 };
 use crate::harness::letta::client_invariants::client_invariants;
 use crate::harness::letta::compaction_safe::compaction_safe;
