@@ -28,6 +28,7 @@ struct Send {
     conv: String,
     /// The send carried no approval: the server refuses it while a call is pending.
     plain: bool,
+    otids: Vec<String>,
     /// Since the send: the server took it some other way (a fault answered it, its request
     /// token re-attached it to a run, or the user message was written).
     taken_otherwise: bool,
@@ -96,16 +97,17 @@ pub fn approval_conflict_recovered(events: &[TraceEvent]) -> Vec<Violation> {
                     | HistoryEntry::Settled { tool_call_id, .. } => {
                         calls.retain(|c| c != tool_call_id)
                     }
-                    HistoryEntry::User { .. } => {
-                        for t in turns.values_mut() {
-                            if let Some(s) = t.send.as_mut()
-                                && !s.answered
-                                && same_conversation(&s.conv, conversation_id)
+                    // The send's own user message written: the server took it. The planted
+                    // history of an approval fault carries no otid.
+                    HistoryEntry::User { otid: Some(otid) } => {
+                        mark_unanswered(&mut turns, |s| {
+                            if same_conversation(&s.conv, conversation_id) && s.otids.contains(otid)
                             {
                                 s.taken_otherwise = true;
                             }
-                        }
+                        });
                     }
+                    HistoryEntry::User { otid: None } => {}
                     HistoryEntry::Assistant { .. } => {}
                 }
             }
@@ -148,7 +150,9 @@ pub fn approval_conflict_recovered(events: &[TraceEvent]) -> Vec<Violation> {
             Observation::TurnStart { .. } => {
                 turns.insert(host, Turn::default());
             }
-            Observation::ClientSend { path, items, .. } => {
+            Observation::ClientSend {
+                path, items, otids, ..
+            } => {
                 let Some(t) = turns.get_mut(host) else {
                     continue;
                 };
@@ -162,6 +166,7 @@ pub fn approval_conflict_recovered(events: &[TraceEvent]) -> Vec<Violation> {
                     path: path.clone(),
                     conv: conv.to_string(),
                     plain: !items.contains("approval["),
+                    otids: otids.clone(),
                     taken_otherwise: false,
                     answered: false,
                     conflicted_with: Vec::new(),
@@ -275,7 +280,7 @@ pub fn approval_conflict_recovered(events: &[TraceEvent]) -> Vec<Violation> {
 }
 
 /// Applies `f` to every send the server has not answered yet.
-fn mark_unanswered(turns: &mut BTreeMap<&str, Turn>, f: impl Fn(&mut Send)) {
+fn mark_unanswered(turns: &mut BTreeMap<&str, Turn>, mut f: impl FnMut(&mut Send)) {
     for t in turns.values_mut() {
         if let Some(s) = t.send.as_mut()
             && !s.answered
