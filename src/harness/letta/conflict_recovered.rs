@@ -61,7 +61,7 @@ struct Turn {
 
 /// `approval-conflict-recovered`: when a turn ends with an error and its last send was refused
 /// with the approval-pending conflict (server side: a plain message on a conversation with a
-/// call pending, answered 409 or 200 with no user message written; client side: the 409 seen
+/// call pending, answered 409 or 200 without its user message written; client side: the 409 seen
 /// or the stream ended on its error event), or its outcome names the conflict (the
 /// `isApprovalPendingError` text, "waiting for approval"), the call it conflicted with must not
 /// be pending any more. The give-up is legitimate, and not a violation, when the client could
