@@ -28,7 +28,6 @@ struct Send {
     conv: String,
     /// The send carried no approval: the server refuses it while a call is pending.
     plain: bool,
-    otids: Vec<String>,
     /// Since the send: the server took it some other way (a fault answered it, its request
     /// token re-attached it to a run, or the user message was written).
     taken_otherwise: bool,
@@ -61,7 +60,7 @@ struct Turn {
 
 /// `approval-conflict-recovered`: when a turn ends with an error and its last send was refused
 /// with the approval-pending conflict (server side: a plain message on a conversation with a
-/// call pending, answered 409 or 200 without its user message written; client side: the 409 seen
+/// call pending, answered 409 or 200 with no user message written; client side: the 409 seen
 /// or the stream ended on its error event), or its outcome names the conflict (the
 /// `isApprovalPendingError` text, "waiting for approval"), the call it conflicted with must not
 /// be pending any more. The give-up is legitimate, and not a violation, when the client could
@@ -97,17 +96,21 @@ pub fn approval_conflict_recovered(events: &[TraceEvent]) -> Vec<Violation> {
                     | HistoryEntry::Settled { tool_call_id, .. } => {
                         calls.retain(|c| c != tool_call_id)
                     }
-                    // The send's own user message written: the server took it. The planted
-                    // history of an approval fault carries no otid.
-                    HistoryEntry::User { otid: Some(otid) } => {
-                        mark_unanswered(&mut turns, |s| {
-                            if same_conversation(&s.conv, conversation_id) && s.otids.contains(otid)
+                    // A user message written while the send waits: the server took it. An
+                    // approval fault's planted history writes one too, so a refusal of a planted
+                    // call is judged by the outcome's text alone: a refusal judged from the
+                    // server side would also hold against the reference when a cut stream left
+                    // it a different error line.
+                    HistoryEntry::User { .. } => {
+                        for t in turns.values_mut() {
+                            if let Some(s) = t.send.as_mut()
+                                && !s.answered
+                                && same_conversation(&s.conv, conversation_id)
                             {
                                 s.taken_otherwise = true;
                             }
-                        });
+                        }
                     }
-                    HistoryEntry::User { otid: None } => {}
                     HistoryEntry::Assistant { .. } => {}
                 }
             }
@@ -150,9 +153,7 @@ pub fn approval_conflict_recovered(events: &[TraceEvent]) -> Vec<Violation> {
             Observation::TurnStart { .. } => {
                 turns.insert(host, Turn::default());
             }
-            Observation::ClientSend {
-                path, items, otids, ..
-            } => {
+            Observation::ClientSend { path, items, .. } => {
                 let Some(t) = turns.get_mut(host) else {
                     continue;
                 };
@@ -166,7 +167,6 @@ pub fn approval_conflict_recovered(events: &[TraceEvent]) -> Vec<Violation> {
                     path: path.clone(),
                     conv: conv.to_string(),
                     plain: !items.contains("approval["),
-                    otids: otids.clone(),
                     taken_otherwise: false,
                     answered: false,
                     conflicted_with: Vec::new(),
@@ -280,7 +280,7 @@ pub fn approval_conflict_recovered(events: &[TraceEvent]) -> Vec<Violation> {
 }
 
 /// Applies `f` to every send the server has not answered yet.
-fn mark_unanswered(turns: &mut BTreeMap<&str, Turn>, mut f: impl FnMut(&mut Send)) {
+fn mark_unanswered(turns: &mut BTreeMap<&str, Turn>, f: impl Fn(&mut Send)) {
     for t in turns.values_mut() {
         if let Some(s) = t.send.as_mut()
             && !s.answered
