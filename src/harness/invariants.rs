@@ -47,9 +47,11 @@ pub const RESULTS_ORDERED: &str = "results-ordered";
 pub const COMPACTION_SAFE: &str = "compaction-safe";
 /// A stream that answers a send on conversation A never carries a run of conversation B.
 pub const STREAM_STAYS_IN_CONVERSATION: &str = "stream-stays-in-conversation";
+/// A turn never ends on the approval-pending conflict while the conflicting call stays pending.
+pub const APPROVAL_CONFLICT_RECOVERED: &str = "approval-conflict-recovered";
 
 /// Every invariant id `sim run` knows (a scenario's `[[expect]]` table names one of these).
-pub const ALL: [&str; 17] = [
+pub const ALL: [&str; 18] = [
     TOOL_CALL_RESOLVED,
     TURN_TERMINATES,
     LOOP_ENVELOPE,
@@ -65,6 +67,7 @@ pub const ALL: [&str; 17] = [
     RESULTS_ORDERED,
     COMPACTION_SAFE,
     STREAM_STAYS_IN_CONVERSATION,
+    APPROVAL_CONFLICT_RECOVERED,
     LOCK_SAFETY,
     DETERMINISTIC,
 ];

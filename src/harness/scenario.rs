@@ -243,6 +243,10 @@ pub struct Planted {
     /// streams the other conversation's run (breaks stream-stays-in-conversation).
     #[serde(default)]
     pub client_otids_repeat_per_process: bool,
+    /// Headless gives up on the in-band approval-pending conflict, as the published CLI does,
+    /// and leaves the call pending (breaks approval-conflict-recovered).
+    #[serde(default)]
+    pub client_gives_up_on_in_band_conflict: bool,
     // ---- agent loop ------------------------------------------------------------------------
     /// The loop records tool results in completion order, not provider order (breaks
     /// loop-envelope).
@@ -338,6 +342,10 @@ impl Planted {
                 inv::RESULTS_ORDERED,
             ),
             (self.client_no_resource_locks, inv::LOCK_SAFETY),
+            (
+                self.client_gives_up_on_in_band_conflict,
+                inv::APPROVAL_CONFLICT_RECOVERED,
+            ),
         ] {
             if on && !v.contains(&id) {
                 v.push(id);

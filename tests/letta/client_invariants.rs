@@ -5,8 +5,8 @@
 
 use crate::common::{load, repo, run, violations};
 use loopsim::harness::invariants::{
-    APPROVAL_ATTRIBUTION, ARGS_INTACT, BUDGET_RESPECTED, LOCK_SAFETY, NO_DOUBLE_EXECUTION,
-    RESULTS_ORDERED, STOP_REASON_CONSISTENT, STREAM_GAPLESS,
+    APPROVAL_ATTRIBUTION, APPROVAL_CONFLICT_RECOVERED, ARGS_INTACT, BUDGET_RESPECTED, LOCK_SAFETY,
+    NO_DOUBLE_EXECUTION, RESULTS_ORDERED, STOP_REASON_CONSISTENT, STREAM_GAPLESS,
 };
 use loopsim::harness::report::{RunReport, Verdict, exit};
 
@@ -137,4 +137,21 @@ fn lock_safety_fails_when_tools_ignore_their_locks() {
         LOCK_SAFETY,
         "Write (toolu_write_2, key /workspace/b.txt) started while Bash (toolu_bash_2, key __global__) was running",
     );
+}
+
+#[test]
+fn approval_conflict_recovered_fails_when_headless_gives_up_on_the_in_band_conflict() {
+    let r = planted("client_gives_up_on_in_band_conflict.toml");
+    assert_breaks(
+        &r,
+        APPROVAL_CONFLICT_RECOVERED,
+        "turn 1 ended on the approval-pending conflict (its send at event 12 was refused) while tool call toolu_stale_1 (conversation agent-a6ff5f2c-7c25-49a7-86da-2f662939b9dd) stayed pending",
+    );
+    // Without the defect the reference resolves the call and resends: the turn completes.
+    let mut s = load(repo().join("scenarios/planted/client_gives_up_on_in_band_conflict.toml"));
+    s.planted.client_gives_up_on_in_band_conflict = false;
+    let ok = run(&s, 1, 2);
+    assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
+    assert_eq!(ok.turn_outcomes, ["stopped: end_turn"], "{}", ok.render());
+    assert!(ok.pending.is_empty(), "{}", ok.render());
 }

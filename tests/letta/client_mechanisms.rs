@@ -4,6 +4,7 @@
 //! profiles differ, both sides of the difference.
 
 use crate::common::{load, outcomes, run, scenario_path, with_mode, with_profile};
+use loopsim::harness::invariants::APPROVAL_CONFLICT_RECOVERED;
 use loopsim::harness::letta::conformance::{RawRequest, normalise};
 use loopsim::harness::report::{RunReport, Verdict};
 use loopsim::harness::scenario::Scenario;
@@ -185,7 +186,9 @@ fn in_band_approval_conflict_in_headless_mode_is_a_dead_end_in_the_published_cli
     .iter()
     .map(|c| Spanned::new(0..0, format!("../../cassettes/provider/{c}.jsonl")))
     .collect();
-    let published = pass(&with_profile(s.clone(), "letta-code"), 1);
+    // The turn ends on the conflict with the call pending: `approval-conflict-recovered` fails
+    // (docs/findings.md#in-band-approval-conflict-is-a-dead-end-headless), and nothing else.
+    let published = run(&with_profile(s.clone(), "letta-code"), 1, 2);
     assert_eq!(
         outcomes(&published),
         [
@@ -193,6 +196,18 @@ fn in_band_approval_conflict_in_headless_mode_is_a_dead_end_in_the_published_cli
         ]
     );
     assert_eq!(published.pending.len(), 1, "{}", published.render());
+    let failed: Vec<&str> = published
+        .invariants
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(id, _)| *id)
+        .collect();
+    assert_eq!(
+        failed,
+        [APPROVAL_CONFLICT_RECOVERED],
+        "{}",
+        published.render()
+    );
     let reference = pass(&with_profile(s, "reference"), 1);
     assert_eq!(outcomes(&reference), ["stopped: end_turn"]);
     assert!(reference.pending.is_empty());

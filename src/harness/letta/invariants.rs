@@ -253,7 +253,7 @@ pub fn history_valid(events: &[TraceEvent]) -> Vec<Violation> {
 /// messages` or `…/stream`, and the agents endpoints of 0.16.8 (`/v1/agents/{id}/messages`,
 /// `…/messages/stream`), whose conversation is the agent's default one, keyed by the agent id
 /// (letta-protocol.md §2.1).
-fn conversation_of_send(path: &str) -> Option<&str> {
+pub(crate) fn conversation_of_send(path: &str) -> Option<&str> {
     if let Some(rest) = path.strip_prefix("/v1/conversations/") {
         let (conv, tail) = rest.split_once('/')?;
         return matches!(tail, "messages" | "stream").then_some(conv);
@@ -266,7 +266,7 @@ fn conversation_of_send(path: &str) -> Option<&str> {
 /// Whether a run of conversation `run_conv` may answer a request that names `named`. The
 /// `default` alias names the agent's default conversation, keyed by the agent id, which the
 /// path does not carry: any agent's default conversation is accepted for it.
-fn same_conversation(named: &str, run_conv: &str) -> bool {
+pub(crate) fn same_conversation(named: &str, run_conv: &str) -> bool {
     named == run_conv || (named == "default" && run_conv.starts_with("agent-"))
 }
 

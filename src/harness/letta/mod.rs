@@ -4,6 +4,7 @@
 pub mod bare;
 pub mod client_invariants;
 pub mod compaction_safe;
+pub mod conflict_recovered;
 pub mod conformance;
 pub mod coverage;
 pub mod findings;

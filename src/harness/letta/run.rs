@@ -4,11 +4,12 @@
 
 use crate::harness::faults::Fault;
 use crate::harness::invariants::{
-    COMPACTION_SAFE, DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, STREAM_STAYS_IN_CONVERSATION,
-    TOOL_CALL_RESOLVED, Violation,
+    APPROVAL_CONFLICT_RECOVERED, COMPACTION_SAFE, DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST,
+    STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED, Violation,
 };
 use crate::harness::letta::client_invariants::client_invariants;
 use crate::harness::letta::compaction_safe::compaction_safe;
+use crate::harness::letta::conflict_recovered::approval_conflict_recovered;
 use crate::harness::letta::invariants::{
     durable_ack, history_valid, one_run_per_request, pending_tool_calls,
     stream_stays_in_conversation, tool_call_resolved,
@@ -49,6 +50,10 @@ pub fn invariants(
         (
             STREAM_STAYS_IN_CONVERSATION,
             stream_stays_in_conversation(trace),
+        ),
+        (
+            APPROVAL_CONFLICT_RECOVERED,
+            approval_conflict_recovered(trace),
         ),
     ];
     let crashes_server = scenario

@@ -511,5 +511,6 @@ fn client_bugs(scenario: &Scenario) -> ClientBugs {
         results_in_completion_order: pl.client_results_in_completion_order,
         no_resource_locks: pl.client_no_resource_locks,
         otids_repeat_per_process: pl.client_otids_repeat_per_process,
+        gives_up_on_in_band_conflict: pl.client_gives_up_on_in_band_conflict,
     }
 }

@@ -141,6 +141,10 @@ pub struct ClientBugs {
     /// (the fixed setup otid of the letta_e2e d3 driver, captures/letta_e2e PROVENANCE d3x), so
     /// a new process's first send on a new conversation repeats the previous process's token.
     pub otids_repeat_per_process: bool,
+    /// Breaks `approval-conflict-recovered`: headless treats the in-band approval-pending
+    /// conflict (HTTP 200, `event: error`) as a plain stream error and ends the turn, as the
+    /// published CLI does (captures/letta_e2e PROVENANCE d3), leaving the call pending.
+    pub gives_up_on_in_band_conflict: bool,
 }
 
 /// When a scripted interrupt fires (letta-protocol.md §9).

@@ -192,8 +192,10 @@ impl<B: Backend> Client<B> {
             }
         };
         // The published CLI does not recover from an in-band approval conflict
-        // (captures/letta_e2e flow d3); the reference raises the flag.
+        // (captures/letta_e2e flow d3); the reference raises the flag, unless the planted
+        // defect makes it give up as the published one does.
         let flag = reference
+            && !self.config.bugs.gives_up_on_in_band_conflict
             && policy::is_approval_pending_error(&serde_json::Value::String(line.clone()));
         let meta = if d.stop_reason == StopReason::LlmApiError && !reference {
             None
