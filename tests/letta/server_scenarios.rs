@@ -410,7 +410,7 @@ fn a_call_a_second_party_answered_first_is_not_misattributed_to_the_client() {
     assert_eq!(r.verdict, Verdict::Pass, "{}", r.render());
     assert!(
         r.trace_text
-            .contains("probe_request n=4 method=POST path=/v1/conversations/agent-a6ff5f2c-7c25-49a7-86da-2f662939b9dd/messages approvals=[toolu_01NRLabsLyVHZPKxbKvkfSMn]"),
+            .contains("probe_request n=4 method=POST path=/v1/conversations/agent-a6ff5f2c-7c25-49a7-86da-2f662939b9dd/messages approvals=[\"toolu_01NRLabsLyVHZPKxbKvkfSMn\"]"),
         "{}",
         r.trace_text
     );
