@@ -79,7 +79,7 @@ pub fn plan(seed: u64, baseline: &Baseline) -> Vec<Fault> {
 }
 
 /// The `stream` family: one of the server's streamed responses breaks at one of its frames.
-fn stream_fault(rng: &mut ChaCha8Rng, response_frames: &[u64]) -> Fault {
+pub(crate) fn stream_fault(rng: &mut ChaCha8Rng, response_frames: &[u64]) -> Fault {
     let responses = response_frames.len().max(1);
     let r = rng.random_range(0..responses);
     let frames = response_frames.get(r).copied().unwrap_or(1).max(1);

@@ -5,11 +5,10 @@
 //! "real-client")`: a seed's plan is a function of the seed and the scenario alone.
 
 use rand::RngExt as _;
-use rand_chacha::ChaCha8Rng;
 use toml::Spanned;
 
 use crate::harness::faults::Fault;
-use crate::harness::letta::swarm::{Baseline, STREAM_ACTIONS};
+use crate::harness::letta::swarm::{Baseline, STREAM_ACTIONS, stream_fault};
 use crate::harness::letta::world::run_once;
 use crate::harness::scenario::{InputError, Scenario};
 use crate::harness::swarm::{draw_plan, provider_fault};
@@ -96,18 +95,6 @@ pub fn plan(seed: u64, baseline: &RealBaseline) -> Vec<Fault> {
             times: rng.random_range(1..=3),
         },
     })
-}
-
-/// One of the server's streamed responses breaks at one of its frames.
-fn stream_fault(rng: &mut ChaCha8Rng, response_frames: &[u64]) -> Fault {
-    let responses = response_frames.len().max(1);
-    let r = rng.random_range(0..responses);
-    let frames = response_frames.get(r).copied().unwrap_or(1).max(1);
-    Fault::ServerStream {
-        response: r as u64 + 1,
-        frame: rng.random_range(1..=frames),
-        action: STREAM_ACTIONS[rng.random_range(0..STREAM_ACTIONS.len())],
-    }
 }
 
 /// `scenario` with the seed's plan added to its own faults.
