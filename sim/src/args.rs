@@ -54,7 +54,8 @@ pub enum Command {
     #[command(after_help = EXIT_CODES)]
     Shrink(ShrinkArgs),
     /// The CI regression gate: every scenario over fixed and commit-derived seeds with swarm
-    /// faults, every planted canary, every snapshot.
+    /// faults, every planted canary, every snapshot, every bug cassette; with --real-client,
+    /// a real client over scenarios/real-client/ too.
     #[command(after_help = EXIT_CODES)]
     Ci(CiArgs),
     /// Work with JSON reports.
@@ -261,6 +262,20 @@ pub struct CiArgs {
     /// Write the JSON report here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Also sweep a real client over scenarios/real-client/ (the last stage; skipped, and said
+    /// so, without it): CMD as `sim explore --real-client` takes it, e.g.
+    /// 'node "$SIM_ROOT/target/interop/letta-code/letta.js" -p "$SIM_TURN" -m "$SIM_MODEL" --output-format stream-json'.
+    #[arg(long, value_name = "CMD")]
+    pub real_client: Option<String>,
+    /// Stall-free seeds per real-client scenario.
+    #[arg(long, default_value_t = 4, value_name = "N", requires = "real_client")]
+    pub real_client_seeds: usize,
+    /// Where the real-client runs go (failing runs are kept there).
+    #[arg(long, default_value = "target/ci/real-client", value_name = "DIR")]
+    pub real_client_dir: PathBuf,
+    /// Wall-clock budget of one real-client run, in ms.
+    #[arg(long, default_value_t = 120_000, value_name = "MS")]
+    pub real_client_timeout_ms: u64,
 }
 
 #[derive(Args)]

@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::explore::{ExploreOptions, ExploreReport, explore};
+use super::faults::Fault;
+use super::realclient::{self, RealClientOptions};
 use super::report::{self, FailureKind};
 use super::run::run_scenario;
 use super::scenario::{InputError, Scenario};
@@ -31,7 +33,30 @@ pub struct GateOptions {
     /// Run every n-th seed twice (determinism sample).
     pub determinism_every: u64,
     pub jobs: usize,
+    /// The real-client stage, when a real client is given (docs/real-client.md "In `sim ci`").
+    pub real_client: Option<RealClientStage>,
 }
+
+/// The gate's optional last stage: a real client over the scenarios of
+/// `scenarios/real-client/`. Each plain scenario runs the first `seeds` seeds whose plans hold
+/// no stall (a stall costs the Letta Code CLI its 60 s stall reconciler); each planted one
+/// (a `[planted]` server defect) runs once with its own faults only and must be caught.
+#[derive(Debug, Clone)]
+pub struct RealClientStage {
+    /// The client command line (`sh -c`), as `sim explore --real-client` takes it.
+    pub command: String,
+    /// Where the runs' directories go.
+    pub dir: PathBuf,
+    pub seeds: usize,
+    pub run_timeout_ms: u64,
+}
+
+/// Where the real-client stage's scenarios live.
+pub const REAL_CLIENT_DIR: &str = "scenarios/real-client";
+
+/// Reruns of a failing real-client seed in the gate: the seed fails the gate when one of them
+/// fails again; a failure neither rerun repeats is reported as flaky (real time) and passes.
+pub const REAL_CLIENT_RERUNS: u32 = 2;
 
 /// How the gate runs one sweep of one scenario file (its sweeps and its canaries). In-process
 /// ([`sweep_in_process`]) for tests; `sim ci` runs each in child processes, as `sim explore`
@@ -65,6 +90,9 @@ pub struct GateReport {
     pub commit: Option<String>,
     pub seeds: Vec<[u64; 2]>,
     pub cases: Vec<Case>,
+    /// Stages that did not run, each with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
     /// Sweep reports, one per scenario (for `sim report merge` and inspection).
     pub sweeps: Vec<ExploreReport>,
     pub exit_code: i32,
@@ -144,6 +172,19 @@ pub fn run_gate(
         cases.push((bug_cassette_case(&file)?, vec![FailureKind::Correctness]));
     }
 
+    // 5. The real client, when one is given.
+    let mut skipped = Vec::new();
+    match &options.real_client {
+        Some(stage) => {
+            for case in real_client_cases(root, stage, options.jobs, progress)? {
+                cases.push((case, vec![FailureKind::Correctness]));
+            }
+        }
+        None => skipped.push(
+            "real-client: no --real-client CMD given (docs/real-client.md \"In sim ci\")".into(),
+        ),
+    }
+
     // A failed sweep counts with its seeds' failure kinds; a canary not caught or a snapshot
     // that differs is a correctness failure of the gate.
     let kinds: Vec<FailureKind> = cases
@@ -156,6 +197,7 @@ pub fn run_gate(
         commit: options.commit.clone(),
         seeds: ranges,
         cases: cases.into_iter().map(|(c, _)| c).collect(),
+        skipped,
         sweeps,
         exit_code: report::exit_code_of(kinds),
     })
@@ -285,6 +327,171 @@ fn canary_case(
         suite: "canary".into(),
         name: file.display().to_string(),
         ok: !expected.is_empty() && missed.is_empty(),
+        message,
+    })
+}
+
+/// The real-client stage's checks: every scenario of [`REAL_CLIENT_DIR`] under `root`, a
+/// sweep for a plain one, a canary for a planted one.
+pub fn real_client_cases(
+    root: &Path,
+    stage: &RealClientStage,
+    jobs: usize,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<Vec<Case>, InputError> {
+    let mut cases = Vec::new();
+    for file in toml_files(&root.join(REAL_CLIENT_DIR)) {
+        progress(&format!("real client {}", file.display()));
+        let scenario = Scenario::load(&file)?;
+        cases.push(if scenario.planted.expected_failures().is_empty() {
+            real_client_sweep_case(&scenario, &file, root, stage, jobs)?
+        } else {
+            real_client_canary_case(&scenario, &file, root, stage)?
+        });
+    }
+    Ok(cases)
+}
+
+fn real_client_options(
+    stage: &RealClientStage,
+    root: &Path,
+    seeds: std::ops::Range<u64>,
+    jobs: usize,
+) -> RealClientOptions {
+    RealClientOptions {
+        command: stage.command.clone(),
+        seeds,
+        jobs,
+        run_timeout_ms: stage.run_timeout_ms,
+        reruns: REAL_CLIENT_RERUNS,
+        dir: stage.dir.clone(),
+        root: if root.as_os_str().is_empty() {
+            std::env::current_dir().unwrap_or_default()
+        } else {
+            root.to_path_buf()
+        },
+        keep: false,
+    }
+}
+
+/// A stall fault: the real client waits it out (its stall reconciler), which costs a minute.
+fn is_stall(f: &Fault) -> bool {
+    f.to_string().contains("action=stall")
+}
+
+/// A real-client sweep's case: the first stall-free seeds; passed when every failing seed is
+/// flaky (no rerun failed again).
+fn real_client_sweep_case(
+    scenario: &Scenario,
+    file: &Path,
+    root: &Path,
+    stage: &RealClientStage,
+    jobs: usize,
+) -> Result<Case, InputError> {
+    let planner = realclient::Planner::new(scenario)?;
+    let seeds: Vec<u64> = (0..10_000)
+        .filter(|&k| !planner.plan(k).iter().any(is_stall))
+        .take(stage.seeds)
+        .collect();
+    let range = seeds.first().copied().unwrap_or(0)..seeds.last().map_or(0, |l| l + 1);
+    let options = real_client_options(stage, root, range, jobs);
+    let work: Vec<(usize, u64)> = seeds.iter().map(|&s| (0, s)).collect();
+    let report = realclient::explore_work(
+        std::slice::from_ref(scenario),
+        &work,
+        &options,
+        &|_, _, _| {},
+    )?;
+    let repeated: Vec<&realclient::report::RealFailure> = report
+        .failures
+        .iter()
+        .filter(|f| f.failed_again > 0)
+        .collect();
+    let mut message = format!(
+        "{} seeds ({}), {} passed, {} failed, {} of them flaky",
+        report.runs.len(),
+        seeds
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+        report.runs.iter().filter(|r| r.failed.is_empty()).count(),
+        report.failures.len(),
+        report.failures.len() - repeated.len()
+    );
+    for f in &report.failures {
+        let _ = write!(
+            message,
+            "\nseed {} failed {} ({} of {} reruns again): {}\n  rerun: {}\n  runs kept in {}",
+            f.seed,
+            f.invariants.join(","),
+            f.failed_again,
+            f.reruns,
+            f.findings.first().map(|x| x.message.as_str()).unwrap_or(""),
+            f.rerun,
+            f.dir
+        );
+    }
+    Ok(Case {
+        suite: "real-client".into(),
+        name: format!("{} seeds {}", file.display(), seeds.len()),
+        ok: repeated.is_empty(),
+        message,
+    })
+}
+
+/// A planted real-client scenario's case: one run with its own faults, which must break every
+/// invariant its `[planted]` defect names (the judge is shown to bite on a real client).
+fn real_client_canary_case(
+    scenario: &Scenario,
+    file: &Path,
+    root: &Path,
+    stage: &RealClientStage,
+) -> Result<Case, InputError> {
+    let expected = scenario.planted.expected_failures();
+    let options = real_client_options(stage, root, 0..1, 1);
+    let stem = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let run = realclient::run_once(
+        scenario,
+        0,
+        &[],
+        &options,
+        &stage.dir.join(stem).join("canary"),
+    )?;
+    let failed = run.failed();
+    let missed: Vec<&str> = expected
+        .iter()
+        .copied()
+        .filter(|id| !failed.iter().any(|f| f == id))
+        .collect();
+    let message = if missed.is_empty() {
+        format!(
+            "caught by {} (the real client broke {})",
+            expected.join(", "),
+            failed.join(", ")
+        )
+    } else {
+        format!(
+            "NOT caught: {} (the real client broke {}; its run is in {})",
+            missed.join(", "),
+            if failed.is_empty() {
+                "nothing".to_string()
+            } else {
+                failed.join(", ")
+            },
+            run.dir.display()
+        )
+    };
+    if missed.is_empty() {
+        let _ = std::fs::remove_dir_all(&run.dir);
+    }
+    Ok(Case {
+        suite: "real-client".into(),
+        name: file.display().to_string(),
+        ok: missed.is_empty(),
         message,
     })
 }
@@ -433,11 +640,14 @@ impl GateReport {
                 c.suite,
                 c.name
             );
-            if !c.ok || c.suite == "canary" {
+            if !c.ok || c.suite == "canary" || c.suite == "real-client" {
                 for line in c.message.lines() {
                     let _ = writeln!(s, "              {line}");
                 }
             }
+        }
+        for why in &self.skipped {
+            let _ = writeln!(s, "skip {why}");
         }
         let failed = self.cases.iter().filter(|c| !c.ok).count();
         let _ = writeln!(

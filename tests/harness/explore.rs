@@ -138,6 +138,7 @@ fn the_gate_catches_every_canary_and_checks_snapshots() {
             canary_seeds: 4,
             determinism_every: 2,
             jobs: 2,
+            real_client: None,
         },
         &sweep_in_process,
         &|_| {},
@@ -155,6 +156,13 @@ fn the_gate_catches_every_canary_and_checks_snapshots() {
     let xml = report.to_junit();
     assert!(xml.contains("<testsuite name=\"canary\""), "{xml}");
     assert!(xml.contains("failures=\"0\""));
+    // Without a real client the last stage is skipped and says why.
+    assert!(
+        report.skipped.iter().any(|s| s.contains("--real-client")),
+        "{:?}",
+        report.skipped
+    );
+    assert!(report.render().contains("skip real-client"));
 }
 
 #[test]

@@ -10,10 +10,12 @@ use std::path::PathBuf;
 
 use super::clients::{setup, work_dir};
 use crate::common::repo;
+use loopsim::harness::gate::{RealClientStage, real_client_cases};
 use loopsim::harness::realclient::{self, Planner, RealClientOptions, run_once};
 use loopsim::harness::scenario::Scenario;
 
-const SCENARIO: &str = "tests/interop/sweep.toml";
+const SCENARIO: &str = "scenarios/real-client/bash_effect.toml";
+const PLANTED: &str = "scenarios/real-client/planted_server_accepts_message_while_pending.toml";
 
 fn options(command: String, tag: &str) -> RealClientOptions {
     RealClientOptions {
@@ -32,6 +34,13 @@ fn options(command: String, tag: &str) -> RealClientOptions {
 
 fn scenario() -> Scenario {
     Scenario::load(&repo().join(SCENARIO)).expect("the sweep scenario loads")
+}
+
+fn real_cli_command(cli: &std::path::Path) -> String {
+    format!(
+        "node '{}' -p \"$SIM_TURN\" -m \"$SIM_MODEL\" --output-format stream-json",
+        cli.display()
+    )
 }
 
 /// The faulty client in `mode`, with no faults planned: whatever breaks is the client's doing.
@@ -82,13 +91,7 @@ fn a_short_sweep_of_the_real_cli_gives_a_verdict_per_seed() {
             .any(|f| f.to_string().contains("stall"))
     };
     let start = (0..1000).find(|&k| (k..k + 3).all(quick)).unwrap();
-    let mut o = options(
-        format!(
-            "node '{}' -p \"$SIM_TURN\" -m \"$SIM_MODEL\" --output-format stream-json",
-            cli.display()
-        ),
-        "sweep",
-    );
+    let mut o = options(real_cli_command(&cli), "sweep");
     o.seeds = start..start + 3;
     let report = realclient::explore(std::slice::from_ref(&s), &o, &|_, _, what| {
         println!("{what}")
@@ -108,4 +111,71 @@ fn a_short_sweep_of_the_real_cli_gives_a_verdict_per_seed() {
         assert!(!f.requests.is_empty(), "{f:?}");
     }
     assert_eq!(report.exit_code() == 0, report.failures.is_empty());
+}
+
+/// A planted server defect (a user message accepted while another client's tool call is
+/// pending) makes a run of the real, unmodified CLI fail `tool-call-resolved`: the judge bites
+/// on a real client, not only on faulty fakes. The server's trace names the dangling call.
+#[test]
+fn a_planted_server_defect_makes_the_real_cli_fail_tool_call_resolved() {
+    let Some(cli) = setup() else { return };
+    let s = Scenario::load(&repo().join(PLANTED)).expect("the planted scenario loads");
+    let o = options(real_cli_command(&cli), "planted");
+    let run = run_once(&s, 0, &[], &o, &o.dir.join("run")).expect("the run is judged");
+    assert!(
+        run.failed().iter().any(|f| f == "tool-call-resolved"),
+        "the planted defect went unnoticed: {:#?}\nstdout:\n{:?}",
+        run.verdicts,
+        run.cli.stdout
+    );
+    let (_, findings) = run
+        .verdicts
+        .iter()
+        .find(|(id, _)| *id == "tool-call-resolved")
+        .unwrap();
+    assert!(
+        findings.iter().any(|f| f.message.contains("toolu_stale_1")),
+        "{findings:?}"
+    );
+}
+
+/// `sim ci --real-client`'s stage over scenarios/real-client/: two stall-free seeds of the sweep
+/// scenario pass (or fail only flakily), and the planted server defect is caught.
+#[test]
+fn the_gate_s_real_client_stage_sweeps_and_catches_its_canary() {
+    let Some(cli) = setup() else { return };
+    let stage = RealClientStage {
+        command: real_cli_command(&cli),
+        dir: work_dir()
+            .join("real-client-tests")
+            .join(format!("gate-{}", std::process::id())),
+        seeds: 2,
+        run_timeout_ms: 120_000,
+    };
+    let cases = real_client_cases(repo(), &stage, 2, &|_| {}).expect("the stage runs");
+    for c in &cases {
+        println!(
+            "{} {} {}\n{}",
+            if c.ok { "ok" } else { "FAIL" },
+            c.suite,
+            c.name,
+            c.message
+        );
+    }
+    assert_eq!(cases.len(), 2, "{cases:?}");
+    assert!(
+        cases.iter().all(|c| c.suite == "real-client" && c.ok),
+        "{cases:#?}"
+    );
+    let canary = cases.iter().find(|c| c.name.contains("planted_")).unwrap();
+    assert!(
+        canary.message.starts_with("caught by tool-call-resolved"),
+        "{}",
+        canary.message
+    );
+    let sweep = cases
+        .iter()
+        .find(|c| c.name.contains("bash_effect"))
+        .unwrap();
+    assert!(sweep.message.starts_with("2 seeds ("), "{}", sweep.message);
 }

@@ -5,7 +5,7 @@ use std::time::Instant;
 use std::path::Path;
 
 use loopsim::harness::explore::{ExploreOptions, ExploreReport};
-use loopsim::harness::gate::{GateOptions, run_gate};
+use loopsim::harness::gate::{GateOptions, RealClientStage, run_gate};
 use loopsim::harness::scenario::{InputError, Scenario};
 
 use super::{CmdResult, check_output, write_file};
@@ -27,6 +27,12 @@ pub fn run(a: CiArgs) -> CmdResult {
         canary_seeds: a.canary_seeds,
         determinism_every: DETERMINISM_EVERY,
         jobs: a.jobs,
+        real_client: a.real_client.map(|command| RealClientStage {
+            command,
+            dir: a.real_client_dir,
+            seeds: a.real_client_seeds,
+            run_timeout_ms: a.real_client_timeout_ms,
+        }),
     };
     let started = Instant::now();
     let report = run_gate(&options, &isolated, &|stage| eprintln!("sim ci: {stage}"))?;

@@ -41,7 +41,7 @@ pub const CLI_RESULT: &str = "cli-result";
 pub const TOLERANCE_MS: u64 = 250;
 
 /// The file in the working directory whose lines are the side effects of the scenario's tool
-/// calls (one line per execution; tests/interop/sweep.toml's Bash call appends `e2e-ok`).
+/// calls (one line per execution; scenarios/real-client/bash_effect.toml's Bash call appends `e2e-ok`).
 pub const EFFECTS_FILE: &str = "sim-effects.log";
 
 /// The invariants a real-client run is judged by, in report order.

@@ -253,9 +253,24 @@ fn model_outcome(outcomes: &[String]) -> String {
     }
 }
 
-/// Runs the sweep. `progress(done, total, what)` is called after every run.
+/// Runs the sweep: every scenario over every seed of `options.seeds`. `progress(done, total,
+/// what)` is called after every run.
 pub fn explore(
     scenarios: &[Scenario],
+    options: &RealClientOptions,
+    progress: &(dyn Fn(u64, u64, &str) + Sync),
+) -> Result<RealReport, InputError> {
+    let work: Vec<(usize, u64)> = (0..scenarios.len())
+        .flat_map(|i| options.seeds.clone().map(move |s| (i, s)))
+        .collect();
+    explore_work(scenarios, &work, options, progress)
+}
+
+/// Runs the sweep over the given (scenario index, seed) pairs; the report's seed range is
+/// `options.seeds`, which should cover them.
+pub fn explore_work(
+    scenarios: &[Scenario],
+    work: &[(usize, u64)],
     options: &RealClientOptions,
     progress: &(dyn Fn(u64, u64, &str) + Sync),
 ) -> Result<RealReport, InputError> {
@@ -263,16 +278,13 @@ pub fn explore(
         .iter()
         .map(Planner::new)
         .collect::<Result<_, _>>()?;
-    let work: Vec<(usize, u64)> = (0..scenarios.len())
-        .flat_map(|i| options.seeds.clone().map(move |s| (i, s)))
-        .collect();
     let done = AtomicUsize::new(0);
     let total = work.len() as u64;
     let tick = |what: &str| {
         let d = done.fetch_add(1, Ordering::SeqCst) as u64 + 1;
         progress(d, total, what);
     };
-    let runs = parallel(&work, options.jobs, &|&(i, seed)| {
+    let runs = parallel(work, options.jobs, &|&(i, seed)| {
         let s = &scenarios[i];
         let plan = planners[i].plan(seed);
         let r = run_once(s, seed, &plan, options, &run_dir(options, s, seed, 0))
