@@ -584,6 +584,101 @@ fn stall_reconciler_polls_the_run_after_60_s_and_replays_the_tail() {
     );
 }
 
+/// A send's body silent before its first chunk: no run id to poll, but the request carried an
+/// otid, so the published CLI's stall reconciler ends the read after its 60 s window and the
+/// resume finds the run by that otid (stream-stall-reconciler.ts `canResumeWithoutRunId`; the
+/// real CLI did so in the real-client sweep, docs/findings.md). Both profiles complete the
+/// turn a minute in, not after the 10-minute request timeout.
+#[test]
+fn a_send_that_stalls_before_its_first_chunk_is_resumed_by_otid_after_60_s() {
+    use crate::common::with_faults;
+    use loopsim::harness::scenario::Fault;
+    use loopsim::model::port::inject::StreamFault;
+    for profile in ["reference", "letta-code"] {
+        for mode in ["interactive", "headless"] {
+            let s = with_faults(
+                with_mode(
+                    with_profile(scenario("client_cut_stream_args"), profile),
+                    mode,
+                ),
+                vec![Fault::ServerStream {
+                    response: 1,
+                    frame: 1,
+                    action: StreamFault::Stall,
+                }],
+            );
+            let r = pass(&s, 1);
+            let end = r
+                .trace_text
+                .lines()
+                .find(|l| l.contains("client_stream_end how=stall-no-run-id"))
+                .unwrap_or_else(|| panic!("{profile} {mode}:\n{}", r.trace_text));
+            let t: u64 = end.split_whitespace().next().unwrap().parse().unwrap();
+            assert!((60_000..61_000).contains(&t), "{profile} {mode}: {end}");
+            assert!(
+                steps(&r)
+                    .iter()
+                    .any(|x| x.starts_with("POST /v1/conversations/{conv}/stream")
+                        && x.contains("otid=")),
+                "{profile} {mode}: {:#?}",
+                steps(&r)
+            );
+            assert!(
+                outcomes(&r).iter().all(|o| *o == "stopped: end_turn"),
+                "{profile} {mode}: {:?}",
+                outcomes(&r)
+            );
+        }
+    }
+}
+
+/// Headless approval-pending recovery whose denial stream is reset: the published CLI drains
+/// that denial without the turn's abort signal, so it never resumes it, and the drain's `error`
+/// ends the turn ("Approval drain ended with stop reason: error", the real CLI's words in the
+/// real-client sweep); the reference resumes the drain and completes the turn.
+#[test]
+fn a_broken_stale_denial_drain_ends_the_published_clients_turn() {
+    use crate::common::with_faults;
+    use loopsim::harness::scenario::Fault;
+    use loopsim::model::port::inject::StreamFault;
+    let faults = vec![
+        Fault::ApprovalPendingOnSend {
+            send: 1,
+            tool_call_id: "toolu_stale_1".into(),
+            tool: "Bash".into(),
+            arguments: "{}".into(),
+        },
+        Fault::ServerStream {
+            response: 1,
+            frame: 2,
+            action: StreamFault::Reset,
+        },
+    ];
+    let base = load("scenarios/real-client/bash_effect.toml");
+    let published = pass(
+        &with_faults(with_profile(base.clone(), "letta-code"), faults.clone()),
+        1,
+    );
+    assert_eq!(
+        outcomes(&published),
+        ["error: Approval drain ended with stop reason: error"],
+        "{}",
+        published.trace_text
+    );
+    assert!(
+        !steps(&published).iter().any(|x| x.contains("/stream")),
+        "no resume: {:#?}",
+        steps(&published)
+    );
+    let reference = pass(&with_faults(with_profile(base, "reference"), faults), 1);
+    assert_eq!(
+        outcomes(&reference),
+        ["stopped: end_turn"],
+        "{}",
+        reference.trace_text
+    );
+}
+
 #[test]
 fn terminal_eof_guard_ends_a_body_left_open_after_2_s() {
     let r = pass(&scenario("client_eof_guard"), 1);

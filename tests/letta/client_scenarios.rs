@@ -85,8 +85,9 @@ fn outcomes_per_scenario() {
 /// Robustness: a dropped connection or a stalled body at every frame of both responses of a
 /// tool turn, in both profiles and both modes, never crashes, never hangs (the run ends within
 /// its budget) and never breaks an invariant. A body that stalls before its first chunk gives
-/// the stall reconciler no run id to poll: only the 10-minute request timeout ends that read
-/// (then the resume by otid completes the turn), so the budget here is longer than that.
+/// the stall reconciler no run id to poll: a send's read ends after the stall window (its otid
+/// lets the resume find the run), a resume stream's only after the 10-minute request timeout,
+/// so the budget here is longer than that.
 #[test]
 fn a_drop_or_stall_at_any_frame_never_crashes_hangs_or_breaks_an_invariant() {
     use crate::common::{with_faults, with_mode};

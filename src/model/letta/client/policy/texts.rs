@@ -33,6 +33,10 @@ pub const STALL_RECONCILER_STATUS: &str =
 pub const RUN_DISCOVERY_TIMEOUT: &str = "Fallback run discovery timed out after 5000ms";
 /// Status of the busy wait (letta-protocol.md §3.4; reference A.7 retry delta).
 pub const CONVERSATION_BUSY_WAITING: &str = "Conversation is busy, waiting and retrying…";
+/// The headless error when a stale-approval denial's drain ends `error` or `cancelled`; the stop
+/// reason follows (headless.ts `resolveAllPendingApprovals`, 0.32.18; the real CLI's output in
+/// the real-client sweep, docs/findings.md).
+pub const APPROVAL_DRAIN_ENDED: &str = "Approval drain ended with stop reason: ";
 /// Headless recovery notice (reference B.5.3 stdout).
 pub const APPROVAL_PENDING_RECOVERY_NOTICE: &str =
     "Detected pending approval conflict on send; resolving before retry";

@@ -216,9 +216,12 @@ impl<B: Backend> Client<B> {
                     kind: "approval_pending".into(),
                     detail: policy::APPROVAL_PENDING_RECOVERY_NOTICE.into(),
                 });
-                self.resolve_all_pending(turn).await;
+                let resolved = self.resolve_all_pending(turn).await;
                 if let Some(i) = self.crash_pending.take() {
                     return Some(self.crash_now(i).await);
+                }
+                if let Err(e) = resolved {
+                    return Some(TurnOutcome::Error(e));
                 }
                 // The conflicted request never started a run: resend it as a new request.
                 *input = self.refresh(input);

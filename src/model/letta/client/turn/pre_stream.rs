@@ -8,14 +8,15 @@ use super::approval_step::ApprovalStep;
 use crate::model::letta::client::approvals::Origin;
 use crate::model::letta::client::backend::{Backend, Thrown};
 use crate::model::letta::client::policy::{
-    self, Budgets, CONVERSATION_BUSY_MAX_RETRIES, DelayCategory, MAX_TRANSIENT_RETRIES,
-    PreStreamAction, RESUME_BATCH_SIZE, STALE_APPROVAL_RECOVERY_DENIAL_REASON, ServerApproval,
-    TransientOptions, extract_conflict_detail, get_pre_stream_error_action, get_retry_delay_ms,
+    self, APPROVAL_DRAIN_ENDED, Budgets, CONVERSATION_BUSY_MAX_RETRIES, DelayCategory,
+    MAX_TRANSIENT_RETRIES, PreStreamAction, RESUME_BATCH_SIZE,
+    STALE_APPROVAL_RECOVERY_DENIAL_REASON, ServerApproval, TransientOptions,
+    extract_conflict_detail, get_pre_stream_error_action, get_retry_delay_ms,
 };
 use crate::model::letta::client::stream::DrainResult;
 use crate::model::letta::client::{Client, Mode, Profile, TurnOutcome};
 use crate::model::port::observe::Observation;
-use crate::wire::letta::{ApprovalCreate, MessageItem};
+use crate::wire::letta::{ApprovalCreate, MessageItem, StopReason};
 
 /// Upper bound on the denial-only rounds of headless `resolveAllPendingApprovals` (the source
 /// repeats "until none"; every loop is bounded, DESIGN.md §4 rule 5).
@@ -82,11 +83,14 @@ impl<B: Backend> Client<B> {
                         kind: "approval_pending".into(),
                         detail: policy::APPROVAL_PENDING_RECOVERY_NOTICE.into(),
                     });
-                    self.resolve_all_pending(turn).await;
+                    let resolved = self.resolve_all_pending(turn).await;
                     if let Some(i) = self.crash_pending.take() {
                         return PreStep::Done(self.crash_now(i).await);
                     }
-                    PreStep::Retry
+                    match resolved {
+                        Ok(()) => PreStep::Retry,
+                        Err(e) => PreStep::Done(TurnOutcome::Error(e)),
+                    }
                 }
             },
             PreStreamAction::RetryConversationBusy => {
@@ -157,7 +161,9 @@ impl<B: Backend> Client<B> {
                 detail: otid.clone().unwrap_or_default(),
             });
             let ctx = self.request_context(input, started, otid);
-            let d = self.drain_ctx(turn, &mut stream, &ctx, threshold).await;
+            let d = self
+                .drain_ctx(turn, &mut stream, &ctx, threshold, true)
+                .await;
             if self.config.mode == Mode::Headless {
                 budgets.reset_busy();
             }
@@ -216,13 +222,20 @@ impl<B: Backend> Client<B> {
 
     /// Headless `resolveAllPendingApprovals` (letta-protocol.md §3.4): a denial-only request
     /// for every pending approval, drained, repeated until none (bounded).
-    pub(super) async fn resolve_all_pending(&mut self, turn: u32) {
+    ///
+    /// The published CLI drains each denial without the turn's abort signal, so a broken
+    /// stream there is never resumed, and a drain that ends `error` or `cancelled` throws and
+    /// ends the turn (`Approval drain ended with stop reason: …`, headless.ts in 0.32.18; the
+    /// real CLI in the real-client sweep). The reference resumes that drain like any other
+    /// and goes on. `Err` is the turn's error.
+    pub(super) async fn resolve_all_pending(&mut self, turn: u32) -> Result<(), String> {
+        let published = self.config.profile == Profile::LettaCode;
         for _ in 0..RESOLVE_ALL_MAX_ROUNDS {
             let Ok(data) = self.server_resume_data(self.config.backfill).await else {
-                return;
+                return Ok(());
             };
             if data.pending_approvals.is_empty() {
-                return;
+                return Ok(());
             }
             let server: Vec<ServerApproval> = data
                 .pending_approvals
@@ -250,10 +263,11 @@ impl<B: Backend> Client<B> {
             let body = self.request_body(&input);
             let started = (self.io.epoch_now_ms)();
             let Ok(mut stream) = self.send_with_shutdown_retry(&body, None).await else {
-                return;
+                return Ok(());
             };
+            let ctx = self.request_context(&input, started, None);
             let d = self
-                .drain_stream(turn, &mut stream, &input, started, None)
+                .drain_ctx(turn, &mut stream, &ctx, None, !published)
                 .await;
             self.observe(Observation::ClientActedOn {
                 run_id: d.last_run_id.clone(),
@@ -261,8 +275,12 @@ impl<B: Backend> Client<B> {
                 approvals: d.approvals.iter().map(|a| a.tool_call_id.clone()).collect(),
             });
             if self.crash_pending.is_some() || self.interrupt.aborted() {
-                return;
+                return Ok(());
+            }
+            if published && matches!(d.stop_reason, StopReason::Error | StopReason::Cancelled) {
+                return Err(format!("{APPROVAL_DRAIN_ENDED}{}", d.stop_reason.as_str()));
             }
         }
+        Ok(())
     }
 }

@@ -90,7 +90,7 @@ impl<B: Backend> Client<B> {
         threshold: Option<u64>,
     ) -> DrainResult {
         let ctx = self.request_context(input, started, None);
-        self.drain_ctx(turn, stream, &ctx, threshold).await
+        self.drain_ctx(turn, stream, &ctx, threshold, true).await
     }
 
     /// The options of a drain with resume: the profile's stream checks, the configured timers
@@ -130,14 +130,28 @@ impl<B: Backend> Client<B> {
         }
     }
 
+    /// `with_abort_signal`: the caller passes the turn's abort signal, without which
+    /// `drainStreamWithResume` never resumes (`canResume` needs it; letta-protocol.md §4.4
+    /// step 5). The stall reconciler still reads the request's otid either way.
     pub(super) async fn drain_ctx(
         &mut self,
         turn: u32,
         stream: &mut B::Stream,
         ctx: &RequestContext,
         threshold: Option<u64>,
+        with_abort_signal: bool,
     ) -> DrainResult {
-        let opts = self.resume_options(threshold);
+        let mut opts = self.resume_options(threshold);
+        // The published CLI ends a read that stayed silent for the whole stall window without
+        // a run id when its request carried an otid, and resumes by that otid
+        // (stream-stall-reconciler.ts `canResumeWithoutRunId: Boolean(requestContext?.otid)`,
+        // 0.32.18); the reference ends it regardless (`stall_without_run_id_aborts`).
+        if self.config.profile == Profile::LettaCode
+            && ctx.stream_otid.is_some()
+            && !self.config.bugs.waits_forever_on_silence
+        {
+            opts.drain.stall_without_run_id_aborts = true;
+        }
         let interrupt_at: Option<u32> = self.config.interrupts.iter().find_map(|p| match p.when {
             InterruptWhen::AfterChunk(n) if p.turn == turn => Some(n),
             _ => None,
@@ -188,7 +202,7 @@ impl<B: Backend> Client<B> {
         };
         let (mut result, info) = drain_stream_with_resume::<B>(
             stream,
-            Some(ctx),
+            with_abort_signal.then_some(ctx),
             &opts,
             ResumeEnv {
                 backend: &self.io.backend,
