@@ -64,6 +64,10 @@ pub struct ModelRun {
     pub outcomes: Vec<String>,
     /// The model's first violation.
     pub message: String,
+    /// What ran the plan in simulation: the `letta-code` client profile, or the agent-loop
+    /// model.
+    #[serde(default)]
+    pub profile: String,
 }
 
 /// One failing seed.
@@ -183,6 +187,10 @@ pub struct RealReport {
     pub tolerance_ms: u64,
     pub runs: Vec<RunSummary>,
     pub failures: Vec<RealFailure>,
+    /// What the real client is compared with in simulation (`letta-code`, the agent-loop
+    /// model).
+    #[serde(default)]
+    pub model: String,
 }
 
 impl RealReport {
@@ -283,7 +291,8 @@ impl RealReport {
             );
             let _ = writeln!(
                 s,
-                "  model      letta-code profile in simulation: {} [{}] -> {}",
+                "  model      {} in simulation: {} [{}] -> {}",
+                f.model.profile,
                 f.model.verdict,
                 f.model.failed.join(","),
                 if f.model_agrees {
@@ -310,7 +319,8 @@ impl RealReport {
             .collect();
         let _ = writeln!(
             s,
-            "  outcome as the model's (letta-code, simulation): {}/{}{}",
+            "  outcome as the model's ({}, simulation): {}/{}{}",
+            self.model,
             self.runs.len() - differ.len(),
             self.runs.len(),
             if differ.is_empty() {
