@@ -243,9 +243,19 @@ impl RealReport {
             } else {
                 format!(" (model: {})", r.model_outcome)
             };
+            // With several scenarios, each line names its own.
+            let name = if self.scenarios.len() > 1 {
+                let stem = std::path::Path::new(&r.scenario)
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                format!("{stem} ")
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 s,
-                "  seed {:<5} {:<40} outcome={}{model} exit={} {:.1} s, {} requests; plan: {}",
+                "  {name}seed {:<5} {:<40} outcome={}{model} exit={} {:.1} s, {} requests; plan: {}",
                 r.seed,
                 verdict,
                 r.outcome,

@@ -474,6 +474,7 @@ pub fn serve_scenario(
             "faults": scenario.faults.iter().map(|f| f.get_ref().to_string()).collect::<Vec<_>>(),
         }));
         let outcome = tokio::select! {
+            biased;
             r = &mut task => Some(r),
             () = stop => None,
         };
