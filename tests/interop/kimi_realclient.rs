@@ -59,7 +59,12 @@ fn envelope_messages(run: &RealRun) -> Vec<String> {
 fn an_agent_that_drops_a_tool_result_fails_loop_envelope() {
     for rel in [ANTHROPIC, OPENAI] {
         let run = faulty(rel, "drop");
-        assert_eq!(run.failed(), ["loop-envelope"], "{rel}: {:#?}", run.verdicts);
+        assert_eq!(
+            run.failed(),
+            ["loop-envelope"],
+            "{rel}: {:#?}",
+            run.verdicts
+        );
         let m = envelope_messages(&run);
         // The first batch is Read a, Read b, Write c: the two it left out have no result.
         assert_eq!(m.len(), 2, "{rel}: {m:?}");
@@ -75,7 +80,12 @@ fn an_agent_that_drops_a_tool_result_fails_loop_envelope() {
 fn an_agent_that_answers_a_call_twice_fails_loop_envelope() {
     for rel in [ANTHROPIC, OPENAI] {
         let run = faulty(rel, "twice");
-        assert_eq!(run.failed(), ["loop-envelope"], "{rel}: {:#?}", run.verdicts);
+        assert_eq!(
+            run.failed(),
+            ["loop-envelope"],
+            "{rel}: {:#?}",
+            run.verdicts
+        );
         let m = envelope_messages(&run);
         assert!(
             m.iter().any(|x| x.contains("is answered twice")),

@@ -133,7 +133,10 @@ pub fn items(format: StreamFormat, body: &Value) -> Vec<Item> {
 }
 
 /// Decodes the bytes of an answer: the calls it completed (each once, by id), whether it
-/// reached its stop reason, and the frame it could not decode, if one.
+/// reached its stop reason, and the first frame it could not decode, if one. A frame that does
+/// not decode is skipped and decoding goes on, as a tolerant client's would: a duplicated
+/// `content_block_start` is refused by the strict decoder, yet the calls around it were served
+/// (and a client may well run them, which the next request then shows).
 pub fn answer(format: StreamFormat, served: &[u8]) -> Answer {
     let mut sse = SseDecoder::new();
     let mut frames = sse.push(served);
@@ -145,14 +148,11 @@ pub fn answer(format: StreamFormat, served: &[u8]) -> Answer {
         match dec.on_frame(f) {
             Ok(evs) => events.extend(evs),
             Err(e) => {
-                undecodable = Some(e.to_string());
-                break;
+                undecodable.get_or_insert(e.to_string());
             }
         }
     }
-    if undecodable.is_none() {
-        events.extend(dec.finish());
-    }
+    events.extend(dec.finish());
     let mut calls: Vec<(String, String)> = Vec::new();
     for c in ToolCallAccumulator::from_events(&events).complete_calls() {
         if !calls.iter().any(|(id, _)| *id == c.id) {
@@ -171,7 +171,9 @@ pub fn answer(format: StreamFormat, served: &[u8]) -> Answer {
 /// The plan's stream fault on provider call `call`, if one.
 fn stream_fault_on(plan: &[Fault], call: Option<u32>) -> Option<StreamFault> {
     plan.iter().find_map(|f| match f {
-        Fault::ProviderStream { call: c, action, .. } if Some(*c) == call => Some(*action),
+        Fault::ProviderStream {
+            call: c, action, ..
+        } if Some(*c) == call => Some(*action),
         _ => None,
     })
 }
@@ -474,9 +476,7 @@ pub fn terminates(cli: &CliRun, budget_ms: u64) -> Vec<Finding> {
     if cli.killed {
         vec![finding(
             TURN_TERMINATES,
-            format!(
-                "the client had not exited after {budget_ms} ms; its process group was killed"
-            ),
+            format!("the client had not exited after {budget_ms} ms; its process group was killed"),
             Some(cli.elapsed_ms),
         )]
     } else {
@@ -580,26 +580,78 @@ mod tests {
     #[test]
     fn a_dropped_result_a_second_answer_and_a_reordering_are_caught() {
         let dropped = judge(request(2, &[("a", "x")], &["a", "b"]), true, &[]);
-        assert!(dropped[0].contains("call b of answer #1 has no result"), "{dropped:?}");
+        assert!(
+            dropped[0].contains("call b of answer #1 has no result"),
+            "{dropped:?}"
+        );
         let twice = judge(
             request(2, &[("a", "x"), ("a", "x"), ("b", "y")], &["a", "b"]),
             true,
             &[],
         );
         assert!(twice[0].contains("answered twice"), "{twice:?}");
-        let swapped = judge(request(2, &[("b", "y"), ("a", "x")], &["b", "a"]), true, &[]);
+        let swapped = judge(
+            request(2, &[("b", "y"), ("a", "x")], &["b", "a"]),
+            true,
+            &[],
+        );
         assert_eq!(swapped.len(), 2, "{swapped:?}");
         assert!(swapped[0].contains("not in provider order [a, b]"));
         let lost = judge(
             request(
                 2,
-                &[("a", "x"), ("b", "Tool execution was interrupted before its result was recorded. Do not assume the tool completed successfully.")],
+                &[
+                    ("a", "x"),
+                    (
+                        "b",
+                        "Tool execution was interrupted before its result was recorded. Do not assume the tool completed successfully.",
+                    ),
+                ],
                 &["a", "b"],
             ),
             true,
             &[],
         );
         assert!(lost[0].contains("lost its result"), "{lost:?}");
+    }
+
+    #[test]
+    fn a_duplicated_block_start_still_shows_every_call_it_served() {
+        let once = anthropic_answer(&[("a", "Read"), ("b", "Read")], true);
+        let text = String::from_utf8(once).unwrap();
+        let start_b = text
+            .split("\n\n")
+            .find(|f| f.contains("content_block_start") && f.contains("\"b\""))
+            .unwrap()
+            .to_string();
+        let twice = text.replacen(&start_b, &format!("{start_b}\n\n{start_b}"), 1);
+        let a = answer(StreamFormat::Anthropic, twice.as_bytes());
+        assert!(a.undecodable.is_some(), "{a:?}");
+        assert_eq!(
+            a.calls,
+            [
+                ("a".to_string(), "Read".to_string()),
+                ("b".to_string(), "Read".to_string())
+            ]
+        );
+        let mut first = request(1, &[], &[]);
+        first.served = twice.into_bytes();
+        let lost = request(
+            2,
+            &[
+                ("a", "x"),
+                (
+                    "b",
+                    "Tool execution was interrupted before its result was recorded.",
+                ),
+            ],
+            &["a", "b"],
+        );
+        let f = loop_envelope(StreamFormat::Anthropic, &[first, lost], &[], true);
+        assert!(
+            f[0].message.contains("call b of answer #1 lost its result"),
+            "{f:?}"
+        );
     }
 
     #[test]
@@ -617,8 +669,15 @@ mod tests {
             judge(retry, true, std::slice::from_ref(&cut)),
             Vec::<String>::new()
         );
-        let ran = judge(request(2, &[("a", "x"), ("b", "y")], &["a", "b"]), true, &[cut]);
-        assert!(ran[0].contains("an unfinished answer ran a tool"), "{ran:?}");
+        let ran = judge(
+            request(2, &[("a", "x"), ("b", "y")], &["a", "b"]),
+            true,
+            &[cut],
+        );
+        assert!(
+            ran[0].contains("an unfinished answer ran a tool"),
+            "{ran:?}"
+        );
     }
 
     #[test]

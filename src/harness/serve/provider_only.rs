@@ -369,7 +369,7 @@ pub fn serve_scenario(
         ));
     }
     let api = scenario.provider_api()?;
-    let (responses, _latencies) = crate::harness::kimi::script::loop_responses(&scenario)?;
+    let (responses, _latencies) = crate::harness::kimi::script::loop_responses(scenario)?;
     let scripted = scenario
         .agent_loop
         .as_ref()
@@ -423,7 +423,7 @@ pub fn serve_scenario(
         let config = ProviderConfig {
             port: PROVIDER_PORT,
             responses,
-            hooks: PlanHooks::new(&world::plan(&scenario), &trace, now),
+            hooks: PlanHooks::new(&world::plan(scenario), &trace, now),
         };
         let ctx = Arc::new(Ctx {
             config: StreamConfig::of_cassettes(&config),
