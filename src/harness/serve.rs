@@ -16,7 +16,9 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 
 mod provider_only;
-pub use provider_only::{ProviderOnlyOptions, serve_provider};
+pub use provider_only::{
+    Exchange, ExchangeSink, ProviderOnlyOptions, ROUTE_MODEL_CALL, serve_provider, serve_scenario,
+};
 
 use super::env::AddressBook;
 use super::faults::NowFn;

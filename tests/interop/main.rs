@@ -5,7 +5,8 @@
 //! script), the models on real loopback TCP (`real_tcp`), and `sim record` between real peers (`record`).
 //! The published Kimi Code CLI against `sim serve --provider-only`, as the judge of the
 //! agent-loop model under both its engines (`kimi_conformance`, helpers in `kimi_cli`),
-//! installed by tests/interop/setup-kimi.sh.
+//! installed by tests/interop/setup-kimi.sh; and its seed sweeps under provider faults,
+//! `sim explore --real-client` over agent-loop scenarios (`kimi_realclient`).
 //!
 //! Run just these: `cargo test --test interop` (a few minutes: the CLI flows run the real
 //! client, and flow 3 waits its 10 s busy back-off by design).
@@ -19,6 +20,7 @@ mod clients;
 mod compaction;
 mod kimi_cli;
 mod kimi_conformance;
+mod kimi_realclient;
 mod local_backend;
 mod real_tcp;
 mod realclient;

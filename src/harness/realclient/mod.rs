@@ -7,10 +7,13 @@
 //! working directory and the client's stdout ([`judge`]). Each failing seed is then run again
 //! to say how often it fails (real time makes reruns differ: nothing here is byte-deterministic),
 //! and its plan is run in simulation with the `letta-code` client profile to say whether the
-//! model fails the same way.
+//! model fails the same way. Agent-loop scenarios (a coding agent that calls the provider
+//! itself, the Kimi Code CLI) are swept by [`agent_loop`], judged by [`loop_judge`].
 
+pub mod agent_loop;
 pub mod judge;
 pub mod launch;
+pub mod loop_judge;
 pub mod plan;
 pub mod report;
 pub mod serve;
@@ -236,6 +239,7 @@ pub fn model_run(scenario: &Scenario, seed: u64, plan: &[Fault]) -> Result<Model
         },
         outcomes: report.turn_outcomes.clone(),
         message,
+        profile: "letta-code".into(),
     })
 }
 
@@ -260,6 +264,9 @@ pub fn explore(
     options: &RealClientOptions,
     progress: &(dyn Fn(u64, u64, &str) + Sync),
 ) -> Result<RealReport, InputError> {
+    if scenarios.iter().any(Scenario::is_agent_loop) {
+        return agent_loop::explore(scenarios, options, progress);
+    }
     let work: Vec<(usize, u64)> = (0..scenarios.len())
         .flat_map(|i| options.seeds.clone().map(move |s| (i, s)))
         .collect();
@@ -371,5 +378,6 @@ pub fn explore_work(
             .map(|(r, m)| RunSummary::of(r, m))
             .collect(),
         failures,
+        model: "letta-code".into(),
     })
 }

@@ -64,6 +64,10 @@ pub struct ModelRun {
     pub outcomes: Vec<String>,
     /// The model's first violation.
     pub message: String,
+    /// What ran the plan in simulation: the `letta-code` client profile, or the agent-loop
+    /// model.
+    #[serde(default)]
+    pub profile: String,
 }
 
 /// One failing seed.
@@ -183,6 +187,10 @@ pub struct RealReport {
     pub tolerance_ms: u64,
     pub runs: Vec<RunSummary>,
     pub failures: Vec<RealFailure>,
+    /// What the real client is compared with in simulation (`letta-code`, the agent-loop
+    /// model).
+    #[serde(default)]
+    pub model: String,
 }
 
 impl RealReport {
@@ -235,9 +243,19 @@ impl RealReport {
             } else {
                 format!(" (model: {})", r.model_outcome)
             };
+            // With several scenarios, each line names its own.
+            let name = if self.scenarios.len() > 1 {
+                let stem = std::path::Path::new(&r.scenario)
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                format!("{stem} ")
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 s,
-                "  seed {:<5} {:<40} outcome={}{model} exit={} {:.1} s, {} requests; plan: {}",
+                "  {name}seed {:<5} {:<40} outcome={}{model} exit={} {:.1} s, {} requests; plan: {}",
                 r.seed,
                 verdict,
                 r.outcome,
@@ -283,7 +301,8 @@ impl RealReport {
             );
             let _ = writeln!(
                 s,
-                "  model      letta-code profile in simulation: {} [{}] -> {}",
+                "  model      {} in simulation: {} [{}] -> {}",
+                f.model.profile,
                 f.model.verdict,
                 f.model.failed.join(","),
                 if f.model_agrees {
@@ -310,7 +329,8 @@ impl RealReport {
             .collect();
         let _ = writeln!(
             s,
-            "  outcome as the model's (letta-code, simulation): {}/{}{}",
+            "  outcome as the model's ({}, simulation): {}/{}{}",
+            self.model,
             self.runs.len() - differ.len(),
             self.runs.len(),
             if differ.is_empty() {

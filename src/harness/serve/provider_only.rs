@@ -102,6 +102,29 @@ impl Env for ProviderEnv {
     }
 }
 
+/// One request as an in-process caller of [`serve_scenario`] sees it, handed over when its
+/// response head is ready. `served` grows as the response body is written to the socket, so
+/// once the client is done it holds exactly the bytes the client was sent (a cut or reset
+/// stream's prefix, a stalled stream's bytes so far).
+#[derive(Debug, Clone)]
+pub struct Exchange {
+    pub method: String,
+    /// The path and query.
+    pub path: String,
+    /// The request body as received (not scrubbed).
+    pub body: Vec<u8>,
+    pub status: u16,
+    /// [`ROUTE_MODEL_CALL`], [`ROUTE_CATALOG`] or [`ROUTE_NOT_FOUND`].
+    pub route: &'static str,
+    /// The model call's number (0-based, as `provider_error` and `provider_stream` count).
+    pub call: Option<u32>,
+    pub cassette: Option<String>,
+    pub served: Arc<Mutex<Vec<u8>>>,
+}
+
+/// Where [`serve_scenario`] hands each [`Exchange`].
+pub type ExchangeSink = Arc<dyn Fn(Exchange) + Send + Sync>;
+
 /// What the handler shares across requests.
 struct Ctx {
     config: StreamConfig,
@@ -114,12 +137,13 @@ struct Ctx {
     log: Option<Mutex<std::fs::File>>,
     logged: Mutex<u64>,
     scrubber: Scrubber,
+    sink: Option<ExchangeSink>,
 }
 
 /// Which kind of request a path is, for the log.
-const ROUTE_MODEL_CALL: &str = "model_call";
-const ROUTE_CATALOG: &str = "catalog";
-const ROUTE_NOT_FOUND: &str = "not_found";
+pub const ROUTE_MODEL_CALL: &str = "model_call";
+pub const ROUTE_CATALOG: &str = "catalog";
+pub const ROUTE_NOT_FOUND: &str = "not_found";
 
 /// The paths answered with a catalog: LM Studio's native list, then the API's own list.
 pub const CATALOG_PATHS: [&str; 2] = ["/api/v0/models", "/v1/models"];
@@ -272,7 +296,40 @@ async fn handle(env: ProviderEnv, ctx: Arc<Ctx>, req: Request<Incoming>) -> Resp
         "call": served.call,
         "cassette": served.cassette,
     }));
-    resp
+    match &ctx.sink {
+        Some(sink) => {
+            let (resp, bytes) = tee(resp);
+            sink(Exchange {
+                method: method.as_str().to_string(),
+                path: path_and_query,
+                body: body.to_vec(),
+                status: resp.status().as_u16(),
+                route,
+                call: served.call,
+                cassette: served.cassette,
+                served: bytes,
+            });
+            resp
+        }
+        None => resp,
+    }
+}
+
+/// `resp` with a body that copies every data frame into the returned buffer as it is sent.
+fn tee(resp: Response<Body>) -> (Response<Body>, Arc<Mutex<Vec<u8>>>) {
+    use http_body_util::BodyExt as _;
+    let bytes: Arc<Mutex<Vec<u8>>> = Arc::default();
+    let copy = bytes.clone();
+    let (parts, body) = resp.into_parts();
+    let body = body
+        .map_frame(move |frame| {
+            if let Some(data) = frame.data_ref() {
+                copy.lock().unwrap().extend_from_slice(data);
+            }
+            frame
+        })
+        .boxed();
+    (Response::from_parts(parts, body), bytes)
 }
 
 /// Runs the fake provider alone until the process is stopped. `ready` gets one JSON object once
@@ -281,8 +338,21 @@ pub fn serve_provider(
     opts: ProviderOnlyOptions,
     ready: impl FnOnce(Value),
 ) -> Result<(), InputError> {
-    let file = opts.scenario.display().to_string();
     let scenario = Scenario::load(&opts.scenario)?;
+    serve_scenario(&scenario, &opts, None, std::future::pending(), ready)
+}
+
+/// [`serve_provider`] for a scenario already loaded (its `faults` are what is applied; its path
+/// names it in errors), handing every request to `exchanges` too, until `stop` completes (then
+/// `Ok`) or the provider fails. `opts.scenario` is not read.
+pub fn serve_scenario(
+    scenario: &Scenario,
+    opts: &ProviderOnlyOptions,
+    exchanges: Option<ExchangeSink>,
+    stop: impl std::future::Future<Output = ()>,
+    ready: impl FnOnce(Value),
+) -> Result<(), InputError> {
+    let file = scenario.path.display().to_string();
     // Only the provider's own faults have something to act on here.
     if let Some(f) = scenario.faults.iter().find(|f| {
         !matches!(
@@ -299,7 +369,7 @@ pub fn serve_provider(
         ));
     }
     let api = scenario.provider_api()?;
-    let (responses, _latencies) = crate::harness::kimi::script::loop_responses(&scenario)?;
+    let (responses, _latencies) = crate::harness::kimi::script::loop_responses(scenario)?;
     let scripted = scenario
         .agent_loop
         .as_ref()
@@ -353,7 +423,7 @@ pub fn serve_provider(
         let config = ProviderConfig {
             port: PROVIDER_PORT,
             responses,
-            hooks: PlanHooks::new(&world::plan(&scenario), &trace, now),
+            hooks: PlanHooks::new(&world::plan(scenario), &trace, now),
         };
         let ctx = Arc::new(Ctx {
             config: StreamConfig::of_cassettes(&config),
@@ -364,6 +434,7 @@ pub fn serve_provider(
             log,
             logged: Mutex::new(0),
             scrubber: Scrubber::default(),
+            sink: exchanges,
         });
         let served = env.clone();
         let handler = move |req: Request<Incoming>| {
@@ -371,7 +442,7 @@ pub fn serve_provider(
             let ctx = ctx.clone();
             async move { handle(env, ctx, req).await }
         };
-        let task = tokio::spawn(http::serve(env, PROVIDER_PORT, handler));
+        let mut task = tokio::spawn(http::serve(env, PROVIDER_PORT, handler));
         let addr = loop {
             if let Some(a) = *bound.lock().unwrap() {
                 break Some(a);
@@ -402,10 +473,19 @@ pub fn serve_provider(
             "catalogs": CATALOG_PATHS,
             "faults": scenario.faults.iter().map(|f| f.get_ref().to_string()).collect::<Vec<_>>(),
         }));
-        match task.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(input_error_at(&file, format!("provider stopped: {e}"))),
-            Err(e) => Err(input_error_at(&file, format!("provider task failed: {e}"))),
+        let outcome = tokio::select! {
+            biased;
+            r = &mut task => Some(r),
+            () = stop => None,
+        };
+        match outcome {
+            None => {
+                task.abort();
+                Ok(())
+            }
+            Some(Ok(Ok(()))) => Ok(()),
+            Some(Ok(Err(e))) => Err(input_error_at(&file, format!("provider stopped: {e}"))),
+            Some(Err(e)) => Err(input_error_at(&file, format!("provider task failed: {e}"))),
         }
     })
 }
