@@ -108,16 +108,26 @@ pub fn provider_fault(
             message: None,
         }
     } else {
-        let frames = provider_frames
-            .get(call as usize)
-            .copied()
-            .unwrap_or(1)
-            .max(1);
-        Fault::ProviderStream {
-            call,
-            frame: rng.random_range(1..=frames),
-            action: actions[rng.random_range(0..actions.len())],
-        }
+        provider_stream_fault(rng, provider_frames, call, actions)
+    }
+}
+
+/// Model call `call`'s stream breaks at one of its frames with one of `actions`.
+pub fn provider_stream_fault(
+    rng: &mut ChaCha8Rng,
+    provider_frames: &[u64],
+    call: u32,
+    actions: &[StreamFault],
+) -> Fault {
+    let frames = provider_frames
+        .get(call as usize)
+        .copied()
+        .unwrap_or(1)
+        .max(1);
+    Fault::ProviderStream {
+        call,
+        frame: rng.random_range(1..=frames),
+        action: actions[rng.random_range(0..actions.len())],
     }
 }
 

@@ -142,7 +142,10 @@ fn a_short_sweep_of_the_real_kimi_cli_gives_a_verdict_per_seed() {
 #[test]
 fn a_letta_scenario_among_agent_loop_ones_is_refused() {
     let o = options("true".into(), "mixed");
-    let scenarios = [scenario(ANTHROPIC), scenario("scenarios/real-client/bash_effect.toml")];
+    let scenarios = [
+        scenario(ANTHROPIC),
+        scenario("scenarios/real-client/bash_effect.toml"),
+    ];
     let err = realclient::explore(&scenarios, &o, &|_, _, _| {}).unwrap_err();
     assert!(err.file.ends_with("bash_effect.toml"), "{err:?}");
     assert!(err.line.is_some(), "{err:?}");

@@ -15,7 +15,6 @@
 //! a real process on real sockets); the plan and the model's run are deterministic.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,8 +24,8 @@ use serde_json::{Value, json};
 use super::judge::Finding;
 use super::launch::{Launch, launch};
 use super::loop_judge::{self, Item, ModelCall};
-use super::report::{ModelRun, RealFailure, RealReport, RunSummary};
-use super::{RealClientOptions, RealRun, parallel, run_dir, serve::Request};
+use super::report::{ModelRun, RealReport};
+use super::{RealClientOptions, RealRun, System, serve::Request, sweep};
 use crate::harness::faults::Fault;
 use crate::harness::invariants::{BUDGET_RESPECTED, LOOP_ENVELOPE, TURN_TERMINATES};
 use crate::harness::kimi::swarm::{Baseline, STREAM_ACTIONS};
@@ -37,7 +36,7 @@ use crate::harness::scenario::{InputError, Scenario};
 use crate::harness::serve::{
     Exchange, ExchangeSink, ProviderOnlyOptions, ROUTE_MODEL_CALL, serve_scenario,
 };
-use crate::harness::swarm::{draw_plan, provider_fault};
+use crate::harness::swarm::{draw_plan, provider_fault, provider_stream_fault};
 use crate::wire::provider::StreamFormat;
 
 /// The families an agent-loop real-client plan draws from, each on with the swarm's
@@ -78,16 +77,7 @@ pub fn plan(seed: u64, provider_frames: &[u64]) -> Vec<Fault> {
         "provider" => provider_fault(rng, provider_frames, &STREAM_ACTIONS),
         _ => {
             let call = rng.random_range(0..provider_frames.len().max(1) as u32);
-            let frames = provider_frames
-                .get(call as usize)
-                .copied()
-                .unwrap_or(1)
-                .max(1);
-            Fault::ProviderStream {
-                call,
-                frame: rng.random_range(1..=frames),
-                action: STREAM_ACTIONS[rng.random_range(0..STREAM_ACTIONS.len())],
-            }
+            provider_stream_fault(rng, provider_frames, call, &STREAM_ACTIONS)
         }
     })
 }
@@ -438,14 +428,6 @@ pub fn model_run(scenario: &Scenario, seed: u64, plan: &[Fault]) -> Result<Model
     })
 }
 
-/// The run's line, with the client's outcome as [`loop_judge::outcome`] reads it.
-fn run_summary(r: &RealRun, m: &ModelRun) -> RunSummary {
-    RunSummary {
-        outcome: loop_judge::outcome(&r.cli),
-        ..RunSummary::of(r, m)
-    }
-}
-
 /// Runs the sweep over agent-loop scenarios. `progress(done, total, what)` after every run.
 pub fn explore(
     scenarios: &[Scenario],
@@ -465,102 +447,15 @@ pub fn explore(
     let work: Vec<(usize, u64)> = (0..scenarios.len())
         .flat_map(|i| options.seeds.clone().map(move |s| (i, s)))
         .collect();
-    let done = AtomicUsize::new(0);
-    let total = work.len() as u64;
-    let runs = parallel(&work, options.jobs, &|&(i, seed)| {
-        let s = &scenarios[i];
-        let plan = planners[i].plan(seed);
-        let r = run_once(s, seed, &plan, options, &run_dir(options, s, seed, 0))
-            .and_then(|r| Ok((model_run(s, seed, &plan)?, r)));
-        if let Ok((m, r)) = &r {
-            let d = done.fetch_add(1, Ordering::SeqCst) as u64 + 1;
-            progress(
-                d,
-                total,
-                &format!(
-                    "{} seed {seed}: {} ({}; the model: {}) in {:.1} s",
-                    s.path.display(),
-                    if r.failed().is_empty() {
-                        "pass".to_string()
-                    } else {
-                        format!("FAIL {}", r.failed().join(","))
-                    },
-                    loop_judge::outcome(&r.cli),
-                    m.outcome,
-                    r.cli.elapsed_ms as f64 / 1000.0
-                ),
-            );
-        }
-        r
-    });
-    let (models, runs): (Vec<ModelRun>, Vec<RealRun>) = runs
-        .into_iter()
-        .collect::<Result<Vec<_>, _>>()?
-        .into_iter()
-        .unzip();
-    for r in runs
-        .iter()
-        .filter(|r| r.failed().is_empty() && !options.keep)
-    {
-        let _ = std::fs::remove_dir_all(&r.dir);
-    }
-    let failing: Vec<(&RealRun, &ModelRun)> = runs
-        .iter()
-        .zip(&models)
-        .filter(|(r, _)| !r.failed().is_empty())
-        .collect();
-    let reruns: Vec<(usize, u32)> = (0..failing.len())
-        .flat_map(|k| (1..=options.reruns).map(move |n| (k, n)))
-        .collect();
-    let index = |r: &RealRun| {
-        scenarios
-            .iter()
-            .position(|s| s.path.display().to_string() == r.scenario)
-            .expect("a swept scenario")
+    let system = System {
+        plan: &|i, seed| planners[i].plan(seed),
+        run_once,
+        model_run,
+        outcome: loop_judge::outcome,
+        name_in_progress: true,
+        model: MODEL,
     };
-    let again = parallel(&reruns, options.jobs, &|&(k, n)| {
-        let (r, _) = failing[k];
-        let s = &scenarios[index(r)];
-        let out = run_once(s, r.seed, &r.plan, options, &run_dir(options, s, r.seed, n));
-        if let Ok(x) = &out
-            && x.failed().is_empty()
-            && !options.keep
-        {
-            let _ = std::fs::remove_dir_all(&x.dir);
-        }
-        out.map(|x| x.failed())
-    });
-    let again: Vec<Vec<String>> = again.into_iter().collect::<Result<_, _>>()?;
-    let mut failures = Vec::new();
-    for (k, (r, model)) in failing.iter().enumerate() {
-        let mine: Vec<Vec<String>> = reruns
-            .iter()
-            .zip(&again)
-            .filter(|((j, _), _)| *j == k)
-            .map(|(_, f)| f.clone())
-            .collect();
-        failures.push(RealFailure::new(r, options, &mine, (*model).clone()));
-    }
-    Ok(RealReport {
-        format: 1,
-        command: options.command.clone(),
-        scenarios: scenarios
-            .iter()
-            .map(|s| s.path.display().to_string())
-            .collect(),
-        seeds: [options.seeds.start, options.seeds.end],
-        jobs: options.jobs,
-        run_timeout_ms: options.run_timeout_ms,
-        reruns: options.reruns,
-        tolerance_ms: super::judge::TOLERANCE_MS,
-        runs: runs
-            .iter()
-            .zip(&models)
-            .map(|(r, m)| run_summary(r, m))
-            .collect(),
-        failures,
-        model: MODEL.into(),
-    })
+    sweep(scenarios, &work, options, &system, progress)
 }
 
 #[cfg(test)]

@@ -285,29 +285,75 @@ pub fn explore_work(
         .iter()
         .map(Planner::new)
         .collect::<Result<_, _>>()?;
+    let system = System {
+        plan: &|i, seed| planners[i].plan(seed),
+        run_once,
+        model_run,
+        outcome: judge::outcome,
+        name_in_progress: false,
+        model: "letta-code",
+    };
+    sweep(scenarios, work, options, &system, progress)
+}
+
+/// Runs one seed of the real client: the plan served, the command launched, the run judged.
+pub(crate) type RunOnce =
+    fn(&Scenario, u64, &[Fault], &RealClientOptions, &Path) -> Result<RealRun, InputError>;
+
+/// What a sweep of one system does with a seed; [`sweep`] is the loop both systems share.
+pub(crate) struct System<'a> {
+    /// The plan of scenario `i` at a seed.
+    pub plan: &'a (dyn Fn(usize, u64) -> Vec<Fault> + Sync),
+    pub run_once: RunOnce,
+    /// The same plan in simulation.
+    pub model_run: fn(&Scenario, u64, &[Fault]) -> Result<ModelRun, InputError>,
+    /// How the client said its turn went.
+    pub outcome: fn(&launch::CliRun) -> String,
+    /// Name the scenario in each progress line.
+    pub name_in_progress: bool,
+    /// The model the report compares with.
+    pub model: &'static str,
+}
+
+/// The sweep: every (scenario, seed) of `work` run and judged, the model run on its plan,
+/// passing runs' directories removed unless kept, every failing seed rerun
+/// `options.reruns` times, and the report.
+pub(crate) fn sweep(
+    scenarios: &[Scenario],
+    work: &[(usize, u64)],
+    options: &RealClientOptions,
+    system: &System<'_>,
+    progress: &(dyn Fn(u64, u64, &str) + Sync),
+) -> Result<RealReport, InputError> {
     let done = AtomicUsize::new(0);
     let total = work.len() as u64;
-    let tick = |what: &str| {
-        let d = done.fetch_add(1, Ordering::SeqCst) as u64 + 1;
-        progress(d, total, what);
-    };
     let runs = parallel(work, options.jobs, &|&(i, seed)| {
         let s = &scenarios[i];
-        let plan = planners[i].plan(seed);
-        let r = run_once(s, seed, &plan, options, &run_dir(options, s, seed, 0))
-            .and_then(|r| Ok((model_run(s, seed, &plan)?, r)));
+        let plan = (system.plan)(i, seed);
+        let r = (system.run_once)(s, seed, &plan, options, &run_dir(options, s, seed, 0))
+            .and_then(|r| Ok(((system.model_run)(s, seed, &plan)?, r)));
         if let Ok((m, r)) = &r {
-            tick(&format!(
-                "seed {seed}: {} ({}; the model: {}) in {:.1} s",
-                if r.failed().is_empty() {
-                    "pass".to_string()
-                } else {
-                    format!("FAIL {}", r.failed().join(","))
-                },
-                judge::outcome(&r.cli),
-                m.outcome,
-                r.cli.elapsed_ms as f64 / 1000.0
-            ));
+            let d = done.fetch_add(1, Ordering::SeqCst) as u64 + 1;
+            let name = if system.name_in_progress {
+                format!("{} ", s.path.display())
+            } else {
+                String::new()
+            };
+            progress(
+                d,
+                total,
+                &format!(
+                    "{name}seed {seed}: {} ({}; the model: {}) in {:.1} s",
+                    if r.failed().is_empty() {
+                        "pass".to_string()
+                    } else {
+                        format!("FAIL {}", r.failed().join(","))
+                    },
+                    (system.outcome)(&r.cli),
+                    m.outcome,
+                    r.cli.elapsed_ms as f64 / 1000.0
+                ),
+            );
         }
         r
     });
@@ -340,7 +386,7 @@ pub fn explore_work(
     let again = parallel(&reruns, options.jobs, &|&(k, n)| {
         let (r, _) = failing[k];
         let s = &scenarios[index(r)];
-        let out = run_once(s, r.seed, &r.plan, options, &run_dir(options, s, r.seed, n));
+        let out = (system.run_once)(s, r.seed, &r.plan, options, &run_dir(options, s, r.seed, n));
         if let Ok(x) = &out
             && x.failed().is_empty()
             && !options.keep
@@ -375,9 +421,12 @@ pub fn explore_work(
         runs: runs
             .iter()
             .zip(&models)
-            .map(|(r, m)| RunSummary::of(r, m))
+            .map(|(r, m)| RunSummary {
+                outcome: (system.outcome)(&r.cli),
+                ..RunSummary::of(r, m)
+            })
             .collect(),
         failures,
-        model: "letta-code".into(),
+        model: system.model.into(),
     })
 }
