@@ -112,6 +112,7 @@ impl Check {
             shard: None,
             swarm: self.swarm,
             determinism_every: self.determinism_every,
+            guided: false,
         };
         explore(std::slice::from_ref(&self.scenario), &options, &|_, _| {})
     }

@@ -97,6 +97,12 @@ pub struct RunArgs {
     /// Add the seed's swarm fault plan (as `sim explore --swarm` did for this seed).
     #[arg(long)]
     pub swarm: bool,
+    /// Add this fault to the scenario's (repeatable): a TOML inline table as in a scenario's
+    /// [[faults]] (docs/faults.md), e.g. '{ kind = "crash", host = "server", on_event =
+    /// "run_ended", nth = 1, restart_after_ms = 300 }'. A `sim explore --guided` failure's
+    /// reproduce command gives its plan this way.
+    #[arg(long = "plan", value_name = "FAULT", value_parser = parse_plan_fault)]
+    pub plan: Vec<loopsim::harness::faults::Fault>,
     /// Also write the canonical trace (one event per line) to this file.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
@@ -146,6 +152,13 @@ pub struct ExploreArgs {
     /// Draw a fault plan per seed (which fault families are on, where faults land).
     #[arg(long)]
     pub swarm: bool,
+    /// Guided exploration (docs/explore.md "Guided"): the swarm's plans plus faults placed at
+    /// protocol points (right after requires_approval, between a tool's effect and its result,
+    /// during a resume, across a busy retry…), server behaviours and client interrupts and
+    /// crashes; run in rounds, each drawing from the runs that showed something new. Finds
+    /// rare bugs in fewer seeds than --swarm (docs/finding-power.md).
+    #[arg(long, conflicts_with = "swarm")]
+    pub guided: bool,
     /// Run every N-th seed twice to check determinism (0 = never).
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub determinism_every: u64,
@@ -188,7 +201,7 @@ pub struct ExploreArgs {
     /// dir, SIM_TURN, SIM_MODEL, SIM_ROOT…) and judge the run from the server's side. E.g.
     /// 'node "$SIM_ROOT/target/interop/letta-code/letta.js" -p "$SIM_TURN" -m "$SIM_MODEL"
     /// --output-format stream-json'.
-    #[arg(long, value_name = "CMD", conflicts_with_all = ["swarm", "shard", "shrink", "html", "worker"])]
+    #[arg(long, value_name = "CMD", conflicts_with_all = ["swarm", "guided", "shard", "shrink", "html", "worker"])]
     pub real_client: Option<String>,
     /// With --real-client: the wall-clock budget of one run of the command, in ms.
     #[arg(long, value_name = "MS", default_value_t = 120_000, requires = "real_client",
@@ -466,4 +479,9 @@ pub struct ReplayArgs {
     /// replayed world as a sequence diagram (docs/trace.md).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+}
+
+/// Reads one `sim run --plan` fault.
+fn parse_plan_fault(s: &str) -> Result<loopsim::harness::faults::Fault, String> {
+    loopsim::harness::guided::parse_plan_fault(s)
 }

@@ -13,9 +13,13 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Mutex;
 
+use std::collections::BTreeMap;
+
 use loopsim::harness::explore::{
     ExploreOptions, ExploreReport, SeedResult, assemble, run_items, work_items,
 };
+use loopsim::harness::faults::Fault;
+use loopsim::harness::guided;
 use loopsim::harness::scenario::{InputError, Scenario};
 
 use std::path::PathBuf;
@@ -68,42 +72,35 @@ pub fn explore(
 ) -> Result<ExploreReport, InputError> {
     let work = work_items(scenarios, options);
     let total = work.len() as u64;
+    if options.guided {
+        // Each round runs in children of its own; the rounds' plans travel with their items.
+        return guided::explore(scenarios, options, progress, &mut |items, plans| {
+            let mut results: Vec<Option<SeedResult>> = vec![None; work.len()];
+            run_all(a, scenarios, options, &work, items, plans, &mut |i, r| {
+                results[i] = Some(r);
+            })?;
+            Ok(items
+                .iter()
+                .map(|&i| (i, results[i].take().expect("every item has a result")))
+                .collect())
+        });
+    }
     let mut results: Vec<Option<SeedResult>> = vec![None; work.len()];
     let mut done = 0u64;
-    let mut pending: Vec<usize> = (0..work.len()).collect();
-    while !pending.is_empty() {
-        let before = pending.len();
-        let mut record = |i: usize, r: SeedResult| {
-            if results[i].replace(r).is_none() {
-                done += 1;
-                progress(done, total);
-            }
-        };
-        let ended = run_child(a, options, options.jobs, &pending, false, &mut record)?;
-        if let Ended::Died { in_flight, .. } = ended {
-            for i in in_flight {
-                let (si, seed) = work[i];
-                if let Ended::Died { status, stderr, .. } =
-                    run_child(a, options, 1, &[i], true, &mut record)?
-                {
-                    let message = abort_message(status, &stderr);
-                    record(
-                        i,
-                        SeedResult::aborted(&scenarios[si], seed, options.swarm, message),
-                    );
-                }
-            }
-        }
-        pending.retain(|&i| results[i].is_none());
-        if pending.len() == before {
-            return Err(InputError {
-                file: a.scenarios[0].display().to_string(),
-                line: None,
-                column: None,
-                message: "the sweep's worker process died before it ran a seed".into(),
-            });
-        }
-    }
+    let items: Vec<usize> = (0..work.len()).collect();
+    run_all(
+        a,
+        scenarios,
+        options,
+        &work,
+        &items,
+        &BTreeMap::new(),
+        &mut |i, r| {
+            results[i] = Some(r);
+            done += 1;
+            progress(done, total);
+        },
+    )?;
     assemble(
         scenarios,
         options,
@@ -113,12 +110,68 @@ pub fn explore(
     )
 }
 
-/// Runs one child over `items` with `jobs` threads, passing each result to `record`.
+/// Runs `items` (with their `plans`, in a guided sweep) in child processes until each has a
+/// result, passing each result once to `record`.
+fn run_all(
+    a: &Child,
+    scenarios: &[Scenario],
+    options: &ExploreOptions,
+    work: &[(usize, u64)],
+    items: &[usize],
+    plans: &BTreeMap<usize, Vec<Fault>>,
+    record: &mut dyn FnMut(usize, SeedResult),
+) -> Result<(), InputError> {
+    let mut have = std::collections::BTreeSet::new();
+    let mut pending: Vec<usize> = items.to_vec();
+    while !pending.is_empty() {
+        let before = pending.len();
+        let mut once = |i: usize, r: SeedResult| {
+            if have.insert(i) {
+                record(i, r);
+            }
+        };
+        let ended = run_child(a, options, options.jobs, &pending, plans, false, &mut once)?;
+        if let Ended::Died { in_flight, .. } = ended {
+            for i in in_flight {
+                let (si, seed) = work[i];
+                if let Ended::Died { status, stderr, .. } =
+                    run_child(a, options, 1, &[i], plans, true, &mut once)?
+                {
+                    let message = abort_message(status, &stderr);
+                    once(
+                        i,
+                        SeedResult::aborted(
+                            &scenarios[si],
+                            seed,
+                            options.swarm,
+                            plans.get(&i).map(Vec::as_slice),
+                            message,
+                        ),
+                    );
+                }
+            }
+        }
+        pending.retain(|i| !have.contains(i));
+        if pending.len() == before {
+            return Err(InputError {
+                file: a.scenarios[0].display().to_string(),
+                line: None,
+                column: None,
+                message: "the sweep's worker process died before it ran a seed".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Runs one child over `items` with `jobs` threads, passing each result to `record`. An item
+/// with a plan is sent with it (`<i> <plan as JSON>`).
 fn run_child(
     a: &Child,
     options: &ExploreOptions,
     jobs: usize,
     items: &[usize],
+    plans: &BTreeMap<usize, Vec<Fault>>,
     capture_stderr: bool,
     record: &mut dyn FnMut(usize, SeedResult),
 ) -> Result<Ended, InputError> {
@@ -132,6 +185,9 @@ fn run_child(
     }
     if options.swarm {
         cmd.arg("--swarm");
+    }
+    if options.guided {
+        cmd.arg("--guided");
     }
     cmd.arg("--determinism-every")
         .arg(options.determinism_every.to_string());
@@ -155,7 +211,16 @@ fn run_child(
     }
     let mut child = cmd.spawn().map_err(|e| spawn_error(a, e))?;
     let mut stdin = child.stdin.take().expect("piped");
-    let list: String = items.iter().map(|i| format!("{i}\n")).collect();
+    let list: String = items
+        .iter()
+        .map(|i| match plans.get(i) {
+            Some(plan) => format!(
+                "{i} {}\n",
+                serde_json::to_string(plan).expect("a plan serialises")
+            ),
+            None => format!("{i}\n"),
+        })
+        .collect();
     // The worker reads all of stdin before it prints anything; a dead worker closes the pipe.
     let writer = std::thread::spawn(move || {
         let _ = stdin.write_all(list.as_bytes());
@@ -249,14 +314,26 @@ fn is_backtrace(l: &str) -> bool {
     frame || l.starts_with("at ") || l.starts_with("stack backtrace") || l.starts_with("note:")
 }
 
-/// `sim explore --worker`: the sweep's child. Reads work item numbers on stdin, runs them, and
-/// prints `start <i>` and `done <i> <json>` lines (or one `error <json>` line for bad input).
+/// `sim explore --worker`: the sweep's child. Reads work item numbers on stdin (each with its
+/// plan as JSON in a guided sweep), runs them, and prints `start <i>` and `done <i> <json>`
+/// lines (or one `error <json>` line for bad input).
 pub fn worker(scenarios: &[Scenario], options: &ExploreOptions, echo_panics: bool) -> i32 {
     let mut text = String::new();
     let _ = std::io::stdin().read_to_string(&mut text);
-    let items: Vec<usize> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
     let work = work_items(scenarios, options);
-    let items: Vec<usize> = items.into_iter().filter(|&i| i < work.len()).collect();
+    let mut items: Vec<usize> = Vec::new();
+    let mut plans: BTreeMap<usize, Vec<Fault>> = BTreeMap::new();
+    for line in text.lines() {
+        let (i, plan) = line.trim().split_once(' ').unwrap_or((line.trim(), ""));
+        let Ok(i) = i.parse::<usize>() else { continue };
+        if i >= work.len() {
+            continue;
+        }
+        items.push(i);
+        if let Ok(plan) = serde_json::from_str::<Vec<Fault>>(plan) {
+            plans.insert(i, plan);
+        }
+    }
     loopsim::harness::guard::echo_panics(echo_panics);
     let abort_seed: Option<u64> = std::env::var(TEST_ABORT_SEED)
         .ok()
@@ -279,6 +356,7 @@ pub fn worker(scenarios: &[Scenario], options: &ExploreOptions, echo_panics: boo
         options,
         &work,
         &items,
+        &plans,
         &|i| {
             say(format!("start {i}"));
             if abort_seed == Some(work[i].1) {

@@ -13,8 +13,9 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use super::faults::Fault;
+use super::guided::Guidance;
 use super::report::{self, FailureKind, RunReport, Verdict};
-use super::run::run_scenario;
+use super::run::run_scenario_with;
 use super::scenario::{InputError, Scenario};
 use super::system::{Baseline, System};
 
@@ -31,6 +32,9 @@ pub struct ExploreOptions {
     pub swarm: bool,
     /// Run every n-th seed twice to check `deterministic` (0 = never).
     pub determinism_every: u64,
+    /// Guided exploration (`harness::guided`): explicit plans drawn round by round from the
+    /// runs that showed something new; the swarm's plans are among them (`swarm` is then off).
+    pub guided: bool,
 }
 
 /// One failing seed.
@@ -49,6 +53,10 @@ pub struct Failure {
     pub trace_hash: String,
     /// The command that reproduces it.
     pub reproduce: String,
+    /// A guided run's plan (added to the scenario's own faults), for rerunning and shrinking
+    /// it: a guided plan is not a function of the seed alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<Fault>,
 }
 
 /// A sweep's results. Equal for equal inputs, whatever `jobs` was. Read back strictly (`sim
@@ -61,6 +69,9 @@ pub struct ExploreReport {
     pub seeds: [u64; 2],
     pub shard: Option<[u64; 2]>,
     pub swarm: bool,
+    /// A guided sweep (`sim explore --guided`).
+    #[serde(default)]
+    pub guided: bool,
     /// Seeds run, summed over scenarios.
     pub runs: u64,
     pub passed: u64,
@@ -126,6 +137,7 @@ impl ExploreReport {
                 || r.scenarios != first.scenarios
                 || r.seeds != first.seeds
                 || r.swarm != first.swarm
+                || r.guided != first.guided
             {
                 return Err(format!(
                     "{name} and {first_name} are not shards of one sweep: {name} swept {} over seeds {}..{}{}, {first_name} {} over seeds {}..{}{}",
@@ -229,7 +241,13 @@ impl ExploreReport {
             self.shard
                 .map(|[k, n]| format!(", shard {k}/{n}"))
                 .unwrap_or_default(),
-            if self.swarm { ", swarm faults" } else { "" }
+            if self.guided {
+                ", guided"
+            } else if self.swarm {
+                ", swarm faults"
+            } else {
+                ""
+            }
         );
         let _ = writeln!(s, "passed    {}", self.passed);
         let _ = writeln!(s, "failed    {}", self.failures.len());
@@ -342,16 +360,39 @@ pub fn explore(
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<ExploreReport, InputError> {
     let work = work_items(scenarios, options);
+    if options.guided {
+        return super::guided::explore(scenarios, options, progress, &mut |items, plans| {
+            let results: Mutex<Vec<(usize, Result<SeedResult, InputError>)>> =
+                Mutex::new(Vec::new());
+            run_items(scenarios, options, &work, items, plans, &|_| {}, &|i, r| {
+                results.lock().unwrap().push((i, r));
+            })?;
+            results
+                .into_inner()
+                .unwrap()
+                .into_iter()
+                .map(|(i, r)| r.map(|r| (i, r)))
+                .collect()
+        });
+    }
     let items: Vec<usize> = (0..work.len()).collect();
     let total = work.len() as u64;
     let done = AtomicUsize::new(0);
     let results: Vec<Mutex<Option<Result<SeedResult, InputError>>>> =
         work.iter().map(|_| Mutex::new(None)).collect();
-    run_items(scenarios, options, &work, &items, &|_| {}, &|i, r| {
-        *results[i].lock().unwrap() = Some(r);
-        let d = done.fetch_add(1, Ordering::SeqCst) as u64 + 1;
-        progress(d, total);
-    })?;
+    run_items(
+        scenarios,
+        options,
+        &work,
+        &items,
+        &BTreeMap::new(),
+        &|_| {},
+        &|i, r| {
+            *results[i].lock().unwrap() = Some(r);
+            let d = done.fetch_add(1, Ordering::SeqCst) as u64 + 1;
+            progress(d, total);
+        },
+    )?;
     let results = results
         .into_iter()
         .map(|slot| slot.into_inner().unwrap().expect("every seed ran"));
@@ -373,7 +414,8 @@ pub fn work_items(scenarios: &[Scenario], options: &ExploreOptions) -> Vec<(usiz
         .collect()
 }
 
-/// Runs the work items `items` (indexes into `work`) on `options.jobs` threads. `started(i)`
+/// Runs the work items `items` (indexes into `work`) on `options.jobs` threads; an item in
+/// `plans` runs with that plan added to its scenario's faults (a guided sweep's). `started(i)`
 /// is called on the thread that runs item `i` just before it runs, `finished(i, result)` after.
 /// A process that runs a sweep in a child (so that an abort kills only the child) prints these.
 pub fn run_items(
@@ -381,6 +423,7 @@ pub fn run_items(
     options: &ExploreOptions,
     work: &[(usize, u64)],
     items: &[usize],
+    plans: &BTreeMap<usize, Vec<Fault>>,
     started: &(dyn Fn(usize) + Sync),
     finished: &(dyn Fn(usize, Result<SeedResult, InputError>) + Sync),
 ) -> Result<(), InputError> {
@@ -397,7 +440,10 @@ pub fn run_items(
             };
             let (si, seed) = work[i];
             started(i);
-            let r = run_seed(&scenarios[si], baselines[si].as_ref(), seed, options);
+            let r = match plans.get(&i) {
+                Some(plan) => run_planned_seed(&scenarios[si], seed, plan, options),
+                None => run_seed(&scenarios[si], baselines[si].as_ref(), seed, options),
+            };
             finished(i, r);
         }
     };
@@ -415,21 +461,42 @@ pub fn run_items(
 }
 
 /// What one seed of a sweep gave: its failure, if it failed; the coverage goals it reached;
-/// the findings it showed as expected failures.
+/// the findings it showed as expected failures; in a guided sweep, what its trace tells the
+/// next rounds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SeedResult {
     pub failure: Option<Failure>,
     pub goals: Vec<String>,
     pub findings: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guidance: Option<Guidance>,
 }
 
 impl SeedResult {
     /// The verdict of a seed whose run took its process down (an abort-type panic, which no
-    /// unwinding catches): a crash with `message`, its plan and its reproduce command.
-    pub fn aborted(base: &Scenario, seed: u64, swarm: bool, message: String) -> SeedResult {
-        let plan = plan_of(base, seed, swarm)
-            .map(|p| p.iter().map(Fault::to_string).collect())
-            .unwrap_or_default();
+    /// unwinding catches): a crash with `message`, its plan and its reproduce command. `guided`
+    /// is a guided run's plan.
+    pub fn aborted(
+        base: &Scenario,
+        seed: u64,
+        swarm: bool,
+        guided: Option<&[Fault]>,
+        message: String,
+    ) -> SeedResult {
+        let (faults, reproduce): (Vec<Fault>, String) = match guided {
+            Some(plan) => (
+                base.faults
+                    .iter()
+                    .map(|f| f.get_ref().clone())
+                    .chain(plan.iter().cloned())
+                    .collect(),
+                planned_reproduce_command(base, seed, plan),
+            ),
+            None => (
+                plan_of(base, seed, swarm).unwrap_or_default(),
+                reproduce_command(base, seed, swarm),
+            ),
+        };
         SeedResult {
             failure: Some(Failure {
                 scenario: base.path.display().to_string(),
@@ -437,12 +504,14 @@ impl SeedResult {
                 kind: FailureKind::Crash,
                 invariants: vec!["crash".to_string()],
                 message,
-                plan,
+                plan: faults.iter().map(Fault::to_string).collect(),
                 trace_hash: String::new(),
-                reproduce: reproduce_command(base, seed, swarm),
+                reproduce,
+                faults: guided.map(<[Fault]>::to_vec).unwrap_or_default(),
             }),
             goals: Vec::new(),
             findings: Vec::new(),
+            guidance: None,
         }
     }
 }
@@ -458,12 +527,51 @@ fn run_seed(
         Some(b) => with_swarm(base, seed, b),
         None => base.clone(),
     };
+    let reproduce = reproduce_command(base, seed, options.swarm);
+    run_seed_of(base, &scenario, seed, options, reproduce, None)
+}
+
+/// Runs one seed of `base` with a guided plan added to its faults.
+fn run_planned_seed(
+    base: &Scenario,
+    seed: u64,
+    plan: &[Fault],
+    options: &ExploreOptions,
+) -> Result<SeedResult, InputError> {
+    let mut scenario = base.clone();
+    scenario
+        .faults
+        .extend(plan.iter().cloned().map(|f| Spanned::new(0..0, f)));
+    let reproduce = planned_reproduce_command(base, seed, plan);
+    run_seed_of(base, &scenario, seed, options, reproduce, Some(plan))
+}
+
+/// The command that reproduces one seed of a guided sweep: its plan given explicitly.
+pub fn planned_reproduce_command(scenario: &Scenario, seed: u64, plan: &[Fault]) -> String {
+    let flags = format!(
+        "{}{}",
+        super::guided::plan_flags(plan),
+        scenario.repro_flags
+    );
+    report::reproduce_command(&scenario.path.display().to_string(), seed, &flags)
+}
+
+/// Runs `scenario` (a seed of `base`) and reads its result; a guided run (`guided`, its plan)
+/// keeps its guidance and its plan.
+fn run_seed_of(
+    base: &Scenario,
+    scenario: &Scenario,
+    seed: u64,
+    options: &ExploreOptions,
+    reproduce: String,
+    guided: Option<&[Fault]>,
+) -> Result<SeedResult, InputError> {
     let runs = if options.determinism_every > 0 && seed.is_multiple_of(options.determinism_every) {
         2
     } else {
         1
     };
-    let report = run_scenario(&scenario, seed, runs)?;
+    let report = run_scenario_with(scenario, seed, runs, guided.is_some())?;
     let failure = (report.verdict != Verdict::Pass).then(|| Failure {
         scenario: base.path.display().to_string(),
         seed,
@@ -476,7 +584,8 @@ fn run_seed(
             .map(|f| f.get_ref().to_string())
             .collect(),
         trace_hash: report.trace_hash.clone(),
-        reproduce: reproduce_command(base, seed, options.swarm),
+        reproduce,
+        faults: guided.map(<[Fault]>::to_vec).unwrap_or_default(),
     });
     let findings = report
         .expected
@@ -488,6 +597,7 @@ fn run_seed(
         failure,
         goals: report.goals.iter().map(|g| g.to_string()).collect(),
         findings,
+        guidance: report.guidance,
     })
 }
 
@@ -533,6 +643,7 @@ pub fn assemble(
         seeds: [options.seeds.start, options.seeds.end],
         shard: options.shard.map(|(k, n)| [k, n]),
         swarm: options.swarm,
+        guided: options.guided,
         runs: 0,
         passed: 0,
         failures: Vec::new(),
@@ -548,6 +659,7 @@ pub fn assemble(
             failure,
             goals,
             findings,
+            ..
         } = r?;
         report.runs += 1;
         match failure {

@@ -227,6 +227,7 @@ fn sweep(
             shard: None,
             swarm: true,
             determinism_every: options.determinism_every,
+            guided: false,
         },
     )
 }
@@ -299,6 +300,7 @@ fn canary_case(
             shard: None,
             swarm: false,
             determinism_every: 1,
+            guided: false,
         },
     )?;
     let caught = report.by_invariant();

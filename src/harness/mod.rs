@@ -13,6 +13,7 @@ pub mod faults;
 pub mod fuzz;
 pub mod gate;
 pub mod guard;
+pub mod guided;
 pub mod html;
 pub mod input;
 pub mod invariants;

@@ -75,6 +75,8 @@ pub struct RunReport {
     pub requests: Vec<crate::model::letta::client::backend::RequestRecord>,
     /// Coverage goals this run reached (`harness::coverage`).
     pub goals: Vec<&'static str>,
+    /// What a guided sweep reads off the run, when it asked (`harness::guided`).
+    pub guidance: Option<crate::harness::guided::Guidance>,
     pub verdict: Verdict,
 }
 

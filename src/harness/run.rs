@@ -13,6 +13,17 @@ use super::world::WorldRun;
 
 /// Runs `scenario` with `seed` `runs` times (at least 1; 2 or more checks `deterministic`).
 pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunReport, InputError> {
+    run_scenario_with(scenario, seed, runs, false)
+}
+
+/// [`run_scenario`], and with `guided` the run's guidance for a guided sweep
+/// (`harness::guided`).
+pub fn run_scenario_with(
+    scenario: &Scenario,
+    seed: u64,
+    runs: u32,
+    guided: bool,
+) -> Result<RunReport, InputError> {
     let system = scenario.system();
     let runs = runs.max(1);
     let base = empty_report(scenario, seed, runs);
@@ -26,13 +37,15 @@ pub fn run_scenario(scenario: &Scenario, seed: u64, runs: u32) -> Result<RunRepo
         }
     };
     let text = render_events(&first.trace);
+    let goals = coverage::reached(system.goals(), &first.trace);
     let mut report = RunReport {
+        guidance: guided.then(|| super::guided::guidance(&goals, &first.trace)),
         turn_outcomes: first.outcomes.clone().unwrap_or_default(),
         trace_hash: hash_text(&text),
         events: first.trace.len(),
         end_ms: first.end_ms,
         pending: first.pending.clone(),
-        goals: coverage::reached(system.goals(), &first.trace),
+        goals,
         trace_text: text,
         requests: first.requests.clone(),
         invariants: system.invariants(scenario, &first.trace),
@@ -93,6 +106,7 @@ fn empty_report(scenario: &Scenario, seed: u64, runs: u32) -> RunReport {
         expected: Vec::new(),
         requests: Vec::new(),
         goals: Vec::new(),
+        guidance: None,
         verdict: Verdict::Pass,
     }
 }

@@ -44,7 +44,33 @@ pub fn run_seed(
     retune: &Retune,
     runs: u32,
 ) -> Result<RunReport, InputError> {
-    run_scenario(&load_seed(path, seed, swarm, retune)?, seed, runs)
+    run_planned(path, seed, swarm, &[], retune, runs)
+}
+
+/// [`run_seed`] with `plan` added to the scenario's faults (`sim run --plan`, a guided sweep's
+/// failure); a fault the scenario cannot reach is refused as in a scenario file.
+pub fn run_planned(
+    path: &Path,
+    seed: u64,
+    swarm: bool,
+    plan: &[super::faults::Fault],
+    retune: &Retune,
+    runs: u32,
+) -> Result<RunReport, InputError> {
+    let mut scenario = load_seed(path, seed, swarm, retune)?;
+    if !plan.is_empty() {
+        scenario
+            .faults
+            .extend(plan.iter().cloned().map(|f| toml::Spanned::new(0..0, f)));
+        scenario = scenario.checked().map_err(|e| InputError {
+            message: format!("--plan: {}", e.message),
+            ..e
+        })?;
+        scenario
+            .repro_flags
+            .insert_str(0, &super::guided::plan_flags(plan));
+    }
+    run_scenario(&scenario, seed, runs)
 }
 
 /// Where a shrunk failure is written under `dir`: one folder per (scenario, seed, invariant).

@@ -68,7 +68,21 @@ pub fn shrink_first_failures(
     for (invariant, seeds) in report.by_invariant() {
         let (scenario_path, seed) = &seeds[0];
         let base = Scenario::load(Path::new(scenario_path))?.retuned(retune);
-        let start = with_plan(&base, plan_of(&base, *seed, report.swarm)?);
+        // A guided failure carries its plan; a swarm plan follows from the seed.
+        let failure = report
+            .failures
+            .iter()
+            .find(|f| &f.scenario == scenario_path && f.seed == *seed);
+        let plan = match failure {
+            Some(f) if report.guided => base
+                .faults
+                .iter()
+                .map(|f| f.get_ref().clone())
+                .chain(f.faults.iter().cloned())
+                .collect(),
+            _ => plan_of(&base, *seed, report.swarm)?,
+        };
+        let start = with_plan(&base, plan);
         let shrunk = shrink(&start, *seed, &invariant, SHRINK_MAX_RUNS)?;
         let target = shrunk_dir(dir, Path::new(scenario_path), *seed, &invariant);
         let file = shrunk.write(&target)?;

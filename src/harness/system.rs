@@ -163,7 +163,8 @@ impl Scenario {
         Scenario::parse_core(source, path).and_then(Scenario::checked)
     }
 
-    fn checked(self) -> Result<Scenario, InputError> {
+    /// The scenario if every check passes: the core checks, then its system's own.
+    pub(crate) fn checked(self) -> Result<Scenario, InputError> {
         let system = &self.scenario.system;
         let Some(kind) = System::from_name(system.get_ref()) else {
             return Err(self.error_at(

@@ -16,6 +16,7 @@ fn options(seeds: std::ops::Range<u64>, jobs: usize, swarm: bool) -> ExploreOpti
         shard: None,
         swarm,
         determinism_every: 5,
+        guided: false,
     }
 }
 

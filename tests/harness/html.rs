@@ -217,6 +217,7 @@ fn a_sweep_page_groups_failures_by_invariant_and_links_the_run_reports() {
         shard: None,
         swarm: false,
         determinism_every: 0,
+        guided: false,
     };
     let report = explore_files(
         std::slice::from_ref(&path),

@@ -716,6 +716,7 @@ fn an_agent_loop_sweep_reports_loop_coverage_goals() {
             shard: None,
             swarm: true,
             determinism_every: 8,
+            guided: false,
         },
         &|_, _| {},
     )

@@ -9,7 +9,7 @@ use loopsim::harness::explore::ExploreReport;
 use loopsim::harness::html;
 use loopsim::harness::realclient::{self, RealClientOptions};
 use loopsim::harness::scenario::{InputError, Retune};
-use loopsim::harness::seed::run_seed;
+use loopsim::harness::seed::run_planned;
 
 use loopsim::harness::explore::ExploreOptions;
 use loopsim::harness::sweep::{load_files, shrink_first_failures};
@@ -36,6 +36,7 @@ pub fn run(a: ExploreArgs) -> CmdResult {
         shard: a.shard,
         swarm: a.swarm,
         determinism_every: a.determinism_every,
+        guided: a.guided,
     };
     let retune = retune(&a);
     let scenarios = load_files(&a.scenarios, &retune)?;
@@ -105,7 +106,14 @@ fn write_run_pages(
     let base = page.parent().unwrap_or(Path::new(""));
     let mut links = BTreeMap::new();
     for f in report.failures.iter().take(RUN_PAGES) {
-        let run = run_seed(Path::new(&f.scenario), f.seed, report.swarm, retune, 1)?;
+        let run = run_planned(
+            Path::new(&f.scenario),
+            f.seed,
+            report.swarm,
+            &f.faults,
+            retune,
+            1,
+        )?;
         let stem = Path::new(&f.scenario)
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())

@@ -2,7 +2,7 @@
 
 use loopsim::harness::html;
 use loopsim::harness::scenario::Retune;
-use loopsim::harness::seed::run_seed;
+use loopsim::harness::seed::run_planned;
 
 use super::{CmdResult, check_output, write_file};
 use crate::args::RunArgs;
@@ -17,10 +17,11 @@ pub fn run(a: RunArgs) -> CmdResult {
     } else {
         a.runs
     };
-    let report = run_seed(
+    let report = run_planned(
         &a.scenario,
         a.seed,
         a.swarm,
+        &a.plan,
         &Retune {
             tick_ms: a.tick_ms,
             latency_scale: a.latency_scale,

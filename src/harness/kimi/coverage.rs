@@ -1,6 +1,6 @@
 //! The agent loop's coverage goals: situations of the turn loop a sweep should reach.
 
-use crate::harness::coverage::{Goal, any, is_fault};
+use crate::harness::coverage::{Goal, any, is_fault, placed};
 use crate::harness::trace::TraceEvent;
 use crate::model::port::observe::Observation;
 
@@ -104,5 +104,26 @@ pub const GOALS: &[Goal] = &[
                 |o| matches!(o, Observation::TurnEnd { outcome, .. } if outcome.starts_with("failed")),
             )
         },
+    },
+    // Faults placed at protocol points (`sim explore --guided`, harness/guided.rs).
+    Goal {
+        id: "fault-after-tool-call",
+        what: "a fault fired right after the model asked for a tool",
+        reached: |t| placed(t, "after-tool-call"),
+    },
+    Goal {
+        id: "fault-between-batch-tools",
+        what: "a fault fired between two tool results of one step's batch",
+        reached: |t| placed(t, "between-batch-tools"),
+    },
+    Goal {
+        id: "fault-after-tool-effect-loop",
+        what: "a fault fired after a tool finished, before its result reached the model",
+        reached: |t| placed(t, "after-tool-effect"),
+    },
+    Goal {
+        id: "fault-during-step-retry",
+        what: "a fault fired while a step waited to retry the provider",
+        reached: |t| placed(t, "during-retry"),
     },
 ];

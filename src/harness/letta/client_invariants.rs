@@ -338,6 +338,16 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
                     ));
                 }
             }
+            // A busy answer the client recovered from by attaching to its run: the TUI counted
+            // it (`busyRetries += 1` before the attach) and keeps the count across the turn's
+            // continuations; headless resets it on success (letta-protocol.md §3.4).
+            Observation::ClientRecovery { kind, .. } if kind == "busy_attach" => {
+                if headless {
+                    last.remove("busy");
+                } else {
+                    *last.entry("busy".to_string()).or_insert(0) += 1;
+                }
+            }
             Observation::ClientResume { attempt, .. } => {
                 let max = if headless { 20 } else { 1 };
                 if *attempt > max {

@@ -1,6 +1,6 @@
 //! The Letta system's coverage goals: situations of the approval loop a sweep should reach.
 
-use crate::harness::coverage::{Goal, any, is_fault};
+use crate::harness::coverage::{Goal, any, is_fault, placed};
 use crate::harness::letta::invariants::pending_tool_calls;
 use crate::model::port::observe::{HistoryEntry, Observation};
 
@@ -225,6 +225,37 @@ pub const GOALS: &[Goal] = &[
                 )
             })
         },
+    },
+    // Faults placed at protocol points (`sim explore --guided`, harness/guided.rs).
+    Goal {
+        id: "fault-after-requires-approval",
+        what: "a fault fired right after a run paused at requires_approval",
+        reached: |t| placed(t, "after-requires-approval"),
+    },
+    Goal {
+        id: "fault-after-tool-effect",
+        what: "a fault fired between a tool's side effect and the send of its result",
+        reached: |t| placed(t, "after-tool-effect"),
+    },
+    Goal {
+        id: "fault-after-approval-decision",
+        what: "a fault fired right after the approval decision",
+        reached: |t| placed(t, "after-approval-decision"),
+    },
+    Goal {
+        id: "fault-after-result-send",
+        what: "a fault fired right after the client sent tool results",
+        reached: |t| placed(t, "after-result-send"),
+    },
+    Goal {
+        id: "fault-during-resume",
+        what: "a fault fired while the client resumed a stream",
+        reached: |t| placed(t, "during-resume"),
+    },
+    Goal {
+        id: "fault-across-busy-retry",
+        what: "a fault fired while the client waited to retry a busy conversation",
+        reached: |t| placed(t, "across-busy-retry"),
     },
 ];
 

@@ -12,6 +12,7 @@ use crate::harness::letta::swarm::{Baseline, STREAM_ACTIONS, stream_fault};
 use crate::harness::letta::world::run_once;
 use crate::harness::scenario::{InputError, Scenario};
 use crate::harness::swarm::{draw_plan, provider_fault};
+use crate::harness::trace::TraceEvent;
 use crate::model::port::observe::Observation;
 
 /// The families a real-client plan draws from, each on with the swarm's probability.
@@ -48,9 +49,18 @@ pub fn baseline(scenario: &Scenario) -> Result<RealBaseline, InputError> {
     let mut clean = scenario.clone();
     clean.faults.clear();
     let out = run_once(&clean, 0)?;
+    Ok(RealBaseline {
+        swarm: Baseline::from_trace(&out.trace, out.end_ms),
+        user_sends: user_sends(&out.trace),
+    })
+}
+
+/// The numbers (1-based, as the server counts message sends) of the sends of `trace` that
+/// carry a user message.
+pub fn user_sends(trace: &[TraceEvent]) -> Vec<u64> {
     let mut user_sends = Vec::new();
     let mut n = 0;
-    for e in &out.trace {
+    for e in trace {
         if let Observation::ClientSend { path, items, .. } = &e.obs
             && path.split('?').next().unwrap_or("").ends_with("/messages")
         {
@@ -60,10 +70,18 @@ pub fn baseline(scenario: &Scenario) -> Result<RealBaseline, InputError> {
             }
         }
     }
-    Ok(RealBaseline {
-        swarm: Baseline::from_trace(&out.trace, out.end_ms),
-        user_sends,
-    })
+    user_sends
+}
+
+/// Another client's call left pending on the conversation when send `send` arrives (reference
+/// B.5.3), with the stale call the bundled scenarios use.
+pub fn stale_approval_on(send: u64) -> Fault {
+    Fault::ApprovalPendingOnSend {
+        send,
+        tool_call_id: "toolu_stale_1".into(),
+        tool: "Bash".into(),
+        arguments: r#"{"command": "echo stale", "description": "left pending"}"#.into(),
+    }
 }
 
 /// The plan of `seed`: which families are on, and one fault from each.
@@ -82,12 +100,7 @@ pub fn plan(seed: u64, baseline: &RealBaseline) -> Vec<Fault> {
         "busy" => Fault::BusyOnSend {
             send: rng.random_range(1..=sends),
         },
-        "approval_pending" => Fault::ApprovalPendingOnSend {
-            send: user_sends[rng.random_range(0..user_sends.len())],
-            tool_call_id: "toolu_stale_1".into(),
-            tool: "Bash".into(),
-            arguments: r#"{"command": "echo stale", "description": "left pending"}"#.into(),
-        },
+        "approval_pending" => stale_approval_on(user_sends[rng.random_range(0..user_sends.len())]),
         "shutdown_503" => Fault::ShuttingDownOnSend {
             send: rng.random_range(1..=sends),
         },

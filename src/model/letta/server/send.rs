@@ -343,7 +343,25 @@ fn inject_send_fault<E: Env>(
     now: u64,
 ) -> Result<bool, Refused> {
     st.sends += 1;
-    match config.hooks.on_send(st.sends) {
+    let fault = config.hooks.on_send(st.sends);
+    // Another client's call can be left pending only on a conversation that waits for none:
+    // while one is pending, the server refuses that client's message as it refuses ours
+    // (step 6). So the fault does not plant a second one.
+    if let SendFault::ApprovalAppears(call) | SendFault::ApprovalAppearsInBand(call) = &fault
+        && let Some(waiting) = st
+            .conversations
+            .get(conv_id)
+            .and_then(|c| c.pending.first())
+    {
+        env.observe(Observation::Fault {
+            fault: format!(
+                "approval_pending send={} tool_call_id={} not planted: the conversation already waits for {}",
+                st.sends, call.id, waiting.id
+            ),
+        });
+        return Ok(false);
+    }
+    match fault {
         SendFault::Pass => Ok(false),
         SendFault::BusyOwnRun => {
             env.observe(Observation::Fault {

@@ -1,0 +1,852 @@
+//! Guided exploration (`sim explore --guided`): the sweep spends its seeds where the trace is
+//! new, and places faults where the protocol says a bug hides.
+//!
+//! A swarm sweep draws every seed's plan blind, from fixed families at random times. A guided
+//! sweep adds what the protocol tells us is interesting, the way FoundationDB's BUGGIFY fires
+//! at chosen code points rather than at random instants:
+//! - **placed faults**: a crash, partition, hold or user abort triggered right after a
+//!   protocol point a run reached (`on_event` triggers): right after `requires_approval`,
+//!   between a tool's side effect and the send of its result, after the approval decision,
+//!   during a resume, across a busy retry, between two tool calls of a batch; and stream faults
+//!   at the frames that carry a tool call's arguments;
+//! - **server behaviours** the swarm does not draw for the Letta system: 409 busy, 503
+//!   shutting down, a pending approval appearing on a send (another client on the
+//!   conversation), run-stream 500s, busy naming the client's own run;
+//! - **client faults**: the user's interrupt in each phase of a turn (stream, tools, approval
+//!   dialog) and a client crash and restart (after tools, after a chunk).
+//!
+//! And it is coverage-guided, as AFL is: the sweep runs in rounds of [`ROUND`] seeds per
+//! scenario. A run joins its scenario's corpus when its trace shows a signal no earlier run
+//! of the sweep showed (a coverage goal, a fault landing in a protocol state it never landed in,
+//! a new count of retries or resumes). From the second round on, two seeds in three take a
+//! corpus run's plan and edit it (the shrinker's plan editing run in reverse: add a fault at a
+//! protocol point that run reached, add a fault of a family, move one fault's time, index or
+//! count, drop one), one in three draws a fresh plan.
+//!
+//! Determinism: a round's plans are a function of its seeds and of the results of the rounds
+//! before it, read in (scenario, seed) order; so a guided sweep is a function of (scenarios,
+//! seeds), whatever `--jobs` is. Every run's plan is explicit, and its reproduce command carries
+//! it (`sim run … --plan '<fault>'`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rand::{RngExt as _, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use super::explore::{ExploreOptions, ExploreReport, SeedResult, assemble, work_items};
+use super::faults::{CrashAt, During, Fault, When};
+use super::scenario::{InputError, Scenario};
+use super::swarm::Ratio;
+use super::system::{Baseline, System};
+use super::trace::TraceEvent;
+use super::world::derive_seed;
+use crate::model::kimi::agent::inject::AbortReason;
+use crate::model::letta::server::Profile;
+use crate::model::port::observe::Observation;
+
+/// Seeds per scenario in one round: the plans of a round are drawn from the corpus the rounds
+/// before it built.
+pub const ROUND: u64 = 16;
+
+/// Runs a scenario's corpus keeps at most (the first that showed something new).
+pub const CORPUS_MAX: usize = 256;
+
+/// A protocol point a run reached: the `nth` trace event named `event`, which is a `label`
+/// point (`after-requires-approval`, …). A fault triggered `on_event = event, nth` lands there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Point {
+    pub label: String,
+    pub event: String,
+    pub nth: u32,
+}
+
+/// What a run tells the guided sweep: the signals it showed (for the corpus), the protocol
+/// points it reached (where an edit of its plan can place a fault), the server-stream frames
+/// that carried a tool call (`(response, frame)`, 1-based).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Guidance {
+    pub signals: Vec<String>,
+    pub points: Vec<Point>,
+    pub tool_frames: Vec<(u64, u64)>,
+}
+
+/// The points of `trace` that are protocol-meaningful places for a fault.
+pub fn points(trace: &[TraceEvent]) -> Vec<Point> {
+    let mut counts: BTreeMap<String, u32> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (i, e) in trace.iter().enumerate() {
+        let name = e.obs.name();
+        let n = counts.entry(name.clone()).or_insert(0);
+        *n += 1;
+        let nth = *n;
+        if let Some(label) = point_label(trace, i) {
+            out.push(Point {
+                label: label.into(),
+                event: name,
+                nth,
+            });
+        }
+    }
+    out
+}
+
+/// The label of trace event `i` when it is a protocol point.
+fn point_label(trace: &[TraceEvent], i: usize) -> Option<&'static str> {
+    Some(match &trace[i].obs {
+        // letta-protocol.md §2: the run pauses; the client must answer the pending call.
+        Observation::RunEnded { stop_reason, .. } if stop_reason == "requires_approval" => {
+            "after-requires-approval"
+        }
+        // The tool's side effect happened; its result is not sent yet.
+        Observation::ToolExecuted { .. } => "after-tool-effect",
+        Observation::ClientDecision { .. } => "after-approval-decision",
+        Observation::ClientResume { .. } => "during-resume",
+        Observation::ClientRetry { kind, .. } if kind == "busy" => "across-busy-retry",
+        Observation::ClientRetry { .. } => "during-retry",
+        Observation::ClientSend { items, .. } if items.contains("approval") => "after-result-send",
+        // kimi-loop.md: the step's tool batch.
+        Observation::LoopToolCall { .. } => "after-tool-call",
+        Observation::LoopToolEnd { .. } => "after-tool-effect",
+        Observation::LoopToolResult { .. } if more_tools_in_step(trace, i) => "between-batch-tools",
+        Observation::LoopRetrying { .. } => "during-retry",
+        Observation::LoopProviderResponse { .. } => "after-provider-response",
+        _ => return None,
+    })
+}
+
+/// Whether another tool of the same step follows event `i`.
+fn more_tools_in_step(trace: &[TraceEvent], i: usize) -> bool {
+    for e in &trace[i + 1..] {
+        match &e.obs {
+            Observation::LoopStepEnd { .. } => return false,
+            Observation::LoopToolResult { .. } | Observation::LoopToolStart { .. } => {
+                return true;
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+/// The server-stream frames of `trace` that carried a tool call the client must answer, as
+/// `(response, frame)` in the numbering of `server_stream` faults.
+pub fn tool_frames(trace: &[TraceEvent]) -> Vec<(u64, u64)> {
+    let mut runs: Vec<(String, u64)> = Vec::new();
+    let mut out = Vec::new();
+    for e in trace {
+        if let Observation::ChunkRecorded {
+            run_id,
+            message_type,
+            ..
+        } = &e.obs
+        {
+            let r = match runs.iter().position(|(r, _)| r == run_id) {
+                Some(r) => r,
+                None => {
+                    runs.push((run_id.clone(), 0));
+                    runs.len() - 1
+                }
+            };
+            runs[r].1 += 1;
+            if message_type == "approval_request_message" || message_type == "tool_call_message" {
+                out.push((r as u64 + 1, runs[r].1));
+            }
+        }
+    }
+    out
+}
+
+/// Event counts whose bucket is a signal: a run that retried, resumed or looped more often
+/// than any before it is new.
+const COUNTED: [&str; 10] = [
+    "client_retry",
+    "client_resume",
+    "client_recovery",
+    "run_ended",
+    "tool_executed",
+    "provider_call",
+    "loop_retrying",
+    "loop_step_begin",
+    "loop_tool_result",
+    "loop_interrupted",
+];
+
+/// The signals of one run: the goals it reached, each fault with the protocol state it landed
+/// in (the last event before it), and bucketed counts of retries, resumes and steps.
+pub fn signals(goals: &[&str], trace: &[TraceEvent]) -> Vec<String> {
+    let mut out: BTreeSet<String> = goals.iter().map(|g| format!("goal:{g}")).collect();
+    let mut last = "start".to_string();
+    let mut counts: BTreeMap<String, u32> = BTreeMap::new();
+    for e in trace {
+        let name = e.obs.name();
+        match &e.obs {
+            Observation::Fault { fault } => {
+                let kind = fault.split(' ').next().unwrap_or("");
+                out.insert(format!("fault:{kind}@{last}"));
+            }
+            _ => {
+                if COUNTED.contains(&name.as_str()) {
+                    *counts.entry(name.clone()).or_insert(0) += 1;
+                }
+                last = name;
+            }
+        }
+    }
+    for (name, n) in counts {
+        out.insert(format!("count:{name}:{}", bucket(n)));
+    }
+    out.into_iter().collect()
+}
+
+/// AFL's hit-count buckets: 1, 2, 3, 4-7, 8-15, 16-31, 32+.
+fn bucket(n: u32) -> u32 {
+    match n {
+        0..=3 => n,
+        4..=7 => 4,
+        8..=15 => 8,
+        16..=31 => 16,
+        _ => 32,
+    }
+}
+
+/// The guidance of one run.
+pub fn guidance(goals: &[&str], trace: &[TraceEvent]) -> Guidance {
+    Guidance {
+        signals: signals(goals, trace),
+        points: points(trace),
+        tool_frames: tool_frames(trace),
+    }
+}
+
+/// What a scenario's fault-free run did, for drawing guided plans: the swarm's baseline and
+/// the run's guidance, its turns and the sends that carry a user message.
+#[derive(Debug, Clone)]
+pub struct Root {
+    pub system: System,
+    pub swarm: Baseline,
+    pub guidance: Guidance,
+    pub turns: u32,
+    pub user_sends: Vec<u64>,
+    pub sends: u64,
+    pub max_chunks: u64,
+    /// The added families this scenario can take: the server behaviours are the hosted and
+    /// open-source servers', not the CLI's in-process backend's (letta-protocol.md §7: no busy
+    /// check, and no other client can leave a call pending in it).
+    pub families: &'static [&'static str],
+}
+
+impl Root {
+    /// The root of `scenario`: its fault-free run (seed 0, its explicit faults removed).
+    pub fn of(scenario: &Scenario) -> Result<Root, InputError> {
+        let mut clean = scenario.clone();
+        clean.faults.clear();
+        let system = clean.system();
+        let out = system.run_world(&clean, 0)?;
+        let swarm = match system {
+            System::Letta => Baseline::Letta(super::letta::swarm::Baseline::from_trace(
+                &out.trace, out.end_ms,
+            )),
+            System::Kimi => Baseline::Kimi(super::kimi::swarm::Baseline::from_trace(
+                &out.trace, out.end_ms,
+            )),
+        };
+        let (sends, max_chunks) = match &swarm {
+            Baseline::Letta(b) => (
+                b.response_frames.len().max(1) as u64,
+                b.response_frames.iter().copied().max().unwrap_or(1),
+            ),
+            Baseline::Kimi(_) => (1, 1),
+        };
+        let goals = super::coverage::reached(system.goals(), &out.trace);
+        let families: &'static [&'static str] = match system {
+            System::Letta if clean.server_profile()? == Profile::Local => &LOCAL_FAMILIES,
+            System::Letta => &LETTA_FAMILIES,
+            System::Kimi => &LOOP_FAMILIES,
+        };
+        Ok(Root {
+            system,
+            swarm,
+            guidance: guidance(&goals, &out.trace),
+            turns: out
+                .trace
+                .iter()
+                .filter(|e| matches!(e.obs, Observation::TurnStart { .. }))
+                .count()
+                .max(1) as u32,
+            user_sends: super::realclient::plan::user_sends(&out.trace),
+            sends,
+            max_chunks,
+            families,
+        })
+    }
+}
+
+/// The families a guided plan adds to the swarm's, each on for a fresh seed with the swarm's
+/// probability.
+pub const LETTA_FAMILIES: [&str; 3] = ["placed", "server", "client"];
+pub const LOCAL_FAMILIES: [&str; 2] = ["placed", "client"];
+pub const LOOP_FAMILIES: [&str; 1] = ["placed"];
+
+/// A fresh guided plan for `seed`: the swarm's plan of the seed, plus one fault from each added
+/// family that is on.
+pub fn fresh_plan(seed: u64, root: &Root) -> Vec<Fault> {
+    let mut plan = root.swarm.plan(seed);
+    let mut rng = ChaCha8Rng::seed_from_u64(derive_seed(seed, "guided"));
+    let families = root.families;
+    let on: Vec<bool> = families
+        .iter()
+        .map(|_| super::swarm::FAMILY_ON.draw(&mut rng))
+        .collect();
+    for (family, on) in families.iter().zip(on) {
+        if on {
+            plan.extend(family_fault(family, &mut rng, root, &root.guidance));
+        }
+    }
+    plan
+}
+
+/// One fault of an added family, placed with what `at` (a run of the scenario) reached.
+fn family_fault(family: &str, rng: &mut ChaCha8Rng, root: &Root, at: &Guidance) -> Option<Fault> {
+    match family {
+        "placed" => placed_fault(rng, root.system, at),
+        "server" => Some(server_fault(rng, root)),
+        _ => Some(client_fault(rng, root)),
+    }
+}
+
+/// A fault at a protocol point `at` reached: one of its points, or one of the frames that
+/// carried a tool call.
+pub fn placed_fault(rng: &mut ChaCha8Rng, system: System, at: &Guidance) -> Option<Fault> {
+    let frames = !at.tool_frames.is_empty() && system == System::Letta;
+    if frames && (at.points.is_empty() || rng.random_range(0..4u32) == 0) {
+        let (response, frame) = at.tool_frames[rng.random_range(0..at.tool_frames.len())];
+        let actions = super::letta::swarm::STREAM_ACTIONS;
+        return Some(Fault::ServerStream {
+            response,
+            frame,
+            action: actions[rng.random_range(0..actions.len())],
+        });
+    }
+    if at.points.is_empty() {
+        return None;
+    }
+    let p = &at.points[rng.random_range(0..at.points.len())];
+    let when = When::OnEvent {
+        event: p.event.clone(),
+        nth: p.nth,
+    };
+    let pair = |a: &str, b: &str| [a.to_string(), b.to_string()];
+    Some(match (system, rng.random_range(0..4u32)) {
+        (System::Letta, 0) => Fault::Crash {
+            host: "server".into(),
+            when,
+            restart_after_ms: Some(rng.random_range(50..=2_000)),
+        },
+        (System::Letta, 1) => Fault::Partition {
+            between: pair("client", "server"),
+            when,
+            duration_ms: rng.random_range(100..=5_000),
+        },
+        (System::Letta, 2) => Fault::Hold {
+            between: pair("client", "server"),
+            when,
+            duration_ms: rng.random_range(100..=5_000),
+        },
+        (System::Letta, _) => Fault::Crash {
+            host: "provider".into(),
+            when,
+            restart_after_ms: Some(rng.random_range(50..=2_000)),
+        },
+        (System::Kimi, 0 | 1) => Fault::UserAbort {
+            when,
+            reason: Some(if Ratio::new(3, 4).draw(rng) {
+                AbortReason::User
+            } else {
+                AbortReason::Signal
+            }),
+        },
+        (System::Kimi, 2) => Fault::Partition {
+            between: pair("client", "provider"),
+            when,
+            duration_ms: rng.random_range(100..=5_000),
+        },
+        (System::Kimi, _) => Fault::Crash {
+            host: "provider".into(),
+            when,
+            restart_after_ms: Some(rng.random_range(50..=2_000)),
+        },
+    })
+}
+
+/// A server behaviour of the Letta server (docs/faults.md), on one of the sends the root made.
+fn server_fault(rng: &mut ChaCha8Rng, root: &Root) -> Fault {
+    let send = rng.random_range(1..=root.sends);
+    match rng.random_range(0..5u32) {
+        0 => Fault::BusyOnSend { send },
+        1 => Fault::ShuttingDownOnSend { send },
+        2 => {
+            let sends: &[u64] = if root.user_sends.is_empty() {
+                &[1]
+            } else {
+                &root.user_sends
+            };
+            let stale =
+                super::realclient::plan::stale_approval_on(sends[rng.random_range(0..sends.len())]);
+            if rng.random_range(0..2u32) == 0 {
+                stale
+            } else {
+                match stale {
+                    Fault::ApprovalPendingOnSend {
+                        send,
+                        tool_call_id,
+                        tool,
+                        arguments,
+                    } => Fault::ApprovalPendingInBand {
+                        send,
+                        tool_call_id,
+                        tool,
+                        arguments,
+                    },
+                    other => other,
+                }
+            }
+        }
+        3 => Fault::RunStreamFail {
+            times: rng.random_range(1..=3),
+        },
+        _ => Fault::BusyOwnRun { send },
+    }
+}
+
+/// The user or the client process of a Letta turn: an interrupt in one of the turn's phases,
+/// or a crash and restart.
+fn client_fault(rng: &mut ChaCha8Rng, root: &Root) -> Fault {
+    let turn = rng.random_range(1..=root.turns);
+    let chunk = rng.random_range(1..=root.max_chunks.max(1)) as u32;
+    match rng.random_range(0..5u32) {
+        0 => Fault::Interrupt {
+            turn,
+            during: During::Stream,
+            after_chunk: Some(chunk),
+            after_ms: None,
+        },
+        1 => Fault::Interrupt {
+            turn,
+            during: During::Tools,
+            after_chunk: None,
+            after_ms: Some(rng.random_range(0..=2_000)),
+        },
+        2 => Fault::Interrupt {
+            turn,
+            during: During::Approval,
+            after_chunk: None,
+            after_ms: None,
+        },
+        3 => Fault::ClientCrash {
+            turn,
+            at: CrashAt::AfterTools,
+            after_chunk: None,
+        },
+        _ => Fault::ClientCrash {
+            turn,
+            at: CrashAt::AfterChunk,
+            after_chunk: Some(chunk),
+        },
+    }
+}
+
+/// An edit of a corpus run's plan: one or two of: add a fault at a protocol point the run
+/// reached, add a fault of a family, move one number of one fault, drop one fault.
+pub fn mutate(seed: u64, parent: &[Fault], at: &Guidance, root: &Root) -> Vec<Fault> {
+    let mut rng = ChaCha8Rng::seed_from_u64(derive_seed(seed, "guided-edit"));
+    let mut plan = parent.to_vec();
+    let edits = rng.random_range(1..=2u32);
+    for _ in 0..edits {
+        match rng.random_range(0..8u32) {
+            0..=2 => plan.extend(placed_fault(&mut rng, root.system, at)),
+            3 => {
+                let families = root.families;
+                let f = families[rng.random_range(0..families.len())];
+                plan.extend(family_fault(f, &mut rng, root, at));
+            }
+            4 => {
+                // One fault of the seed's swarm plan.
+                let swarm = root.swarm.plan(rng.random_range(0..u64::from(u32::MAX)));
+                if !swarm.is_empty() {
+                    plan.push(swarm[rng.random_range(0..swarm.len())].clone());
+                }
+            }
+            5 | 6 if !plan.is_empty() => {
+                let i = rng.random_range(0..plan.len());
+                if let Some(f) = nudge(&plan[i], &mut rng) {
+                    plan[i] = f;
+                }
+            }
+            _ if plan.len() > 1 => {
+                plan.remove(rng.random_range(0..plan.len()));
+            }
+            _ => plan.extend(placed_fault(&mut rng, root.system, at)),
+        }
+    }
+    plan
+}
+
+/// `fault` with one of its numbers moved: one up or down, doubled or halved. `None` when it has
+/// no number or the moved one does not read back as a fault.
+fn nudge(fault: &Fault, rng: &mut ChaCha8Rng) -> Option<Fault> {
+    let mut v = serde_json::to_value(fault).ok()?;
+    let map = v.as_object_mut()?;
+    let keys: Vec<String> = map
+        .iter()
+        .filter(|(_, x)| x.is_u64())
+        .map(|(k, _)| k.clone())
+        .collect();
+    if keys.is_empty() {
+        return None;
+    }
+    let k = &keys[rng.random_range(0..keys.len())];
+    let old = map[k].as_u64()?;
+    let new = match rng.random_range(0..4u32) {
+        0 => old + 1,
+        1 => old.saturating_sub(1),
+        2 => old.saturating_mul(2),
+        _ => old / 2,
+    };
+    map.insert(k.clone(), new.into());
+    serde_json::from_value(v).ok()
+}
+
+/// A scenario's corpus: the runs that showed something new, and every signal seen so far.
+#[derive(Debug, Default)]
+pub struct Corpus {
+    entries: Vec<(Vec<Fault>, Guidance)>,
+    seen: BTreeSet<String>,
+}
+
+impl Corpus {
+    /// Adds the run of `plan` if its guidance shows a signal not seen before.
+    pub fn offer(&mut self, plan: &[Fault], g: &Guidance) -> bool {
+        let mut new = false;
+        for s in &g.signals {
+            new |= self.seen.insert(s.clone());
+        }
+        if new && self.entries.len() < CORPUS_MAX {
+            self.entries.push((plan.to_vec(), g.clone()));
+        }
+        new
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The signals seen so far.
+    pub fn seen(&self) -> usize {
+        self.seen.len()
+    }
+}
+
+/// The plan of `seed` in a round drawn from `corpus`: fresh in the first round and one time in
+/// three, else an edit of a corpus run's plan. Faults the scenario refuses (a target it cannot
+/// reach) are dropped.
+pub fn plan_for(seed: u64, scenario: &Scenario, root: &Root, corpus: &Corpus) -> Vec<Fault> {
+    let mut rng = ChaCha8Rng::seed_from_u64(derive_seed(seed, "guided-pick"));
+    let plan = if corpus.is_empty() || rng.random_range(0..3u32) == 0 {
+        fresh_plan(seed, root)
+    } else {
+        let (parent, at) = &corpus.entries[rng.random_range(0..corpus.entries.len())];
+        mutate(seed, parent, at, root)
+    };
+    accepted(scenario, plan)
+}
+
+/// `plan` without the faults `scenario` refuses, in order: each fault is kept if the scenario
+/// with the faults kept so far and it still loads.
+pub fn accepted(scenario: &Scenario, plan: Vec<Fault>) -> Vec<Fault> {
+    let mut kept: Vec<Fault> = Vec::new();
+    for f in plan {
+        if f.problem().is_some() {
+            continue;
+        }
+        let mut s = scenario.clone();
+        s.faults.extend(
+            kept.iter()
+                .chain([&f])
+                .cloned()
+                .map(|f| Spanned::new(0..0, f)),
+        );
+        if s.checked().is_ok() {
+            kept.push(f);
+        }
+    }
+    kept
+}
+
+/// The `--plan` flags that give `sim run` a plan: one per fault, its TOML inline table in
+/// single quotes.
+pub fn plan_flags(plan: &[Fault]) -> String {
+    plan.iter()
+        .map(|f| format!(" --plan '{}'", f.to_toml().replace('\'', r"'\''")))
+        .collect()
+}
+
+/// Reads one `--plan` value (a fault as a TOML inline table, docs/faults.md).
+pub fn parse_plan_fault(text: &str) -> Result<Fault, String> {
+    #[derive(Deserialize)]
+    struct One {
+        fault: Fault,
+    }
+    let one: One = toml::from_str(&format!("fault = {text}"))
+        .map_err(|e| format!("--plan {text:?} is not a fault: {}", e.message()))?;
+    if let Some(p) = one.fault.problem() {
+        return Err(format!("--plan {text:?}: {p}"));
+    }
+    Ok(one.fault)
+}
+
+/// Runs a round's work items (indexes into the sweep's work items) with their plans and
+/// returns each item's result, in any order.
+pub type RunRound<'a> = dyn FnMut(&[usize], &BTreeMap<usize, Vec<Fault>>) -> Result<Vec<(usize, SeedResult)>, InputError>
+    + 'a;
+
+/// A guided sweep of `scenarios` over `options.seeds`: round by round, each round's plans drawn
+/// from the corpus the rounds before it built (see the module comment), run by `run_round`.
+/// `progress(done, total)` is called after every round.
+pub fn explore(
+    scenarios: &[Scenario],
+    options: &ExploreOptions,
+    progress: &(dyn Fn(u64, u64) + Sync),
+    run_round: &mut RunRound<'_>,
+) -> Result<ExploreReport, InputError> {
+    let work = work_items(scenarios, options);
+    let per_scenario = if scenarios.is_empty() {
+        0
+    } else {
+        work.len() / scenarios.len()
+    };
+    let roots: Vec<Root> = scenarios.iter().map(Root::of).collect::<Result<_, _>>()?;
+    let mut corpora: Vec<Corpus> = scenarios.iter().map(|_| Corpus::default()).collect();
+    let mut results: Vec<Option<SeedResult>> = vec![None; work.len()];
+    let total = work.len() as u64;
+    let mut done = 0u64;
+    let mut start = 0;
+    while start < per_scenario {
+        let end = (start + ROUND as usize).min(per_scenario);
+        let mut items = Vec::new();
+        let mut plans = BTreeMap::new();
+        for (si, scenario) in scenarios.iter().enumerate() {
+            for k in start..end {
+                let i = si * per_scenario + k;
+                let seed = work[i].1;
+                items.push(i);
+                plans.insert(i, plan_for(seed, scenario, &roots[si], &corpora[si]));
+            }
+        }
+        for (i, r) in run_round(&items, &plans)? {
+            results[i] = Some(r);
+        }
+        // The corpus grows in (scenario, seed) order, whatever order the runs ended in.
+        for &i in &items {
+            let r = results[i]
+                .as_mut()
+                .expect("every item of a round has a result");
+            if let Some(g) = r.guidance.take() {
+                corpora[work[i].0].offer(&plans[&i], &g);
+            }
+        }
+        done += items.len() as u64;
+        progress(done, total);
+        start = end;
+    }
+    assemble(
+        scenarios,
+        options,
+        results
+            .into_iter()
+            .map(|r| Ok(r.expect("every seed has a result"))),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::port::inject::StreamFault;
+
+    fn ev(t_ms: u64, host: &str, obs: Observation) -> TraceEvent {
+        TraceEvent {
+            t_ms,
+            host: host.into(),
+            obs,
+        }
+    }
+
+    #[test]
+    fn points_name_the_protocol_places_and_count_like_on_event() {
+        let t = vec![
+            ev(
+                1,
+                "server",
+                Observation::RunEnded {
+                    run_id: "r1".into(),
+                    stop_reason: "end_turn".into(),
+                },
+            ),
+            ev(
+                2,
+                "server",
+                Observation::RunEnded {
+                    run_id: "r2".into(),
+                    stop_reason: "requires_approval".into(),
+                },
+            ),
+        ];
+        assert_eq!(
+            points(&t),
+            vec![Point {
+                label: "after-requires-approval".into(),
+                event: "run_ended".into(),
+                nth: 2,
+            }]
+        );
+    }
+
+    #[test]
+    fn signals_pair_each_fault_with_the_state_it_landed_in() {
+        let t = vec![
+            ev(
+                1,
+                "server",
+                Observation::RunEnded {
+                    run_id: "r1".into(),
+                    stop_reason: "requires_approval".into(),
+                },
+            ),
+            ev(
+                1,
+                "harness",
+                Observation::Fault {
+                    fault: "crash host=server on_event=run_ended nth=1".into(),
+                },
+            ),
+        ];
+        let s = signals(&["busy-409"], &t);
+        assert!(s.contains(&"goal:busy-409".to_string()), "{s:?}");
+        assert!(s.contains(&"fault:crash@run_ended".to_string()), "{s:?}");
+        assert!(s.contains(&"count:run_ended:1".to_string()), "{s:?}");
+    }
+
+    #[test]
+    fn the_corpus_keeps_only_runs_that_show_something_new() {
+        let mut c = Corpus::default();
+        let g = |s: &[&str]| Guidance {
+            signals: s.iter().map(|s| s.to_string()).collect(),
+            ..Guidance::default()
+        };
+        assert!(c.offer(&[], &g(&["a", "b"])));
+        assert!(!c.offer(&[], &g(&["b", "a"])));
+        assert!(c.offer(&[], &g(&["c"])));
+        assert_eq!((c.len(), c.seen()), (2, 3));
+    }
+
+    #[test]
+    fn a_plan_flag_reads_back_as_its_fault() {
+        let f = Fault::Crash {
+            host: "server".into(),
+            when: When::OnEvent {
+                event: "run_ended".into(),
+                nth: 2,
+            },
+            restart_after_ms: Some(300),
+        };
+        let flag = plan_flags(std::slice::from_ref(&f));
+        let text = flag
+            .trim()
+            .strip_prefix("--plan '")
+            .and_then(|s| s.strip_suffix('\''))
+            .unwrap();
+        assert_eq!(parse_plan_fault(text), Ok(f));
+        let err = parse_plan_fault("{ kind = \"crash\" }").unwrap_err();
+        assert!(err.contains("is not a fault"), "{err}");
+    }
+
+    #[test]
+    fn nudging_moves_one_number_and_keeps_a_fault() {
+        let f = Fault::ServerStream {
+            response: 2,
+            frame: 5,
+            action: StreamFault::Reset,
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let mut moved = 0;
+        for _ in 0..50 {
+            if let Some(g) = nudge(&f, &mut rng) {
+                assert_eq!(g.kind(), "server_stream");
+                moved += usize::from(g != f);
+            }
+        }
+        assert!(moved > 20, "{moved}");
+    }
+
+    /// The sweep docs/finding-power.md measures the models with, as a test: every bundled
+    /// scenario of scenarios/letta and scenarios/kimi over `LOOPSIM_FINDING_POWER_SEEDS` seeds
+    /// (2 by default; the mutation run uses more), once with swarm plans and once guided. Both
+    /// must pass. It prints one `finding-power: {json}` line (runs, failures and the first
+    /// failing seed of each way), which tests/mutants/summarize.py reads off each mutant's log.
+    #[test]
+    fn finding_power_sweeps_of_the_bundled_scenarios_pass() {
+        use crate::harness::explore::{ExploreOptions, explore};
+        let seeds: u64 = std::env::var("LOOPSIM_FINDING_POWER_SEEDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(2);
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let mut files = Vec::new();
+        for dir in ["letta", "kimi"] {
+            let mut in_dir: Vec<_> = std::fs::read_dir(root.join(dir))
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                .collect();
+            in_dir.sort();
+            files.extend(in_dir);
+        }
+        let scenarios: Vec<Scenario> = files.iter().map(|p| Scenario::load(p).unwrap()).collect();
+        let mut line = serde_json::Map::new();
+        let mut failed = Vec::new();
+        for (name, guided) in [("swarm", false), ("guided", true)] {
+            let options = ExploreOptions {
+                seeds: 0..seeds,
+                jobs: 2,
+                shard: None,
+                swarm: !guided,
+                determinism_every: 0,
+                guided,
+            };
+            let r = explore(&scenarios, &options, &|_, _| {}).unwrap();
+            let first = r.failures.iter().map(|f| f.seed).min();
+            line.insert(
+                name.into(),
+                serde_json::json!({
+                    "runs": r.runs,
+                    "failed": r.failures.len(),
+                    "first_seed": first,
+                    "invariants": r.by_invariant().keys().cloned().collect::<Vec<_>>(),
+                }),
+            );
+            failed.extend(
+                r.failures
+                    .iter()
+                    .take(3)
+                    .map(|f| format!("{name}: {} seed {}: {}", f.scenario, f.seed, f.message)),
+            );
+        }
+        println!("finding-power: {}", serde_json::Value::Object(line));
+        assert!(failed.is_empty(), "{}", failed.join("\n"));
+    }
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Mutation testing of the reference models (docs/finding-power.md).
+#
+#   bash tests/mutants/run.sh [SHARD] [SEEDS]
+#
+# Installs cargo-mutants when it is missing, then mutates src/model/letta/client,
+# src/model/letta/server and src/model/kimi/turn_loop one mutant at a time and runs, against
+# each, the lib's unit tests, among them `finding_power_sweeps_of_the_bundled_scenarios_pass`:
+# every bundled scenario over SEEDS seeds (default 100) with swarm plans and again guided. A
+# mutant is caught when any of those fails. SHARD (default 1/40, round-robin) picks a
+# reproducible sample of the mutants; `1/1` is all of them (about 3,000: days on 2 cores, see
+# docs/finding-power.md). Results go to target/mutants/<shard>/mutants.out; the table of
+# docs/finding-power.md comes from `python3 tests/mutants/summarize.py target/mutants/<shard>`.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+shard=${1:-1/40}
+seeds=${2:-100}
+if ! command -v cargo-mutants > /dev/null; then
+  cargo install --locked cargo-mutants@27.1.0
+fi
+out="target/mutants/${shard//\//-of-}"
+mkdir -p "$out"
+export LOOPSIM_FINDING_POWER_SEEDS=$seeds
+# One mutant at a time: each test run already sweeps on two threads.
+cargo mutants --jobs 1 --shard "$shard" --sharding round-robin \
+  --file 'src/model/letta/client/**/*.rs' --file 'src/model/letta/server/**/*.rs' \
+  --file 'src/model/kimi/turn_loop/**/*.rs' \
+  --output "$out" --timeout 600 --build-timeout 900 --copy-target true \
+  --cargo-test-arg=--lib -- -- --nocapture || true
+python3 tests/mutants/summarize.py "$out"
