@@ -330,3 +330,117 @@ fn the_bare_baseline_replays_every_exchange_of_the_run() {
         "bare ran {bare_ms} ms, the last frame was at {last} ms"
     );
 }
+
+fn guided(seeds: std::ops::Range<u64>, jobs: usize) -> ExploreOptions {
+    ExploreOptions {
+        guided: true,
+        ..options(seeds, jobs, false)
+    }
+}
+
+/// A planted scenario without the faults that make its defect show: what is left to find it
+/// is the sweep's own plans.
+fn without_faults(path: &str) -> Scenario {
+    let mut s = load(path);
+    s.faults.clear();
+    s
+}
+
+#[test]
+fn a_guided_sweep_does_not_depend_on_jobs() {
+    let s = vec![
+        load("scenarios/letta/approval_turn.toml"),
+        load("scenarios/kimi/parallel_conflicts.toml"),
+    ];
+    let one = explore(&s, &guided(0..40, 1), &|_, _| {}).unwrap();
+    let three = explore(&s, &guided(0..40, 3), &|_, _| {}).unwrap();
+    assert_eq!(one, three);
+    assert_eq!(one.runs, 80);
+    assert!(one.guided && !one.swarm);
+    // Faults land at the protocol points the swarm's random times rarely hit.
+    for goal in ["fault-after-requires-approval", "fault-after-tool-call"] {
+        assert!(one.coverage[goal] > 0, "{goal}\n{}", one.render());
+    }
+}
+
+#[test]
+fn guided_plans_find_defects_the_swarm_cannot_reach() {
+    // The swarm never crashes the client between its tools and their send, nor leaves another
+    // client's call pending; the guided client and server families do, so these planted
+    // defects (their own faults removed) show only under --guided.
+    for (path, invariant) in [
+        (
+            "scenarios/planted/client_reexecute_after_restart.toml",
+            "no-double-execution",
+        ),
+        (
+            "scenarios/planted/dangling_tool_call.toml",
+            "tool-call-resolved",
+        ),
+    ] {
+        let s = vec![without_faults(path)];
+        let swarm = explore(&s, &options(0..48, 2, true), &|_, _| {}).unwrap();
+        let found = explore(&s, &guided(0..48, 2), &|_, _| {}).unwrap();
+        assert!(
+            !swarm.by_invariant().contains_key(invariant),
+            "{path}: the swarm found it after all: {}",
+            swarm.render()
+        );
+        assert!(
+            found.by_invariant().contains_key(invariant),
+            "{path}: guided missed {invariant}: {}",
+            found.render()
+        );
+        // A guided failure reproduces from its reproduce command's plan alone.
+        let f = &found.failures[0];
+        assert!(f.reproduce.contains(" --plan '{ kind = "), "{}", f.reproduce);
+        let mut rerun = s[0].clone();
+        rerun.faults.extend(
+            f.faults
+                .iter()
+                .cloned()
+                .map(|x| toml::Spanned::new(0..0, x)),
+        );
+        assert_eq!(
+            run_scenario(&rerun, f.seed, 1).unwrap().trace_hash,
+            f.trace_hash
+        );
+    }
+}
+
+/// The before/after table of docs/finding-power.md: every planted defect with the faults that
+/// make it show removed, swept with swarm plans and guided over the same seeds (
+/// `LOOPSIM_FINDING_POWER_SEEDS`, 64 by default). Prints one markdown row per defect:
+/// `cargo test --release --test harness finding_power_on_the_planted_defects -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn finding_power_on_the_planted_defects() {
+    let seeds: u64 = std::env::var("LOOPSIM_FINDING_POWER_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(64);
+    let mut files: Vec<_> = std::fs::read_dir(repo().join("scenarios/planted"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    println!("| planted defect | swarm: failing seeds (first) | guided: failing seeds (first) |");
+    println!("|---|---|---|");
+    for p in files {
+        let mut sc = Scenario::load(&p).unwrap();
+        sc.faults.clear();
+        let s = vec![sc];
+        let cell = |r: &ExploreReport| match r.failures.iter().map(|f| f.seed).min() {
+            Some(first) => format!("{} of {} ({first})", r.failures.len(), r.runs),
+            None => format!("0 of {}", r.runs),
+        };
+        let a = explore(&s, &options(0..seeds, 2, true), &|_, _| {}).unwrap();
+        let b = explore(&s, &guided(0..seeds, 2), &|_, _| {}).unwrap();
+        println!(
+            "| `{}` | {} | {} |",
+            p.file_stem().unwrap().to_string_lossy(),
+            cell(&a),
+            cell(&b)
+        );
+    }
+}

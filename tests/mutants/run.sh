@@ -21,10 +21,11 @@ fi
 out="target/mutants/${shard//\//-of-}"
 mkdir -p "$out"
 export LOOPSIM_FINDING_POWER_SEEDS=$seeds
-# One mutant at a time: each test run already sweeps on two threads.
-cargo mutants --jobs 1 --shard "$shard" --sharding round-robin \
+# In place: one mutant at a time in this tree, built incrementally (each test run sweeps on
+# two threads). Do not edit the tree while it runs: cargo-mutants restores each file after.
+cargo mutants --shard "$shard" --sharding round-robin \
   --file 'src/model/letta/client/**/*.rs' --file 'src/model/letta/server/**/*.rs' \
   --file 'src/model/kimi/turn_loop/**/*.rs' \
-  --output "$out" --timeout 600 --build-timeout 900 --copy-target true \
+  --in-place --output "$out" --timeout 600 --build-timeout 900 \
   --cargo-test-arg=--lib -- -- --nocapture || true
 python3 tests/mutants/summarize.py "$out"
