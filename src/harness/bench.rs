@@ -17,6 +17,7 @@ use super::report::exit;
 use super::run::run_scenario;
 use super::scenario::{InputError, Scenario};
 use super::system::Baseline;
+use super::world::{StepStats, step_stats};
 use crate::model::letta::server::ExchangeLog;
 
 /// What to measure.
@@ -59,6 +60,8 @@ pub struct Pass {
     pub failures: u64,
     /// Each seed's trace hash, in seed order.
     pub hashes: Vec<String>,
+    /// The turmoil steps the pass took and the ticks it skipped, by reason.
+    pub steps: StepStats,
 }
 
 /// The fault-free comparison with the bare world.
@@ -160,7 +163,9 @@ fn measure(
         events: 0,
         failures: 0,
         hashes: Vec::new(),
+        steps: StepStats::default(),
     };
+    let steps_before = step_stats();
     meter.pass_started(label);
     for seed in 0..seeds {
         let s = match base {
@@ -178,6 +183,7 @@ fn measure(
     }
     meter.pass_finished();
     pass.wall = meter.now().saturating_sub(started);
+    pass.steps = step_stats().since(&steps_before);
     Ok(pass)
 }
 
@@ -220,6 +226,28 @@ fn compare_bare(
     })
 }
 
+/// Where a pass's turmoil steps went: the steps, then each reason a step was followed by
+/// another (see [`super::world::Why`]), then the ticks skipped.
+fn render_steps(st: &StepStats) -> String {
+    let [
+        no_warp,
+        busy,
+        in_flight,
+        quiet_wait,
+        due,
+        short_gap,
+        skipped,
+    ] = st.by_why;
+    if no_warp > 0 && busy + in_flight + quiet_wait + due + short_gap + skipped == 0 {
+        return format!("{} (every tick)", st.steps);
+    }
+    format!(
+        "{} stepped (busy {busy}, in flight {in_flight}, quiet wait {quiet_wait}, due {due}, \
+         short gap {short_gap}, before a skip {skipped}), {} ticks skipped",
+        st.steps, st.skipped_ticks
+    )
+}
+
 fn secs(ms: u64) -> f64 {
     ms as f64 / 1000.0
 }
@@ -248,6 +276,7 @@ impl BenchReport {
             "simulated/wall  {:.1}x",
             secs(self.pass.simulated_ms) / wall
         );
+        let _ = writeln!(s, "steps           {}", render_steps(&self.pass.steps));
         if let Some((a, b)) = self.rss_kib {
             let _ = writeln!(s, "rss             {a} KiB before, {b} KiB after");
         }
@@ -311,6 +340,7 @@ impl BenchReport {
                 seeds / nw,
                 secs(p.simulated_ms) / nw
             );
+            let _ = writeln!(s, "  steps         {}", render_steps(&p.steps));
             let _ = writeln!(s, "  speed-up      {:.2}x", nw / wall);
             let _ = writeln!(
                 s,

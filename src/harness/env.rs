@@ -157,8 +157,8 @@ impl Env for SimEnv {
         self.trace.push(self.now_ms(), &self.host, event);
     }
 
-    /// The host's `LocalSet`: tokio's scheduler queues stay empty, so only the set's step
-    /// counter orders woken tasks (see [`crate::harness::world::PHASE_TICKS`]).
+    /// The host's `LocalSet`: tokio's scheduler queues stay empty, so woken tasks run in the
+    /// order of the set's local queue (see [`crate::harness::world::PHASE_TICKS`]).
     fn spawner(&self) -> Spawner {
         Spawner::Local
     }

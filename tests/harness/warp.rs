@@ -9,8 +9,8 @@
 //! `cargo test` runs seeds 0..2; the standing check over seeds 0..50 is the ignored test
 //! (`cargo test --release --test harness -- --ignored warp`: 7,000 runs each way, spread over
 //! the cores). It passes because skips come in whole phases of the hosts' `LocalSet` counter
-//! ([`loopsim::harness::world::PHASE_TICKS`]); with skips of any length two of its 7,000 runs
-//! differed.
+//! ([`loopsim::harness::world::PHASE_TICKS`]); with skips of any length one of its 7,000 runs
+//! differed (what is known of why: that constant's doc).
 
 use std::path::PathBuf;
 
