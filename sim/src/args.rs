@@ -53,9 +53,9 @@ pub enum Command {
     /// Shrink one failing seed to a minimal scenario that fails the same invariant.
     #[command(after_help = EXIT_CODES)]
     Shrink(ShrinkArgs),
-    /// The CI regression gate: every scenario over fixed and commit-derived seeds with swarm
-    /// faults, every planted canary, every snapshot, every bug cassette; with --real-client,
-    /// a real client over scenarios/real-client/ too.
+    /// The CI regression gate: every scenario over fixed and commit-derived seeds with guided
+    /// plans (docs/finding-power.md), every planted canary, every snapshot, every bug
+    /// cassette; with --real-client, a real client over scenarios/real-client/ too.
     #[command(after_help = EXIT_CODES)]
     Ci(CiArgs),
     /// Work with JSON reports.
@@ -483,5 +483,5 @@ pub struct ReplayArgs {
 
 /// Reads one `sim run --plan` fault.
 fn parse_plan_fault(s: &str) -> Result<loopsim::harness::faults::Fault, String> {
-    loopsim::harness::guided::parse_plan_fault(s)
+    loopsim::harness::guidance::parse_plan_fault(s)
 }

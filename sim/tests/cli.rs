@@ -649,3 +649,47 @@ fn latency_scale_slows_every_hop_and_the_reproduce_line_carries_it() {
     let o = sim(&["run", file, "--latency-scale", "0"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+#[test]
+fn a_guided_failure_reproduces_from_its_plan_flags_and_a_bad_plan_exits_2() {
+    // A fault placed at a protocol point, as a guided sweep's reproduce command gives it.
+    let o = sim(&[
+        "run",
+        "scenarios/letta/approval_turn.toml",
+        "--seed",
+        "1",
+        "--plan",
+        r#"{ kind = "crash", host = "server", on_event = "run_ended", nth = 1, restart_after_ms = 300 }"#,
+    ]);
+    let out = stdout(&o);
+    assert!(
+        out.contains("crash host=server on_event=run_ended nth=1"),
+        "{out}"
+    );
+    // A failing run's reproduce line carries its plan.
+    let o = sim(&[
+        "run",
+        "scenarios/planted/dangling_tool_call.toml",
+        "--seed",
+        "1",
+        "--plan",
+        r#"{ kind = "latency", at_ms = 5, max_ms = 40 }"#,
+    ]);
+    assert_eq!(o.status.code(), Some(129), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains(r#"--seed 1 --plan '{ kind = "latency", at_ms = 5, max_ms = 40 }'"#),
+        "{}",
+        stdout(&o)
+    );
+    for (plan, says) in [
+        (r#"{ kind = "crash" }"#, "is not a fault"),
+        (
+            r#"{ kind = "server_stream", response = 0, frame = 1, action = "reset" }"#,
+            "--plan",
+        ),
+    ] {
+        let o = sim(&["run", "scenarios/letta/approval_turn.toml", "--plan", plan]);
+        assert_eq!(o.status.code(), Some(2), "{plan}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{plan}: {}", stderr(&o));
+    }
+}

@@ -39,7 +39,7 @@ pub fn reached(goals: &[Goal], trace: &[TraceEvent]) -> Vec<&'static str> {
 }
 
 /// Whether a fault triggered `on_event` fired at a protocol point labelled `label`
-/// ([`super::guided::points`]): the fault's text names the event and count of that point.
+/// ([`super::guidance::points`]): the fault's text names the event and count of that point.
 pub(crate) fn placed(trace: &[TraceEvent], label: &str) -> bool {
     // Most runs have no such fault: skip the points (they name every event) then.
     let placed_any = trace
@@ -48,7 +48,7 @@ pub(crate) fn placed(trace: &[TraceEvent], label: &str) -> bool {
     if !placed_any {
         return false;
     }
-    let points = super::guided::points(trace);
+    let points = super::guidance::points(trace);
     trace.iter().any(|e| match &e.obs {
         Observation::Fault { fault } => points.iter().any(|p| {
             p.label == label && fault.contains(&format!("on_event={} nth={}", p.event, p.nth))

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use super::faults::Fault;
-use super::guided::Guidance;
+use super::guidance::Guidance;
 use super::report::{self, FailureKind, RunReport, Verdict};
 use super::run::run_scenario_with;
 use super::scenario::{InputError, Scenario};
@@ -361,18 +361,14 @@ pub fn explore(
 ) -> Result<ExploreReport, InputError> {
     let work = work_items(scenarios, options);
     if options.guided {
-        return super::guided::explore(scenarios, options, progress, &mut |items, plans| {
-            let results: Mutex<Vec<(usize, Result<SeedResult, InputError>)>> =
-                Mutex::new(Vec::new());
-            run_items(scenarios, options, &work, items, plans, &|_| {}, &|i, r| {
-                results.lock().unwrap().push((i, r));
-            })?;
-            results
-                .into_inner()
-                .unwrap()
-                .into_iter()
-                .map(|(i, r)| r.map(|r| (i, r)))
-                .collect()
+        return Err(InputError {
+            file: scenarios
+                .first()
+                .map(|s| s.path.display().to_string())
+                .unwrap_or_default(),
+            line: None,
+            column: None,
+            message: "a guided sweep runs through harness::guided::explore_in_process".into(),
         });
     }
     let items: Vec<usize> = (0..work.len()).collect();
@@ -550,7 +546,7 @@ fn run_planned_seed(
 pub fn planned_reproduce_command(scenario: &Scenario, seed: u64, plan: &[Fault]) -> String {
     let flags = format!(
         "{}{}",
-        super::guided::plan_flags(plan),
+        super::guidance::plan_flags(plan),
         scenario.repro_flags
     );
     report::reproduce_command(&scenario.path.display().to_string(), seed, &flags)

@@ -1,5 +1,5 @@
 //! `sim ci`: the regression gate. Every bundled scenario over a fixed seed list plus a seed
-//! range taken from the commit, with swarm faults and a determinism sample; every planted
+//! range taken from the commit, guided (swarm plans and faults at protocol points) with a determinism sample; every planted
 //! canary must be caught by its invariant; trace snapshots must match; every bug cassette
 //! (cassettes/bugs/) must replay to its expected verdicts. Reports as JUnit XML and
 //! JSON; exit code as documented (docs/exit-codes.md).
@@ -70,7 +70,12 @@ pub fn sweep_in_process(
     scenario: &Scenario,
     options: &ExploreOptions,
 ) -> Result<ExploreReport, InputError> {
-    explore(std::slice::from_ref(scenario), options, &|_, _| {})
+    let one = std::slice::from_ref(scenario);
+    if options.guided {
+        super::guided::explore_in_process(one, options, &|_, _| {})
+    } else {
+        explore(one, options, &|_, _| {})
+    }
 }
 
 /// One check of the gate.
@@ -145,7 +150,7 @@ pub fn run_gate(
     // Each case, with the failure kinds it stands for when it fails (for the exit code).
     let mut cases: Vec<(Case, Vec<FailureKind>)> = Vec::new();
     let mut sweeps = Vec::new();
-    // 1. Sweeps: every bundled scenario, swarm faults on, must pass.
+    // 1. Sweeps: every bundled scenario, guided plans, must pass.
     for (scenario, file) in &bundled {
         for range in &ranges {
             let report = sweep(scenario, file, *range, options, sweeper, progress)?;
@@ -203,7 +208,7 @@ pub fn run_gate(
     })
 }
 
-/// One swarm sweep of a bundled scenario over a seed range.
+/// One guided sweep of a bundled scenario over a seed range.
 fn sweep(
     scenario: &Scenario,
     file: &Path,
@@ -225,9 +230,11 @@ fn sweep(
             seeds: range[0]..range[1],
             jobs: options.jobs,
             shard: None,
-            swarm: true,
+            // Guided plans (harness/guided.rs): the swarm's, and faults at protocol points,
+            // server behaviours and client interrupts and crashes, drawn from what is new.
+            swarm: false,
             determinism_every: options.determinism_every,
-            guided: false,
+            guided: true,
         },
     )
 }

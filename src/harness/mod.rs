@@ -13,6 +13,7 @@ pub mod faults;
 pub mod fuzz;
 pub mod gate;
 pub mod guard;
+pub mod guidance;
 pub mod guided;
 pub mod html;
 pub mod input;

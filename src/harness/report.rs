@@ -76,7 +76,7 @@ pub struct RunReport {
     /// Coverage goals this run reached (`harness::coverage`).
     pub goals: Vec<&'static str>,
     /// What a guided sweep reads off the run, when it asked (`harness::guided`).
-    pub guidance: Option<crate::harness::guided::Guidance>,
+    pub guidance: Option<crate::harness::guidance::Guidance>,
     pub verdict: Verdict,
 }
 

@@ -39,7 +39,7 @@ pub fn run_scenario_with(
     let text = render_events(&first.trace);
     let goals = coverage::reached(system.goals(), &first.trace);
     let mut report = RunReport {
-        guidance: guided.then(|| super::guided::guidance(&goals, &first.trace)),
+        guidance: guided.then(|| super::guidance::guidance(&goals, &first.trace)),
         turn_outcomes: first.outcomes.clone().unwrap_or_default(),
         trace_hash: hash_text(&text),
         events: first.trace.len(),

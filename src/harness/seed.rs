@@ -68,7 +68,7 @@ pub fn run_planned(
         })?;
         scenario
             .repro_flags
-            .insert_str(0, &super::guided::plan_flags(plan));
+            .insert_str(0, &super::guidance::plan_flags(plan));
     }
     run_scenario(&scenario, seed, runs)
 }

@@ -4,6 +4,7 @@
 use crate::common::{load, repo};
 use loopsim::harness::explore::{ExploreOptions, ExploreReport, explore, plan_of};
 use loopsim::harness::gate::{GateOptions, run_gate, sweep_in_process};
+use loopsim::harness::guided::explore_in_process;
 use loopsim::harness::report::Verdict;
 use loopsim::harness::run::run_scenario;
 use loopsim::harness::scenario::{Fault, Scenario};
@@ -352,13 +353,16 @@ fn a_guided_sweep_does_not_depend_on_jobs() {
         load("scenarios/letta/approval_turn.toml"),
         load("scenarios/kimi/parallel_conflicts.toml"),
     ];
-    let one = explore(&s, &guided(0..40, 1), &|_, _| {}).unwrap();
-    let three = explore(&s, &guided(0..40, 3), &|_, _| {}).unwrap();
+    let one = explore_in_process(&s, &guided(0..40, 1), &|_, _| {}).unwrap();
+    let three = explore_in_process(&s, &guided(0..40, 3), &|_, _| {}).unwrap();
     assert_eq!(one, three);
     assert_eq!(one.runs, 80);
     assert!(one.guided && !one.swarm);
     // Faults land at the protocol points the swarm's random times rarely hit.
-    for goal in ["fault-after-requires-approval", "fault-after-tool-call"] {
+    for goal in [
+        "fault-after-requires-approval",
+        "loop-fault-after-tool-call",
+    ] {
         assert!(one.coverage[goal] > 0, "{goal}\n{}", one.render());
     }
 }
@@ -380,7 +384,7 @@ fn guided_plans_find_defects_the_swarm_cannot_reach() {
     ] {
         let s = vec![without_faults(path)];
         let swarm = explore(&s, &options(0..48, 2, true), &|_, _| {}).unwrap();
-        let found = explore(&s, &guided(0..48, 2), &|_, _| {}).unwrap();
+        let found = explore_in_process(&s, &guided(0..48, 2), &|_, _| {}).unwrap();
         assert!(
             !swarm.by_invariant().contains_key(invariant),
             "{path}: the swarm found it after all: {}",
@@ -393,7 +397,11 @@ fn guided_plans_find_defects_the_swarm_cannot_reach() {
         );
         // A guided failure reproduces from its reproduce command's plan alone.
         let f = &found.failures[0];
-        assert!(f.reproduce.contains(" --plan '{ kind = "), "{}", f.reproduce);
+        assert!(
+            f.reproduce.contains(" --plan '{ kind = "),
+            "{}",
+            f.reproduce
+        );
         let mut rerun = s[0].clone();
         rerun.faults.extend(
             f.faults
@@ -435,7 +443,7 @@ fn finding_power_on_the_planted_defects() {
             None => format!("0 of {}", r.runs),
         };
         let a = explore(&s, &options(0..seeds, 2, true), &|_, _| {}).unwrap();
-        let b = explore(&s, &guided(0..seeds, 2), &|_, _| {}).unwrap();
+        let b = explore_in_process(&s, &guided(0..seeds, 2), &|_, _| {}).unwrap();
         println!(
             "| `{}` | {} | {} |",
             p.file_stem().unwrap().to_string_lossy(),

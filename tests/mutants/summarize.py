@@ -17,7 +17,7 @@ def main(root):
         if not isinstance(scenario, dict) or "Mutant" not in scenario:
             continue
         m = scenario["Mutant"]
-        name = "%s:%s: %s" % (m["file"], m["span"]["start"]["line"], m.get("name") or m.get("replacement", ""))
+        name = m.get("name") or "%s:%s" % (m["file"], m["span"]["start"]["line"])
         summary = o["summary"]
         log = os.path.join(out, o["log_path"]) if o.get("log_path") else None
         text = open(log, errors="replace").read() if log and os.path.exists(log) else ""

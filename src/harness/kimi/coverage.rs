@@ -107,22 +107,22 @@ pub const GOALS: &[Goal] = &[
     },
     // Faults placed at protocol points (`sim explore --guided`, harness/guided.rs).
     Goal {
-        id: "fault-after-tool-call",
+        id: "loop-fault-after-tool-call",
         what: "a fault fired right after the model asked for a tool",
         reached: |t| placed(t, "after-tool-call"),
     },
     Goal {
-        id: "fault-between-batch-tools",
+        id: "loop-fault-between-batch-tools",
         what: "a fault fired between two tool results of one step's batch",
         reached: |t| placed(t, "between-batch-tools"),
     },
     Goal {
-        id: "fault-after-tool-effect-loop",
+        id: "loop-fault-after-tool-effect",
         what: "a fault fired after a tool finished, before its result reached the model",
         reached: |t| placed(t, "after-tool-effect"),
     },
     Goal {
-        id: "fault-during-step-retry",
+        id: "loop-fault-during-step-retry",
         what: "a fault fired while a step waited to retry the provider",
         reached: |t| placed(t, "during-retry"),
     },
