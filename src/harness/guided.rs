@@ -77,14 +77,7 @@ impl Root {
         clean.faults.clear();
         let system = clean.system();
         let out = system.run_world(&clean, 0)?;
-        let swarm = match system {
-            System::Letta => Baseline::Letta(super::letta::swarm::Baseline::from_trace(
-                &out.trace, out.end_ms,
-            )),
-            System::Kimi => Baseline::Kimi(super::kimi::swarm::Baseline::from_trace(
-                &out.trace, out.end_ms,
-            )),
-        };
+        let swarm = system.baseline_of(&out.trace, out.end_ms);
         let (sends, max_chunks) = match &swarm {
             Baseline::Letta(b) => (
                 b.response_frames.len().max(1) as u64,

@@ -85,19 +85,24 @@ impl System {
     /// The fault-free baseline run of `clean` (seed 0, explicit faults removed): where swarm
     /// faults can land.
     pub fn baseline(self, clean: &Scenario) -> Result<Baseline, InputError> {
-        match self {
+        let (trace, end_ms) = match self {
             System::Letta => {
                 let out = letta::world::run_once(clean, 0)?;
-                Ok(Baseline::Letta(letta::swarm::Baseline::from_trace(
-                    &out.trace, out.end_ms,
-                )))
+                (out.trace, out.end_ms)
             }
             System::Kimi => {
                 let out = kimi::world::run_once(clean, 0)?;
-                Ok(Baseline::Kimi(kimi::swarm::Baseline::from_trace(
-                    &out.trace, out.end_ms,
-                )))
+                (out.trace, out.end_ms)
             }
+        };
+        Ok(self.baseline_of(&trace, end_ms))
+    }
+
+    /// The baseline a fault-free run's trace gives.
+    pub fn baseline_of(self, trace: &[TraceEvent], end_ms: u64) -> Baseline {
+        match self {
+            System::Letta => Baseline::Letta(letta::swarm::Baseline::from_trace(trace, end_ms)),
+            System::Kimi => Baseline::Kimi(kimi::swarm::Baseline::from_trace(trace, end_ms)),
         }
     }
 
