@@ -15,12 +15,16 @@
 //!   TCP and paused-runtime tests, is the one exception).
 //! - `model-spawn`: `tokio::spawn`, `tokio::task::spawn*` or `JoinSet` in `src/model/` (a
 //!   model starts its side tasks through the `Spawner` its `Env` hands out, so a simulated
-//!   host runs them on its `LocalSet`, where the warp's phase arithmetic holds;
+//!   host runs them on its `LocalSet`, whose tasks wake in a step-independent order;
 //!   `src/model/port/spawn.rs`, which is that spawner, is the one exception).
 //! - `os-entropy`: randomness from the operating system in `src/` (every random draw comes from
 //!   the seeded PRNG).
 //! - `select-biased`: a `select!` whose first token is not `biased;` (an unbiased select polls
 //!   its branches in a random order).
+//! - `step-rng`: `tokio::sync::watch` in `src/` (its waiters wake in an order drawn from the
+//!   runtime's thread RNG, which tokio reseeds each time a runtime is entered, once per turmoil
+//!   step, so the order would depend on how many steps the warp skipped; use
+//!   `model::port::signal`, which wakes waiters oldest first).
 //! - `file-length`: a file over 900 lines.
 //! - `todo`: `todo!` or `unimplemented!`.
 //! - `history-comment`: a comment in `src/` or `sim/src/` that tells the project's history
@@ -54,6 +58,16 @@ const EXCEPTIONS: &[(&str, &str, &str)] = &[
         "src/model/port/spawn.rs",
         "model-spawn",
         "`Spawner`: the one place a model's task reaches tokio's spawn functions",
+    ),
+    (
+        "src/harness/record.rs",
+        "step-rng",
+        "the recorder runs on real TCP between a real client and server, never on turmoil",
+    ),
+    (
+        "src/harness/replay/server.rs",
+        "step-rng",
+        "each stream's end is its own channel with one receiver, so no wake order exists",
     ),
 ];
 
@@ -424,6 +438,7 @@ const FORBIDDEN_PATHS: &[(&[&str], &str)] = &[
     (&["rand", "rng"], "os-entropy"),
     (&["rand", "random*"], "os-entropy"),
     (&["rand", "fill"], "os-entropy"),
+    (&["tokio", "sync", "watch"], "step-rng"),
 ];
 
 fn path_matches(path: &[String], pattern: &[&str]) -> bool {
@@ -772,7 +787,7 @@ fn tokio_time_fails_in_a_model_and_is_allowed_in_the_harness() {
         [(2, "model-clock")]
     );
     assert_eq!(
-        rules(MODEL, "use tokio::{sync::watch, time};\n"),
+        rules(MODEL, "use tokio::{sync::Notify, time};\n"),
         [(1, "model-clock")]
     );
     assert_eq!(
@@ -821,6 +836,19 @@ fn os_entropy_fails_in_src() {
         rules(HARNESS, "let r = ChaCha8Rng::seed_from_u64(seed);\n"),
         []
     );
+}
+
+#[test]
+fn tokio_watch_fails_in_src() {
+    assert_eq!(rules(MODEL, "use tokio::sync::watch;\n"), [(1, "step-rng")]);
+    assert_eq!(
+        rules(
+            HARNESS,
+            "fn f() {\n    let (tx, rx) = tokio::sync::watch::channel(0);\n}\n"
+        ),
+        [(2, "step-rng")]
+    );
+    assert_eq!(rules(MODEL, "use crate::model::port::signal;\n"), []);
 }
 
 #[test]

@@ -229,21 +229,13 @@ fn compare_bare(
 /// Where a pass's turmoil steps went: the steps, then each reason a step was followed by
 /// another (see [`super::world::Why`]), then the ticks skipped.
 fn render_steps(st: &StepStats) -> String {
-    let [
-        no_warp,
-        busy,
-        in_flight,
-        quiet_wait,
-        due,
-        short_gap,
-        skipped,
-    ] = st.by_why;
-    if no_warp > 0 && busy + in_flight + quiet_wait + due + short_gap + skipped == 0 {
+    let [no_warp, busy, in_flight, quiet_wait, due, skipped] = st.by_why;
+    if no_warp > 0 && busy + in_flight + quiet_wait + due + skipped == 0 {
         return format!("{} (every tick)", st.steps);
     }
     format!(
         "{} stepped (busy {busy}, in flight {in_flight}, quiet wait {quiet_wait}, due {due}, \
-         short gap {short_gap}, before a skip {skipped}), {} ticks skipped",
+         before a skip {skipped}), {} ticks skipped",
         st.steps, st.skipped_ticks
     )
 }

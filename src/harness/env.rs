@@ -158,7 +158,7 @@ impl Env for SimEnv {
     }
 
     /// The host's `LocalSet`: tokio's scheduler queues stay empty, so woken tasks run in the
-    /// order of the set's local queue (see [`crate::harness::world::PHASE_TICKS`]).
+    /// order they were woken, in the set's local queue.
     fn spawner(&self) -> Spawner {
         Spawner::Local
     }

@@ -9,9 +9,18 @@
 //! quiescent between two steps (see [`crate::harness::world::run_to_end`]), the loop adds
 //! whole ticks to the offset instead of stepping through them, and re-aims every pending timer
 //! that many ticks earlier on its host's runtime, so each fires at the same virtual instant,
-//! at the same place inside its tick, as without the skip. Skips come in multiples of
-//! [`crate::harness::world::PHASE_TICKS`] idle ticks, so tokio's own per-step scheduler
-//! counters, which decide the order of two tasks woken together, end where stepping leaves them.
+//! at the same place inside its tick, as without the skip.
+//!
+//! A skip of any number of ticks is exact because nothing a host runs depends on how many
+//! steps its runtime has taken. tokio keeps per-runtime state that does: it reseeds the
+//! thread RNG from the runtime's seed generator each time the runtime is entered (once per
+//! turmoil step), and that RNG picks the branch order of an unbiased `select!` and the `Notify`
+//! a `tokio::sync::watch` waiter waits on, so the order two waiters wake in. The models use
+//! neither: every `select!` is `biased;` and change signals are
+//! [`crate::model::port::signal`], which wakes waiters oldest first (tidy rules
+//! `select-biased`, `step-rng`). The `LocalSet`'s and the scheduler's poll counters advance
+//! with the steps too, but choose between queues that are always empty on a simulated host
+//! (every task is on the set and woken on its thread, so it goes to the set's local queue).
 //!
 //! Re-aiming resets the pending timers in the order they were first polled (their
 //! registration order in tokio's timer wheel, which fires timers due at one instant in that

@@ -95,8 +95,8 @@ pub fn provider_host(
 ///
 /// Time is the trace's [`WorldClock`](super::warp::WorldClock). With the scenario's `warp` on,
 /// whenever the world is quiescent between two steps the loop skips the whole idle ticks
-/// before the next thing that can happen ([`idle_ticks`]), in whole multiples of
-/// [`PHASE_TICKS`] ([`whole_phases`]), which gives the same trace as stepping through them.
+/// before the next thing that can happen ([`idle_ticks`]), which gives the same trace as
+/// stepping through them.
 pub fn run_to_end(
     sim: &mut turmoil::Sim<'_>,
     scenario: &Scenario,
@@ -191,17 +191,12 @@ pub fn run_to_end(
             horizon = now;
         }
         let idle = idle_ticks(now, horizon, tick);
-        let skip = whole_phases(idle);
-        note(if idle == 0 {
-            Why::Due
-        } else if skip == 0 {
-            Why::ShortGap
+        if idle == 0 {
+            note(Why::Due);
         } else {
-            Why::Skipped
-        });
-        if skip > 0 {
-            note_skipped(skip);
-            clock.advance(now, tick * skip);
+            note(Why::Skipped);
+            note_skipped(idle);
+            clock.advance(now, tick * idle);
         }
     }
 }
@@ -220,10 +215,7 @@ pub enum Why {
     QuietWait,
     /// Quiet, and something is due within the next tick.
     Due,
-    /// Quiet, and the idle ticks before the next deadline are fewer than [`PHASE_TICKS`] (a
-    /// gap that short, or the remainder of a longer one after its skip).
-    ShortGap,
-    /// Quiet, and whole phases of idle ticks were skipped.
+    /// Quiet, and the idle ticks before the next deadline were skipped.
     Skipped,
 }
 
@@ -232,14 +224,14 @@ pub enum Why {
 pub struct StepStats {
     pub steps: u64,
     /// Steps by [`Why`], in the order of its variants.
-    pub by_why: [u64; 7],
+    pub by_why: [u64; 6],
     pub skipped_ticks: u64,
 }
 
 impl StepStats {
     /// What happened between `earlier` and `self`.
     pub fn since(&self, earlier: &StepStats) -> StepStats {
-        let mut by_why = [0; 7];
+        let mut by_why = [0; 6];
         for (i, n) in by_why.iter_mut().enumerate() {
             *n = self.by_why[i] - earlier.by_why[i];
         }
@@ -253,7 +245,7 @@ impl StepStats {
 
 thread_local! {
     static STEP_STATS: std::cell::Cell<StepStats> = const {
-        std::cell::Cell::new(StepStats { steps: 0, by_why: [0; 7], skipped_ticks: 0 })
+        std::cell::Cell::new(StepStats { steps: 0, by_why: [0; 6], skipped_ticks: 0 })
     };
 }
 
@@ -307,23 +299,6 @@ pub fn idle_ticks(now: Duration, horizon: Duration, tick: Duration) -> u32 {
     }
     let gap = (horizon - now).as_nanos() - 1;
     u32::try_from(gap / tick.as_nanos()).unwrap_or(u32::MAX)
-}
-
-/// Idle steps are skipped only in multiples of this many. The reason first given for it does
-/// not hold: each host's `LocalSet` keeps a `u8` tick that every step advances and at every
-/// 31st value takes a task from its remote queue first (`REMOTE_FIRST_INTERVAL` in tokio
-/// 1.54.1 `task/local.rs`), but a task woken on the thread that owns the set always goes to its
-/// local queue (`Shared::schedule`), and a world runs all its hosts on one thread, so that
-/// queue is empty and the counter's phase picks nothing. Yet skips of any whole number of ticks
-/// made 1 of the 7,000 runs of the seeds-0..50 equality sweep differ (a segment delivered 20 ms
-/// later after a stalled server stream, with a latency fault in force), from a cause not found
-/// yet; with skips of whole multiples of 256 all 7,000 are identical, so the warp keeps them.
-pub const PHASE_TICKS: u32 = 256;
-
-/// The part of `idle` ticks the warp skips: whole multiples of [`PHASE_TICKS`]; the rest is
-/// stepped.
-pub fn whole_phases(idle: u32) -> u32 {
-    idle - idle % PHASE_TICKS
 }
 
 /// Whether any message is on a turmoil link that is not `held` (turmoil holds every message

@@ -6,6 +6,7 @@
 //! - [`http`]: HTTP/1.1 over an [`env::Env`] stream.
 //! - [`observe`]: the observable protocol events that become the trace.
 //! - [`spawn`]: where a model's side tasks run.
+//! - [`signal`]: a value tasks wait on to change, waking its waiters oldest first.
 //! - [`inject`]: the injection points where a fault plan can act on a server or provider.
 
 pub mod clock;
@@ -13,4 +14,5 @@ pub mod env;
 pub mod http;
 pub mod inject;
 pub mod observe;
+pub mod signal;
 pub mod spawn;

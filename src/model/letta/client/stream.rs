@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use indexmap::IndexMap;
 use serde_json::Value;
-use tokio::sync::watch;
 // tokio's clock: simulated time under turmoil (and paused in tests), never the wall clock.
 
 use super::policy::{
@@ -22,6 +21,7 @@ use super::policy::{
 use super::sdk_stream::{ChunkSource, SdkEvent, Thrown};
 use super::stream_processor::{Approval, ErrorInfo, Processed, StreamProcessor, merge_approvals};
 use crate::model::port::observe::Observation;
+use crate::model::port::signal;
 use crate::wire::letta::{LettaChunk, StopReason};
 
 /// `LETTA_STREAM_TERMINAL_EOF_GRACE_MS` default (letta-protocol.md §4.3).
@@ -46,24 +46,24 @@ pub const ACTIVE_RUN_STATUSES: [&str; 4] = ["created", "not_started", "pending",
 /// The turn's abort controller plus the buffer's `abortGeneration`. Cloning shares it.
 #[derive(Clone, Debug)]
 pub struct Interrupt {
-    tx: std::sync::Arc<watch::Sender<(bool, u64)>>,
+    tx: std::sync::Arc<signal::Sender<(bool, u64)>>,
 }
 
 impl Default for Interrupt {
     fn default() -> Self {
         Interrupt {
-            tx: std::sync::Arc::new(watch::channel((false, 0)).0),
+            tx: std::sync::Arc::new(signal::channel((false, 0)).0),
         }
     }
 }
 
 impl Interrupt {
     pub fn aborted(&self) -> bool {
-        self.tx.borrow().0
+        self.tx.with(|s| s.0)
     }
 
     pub fn generation(&self) -> u64 {
-        self.tx.borrow().1
+        self.tx.with(|s| s.1)
     }
 
     /// Aborts the controller.
@@ -81,7 +81,7 @@ impl Interrupt {
         self.tx.send_modify(|s| s.0 = false);
     }
 
-    pub fn subscribe(&self) -> watch::Receiver<(bool, u64)> {
+    pub fn subscribe(&self) -> signal::Receiver<(bool, u64)> {
         self.tx.subscribe()
     }
 }

@@ -20,9 +20,9 @@
 
 use std::sync::Arc;
 
+use crate::model::port::signal;
 use hyper::{Response, StatusCode};
 use serde_json::{Value, json};
-use tokio::sync::watch;
 
 use super::errors::{conflict, detail, not_found_agent, not_found_conversation, unprocessable};
 use super::history::{echo_tool_results, write_history};
@@ -542,7 +542,7 @@ fn start_run<E: Env>(
 ) -> String {
     let local = config.profile == Profile::Local;
     let run_id = st.new_id(config.profile, IdKind::Run);
-    let (changed, _) = watch::channel(0);
+    let (changed, _) = signal::channel(0);
     st.runs.insert(
         run_id.clone(),
         Run {

@@ -12,10 +12,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::model::port::signal;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
-use tokio::sync::watch;
 
 use super::Profile;
 use super::ids;
@@ -150,7 +150,7 @@ pub struct Run {
     /// A cancel asked the run task to stop.
     pub cancel_requested: bool,
     /// Bumped on every append; followers wait on it.
-    pub changed: watch::Sender<u64>,
+    pub changed: signal::Sender<u64>,
 }
 
 impl Run {

@@ -13,12 +13,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::model::port::signal;
 use bytes::Bytes;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use hyper::{Response, StatusCode};
 use serde_json::{Value, json};
-use tokio::sync::watch;
 
 use super::store::IdKind;
 use super::{Profile, REPLAY_SILENCE_CAP, ServerConfig, SharedStore, ids};
@@ -32,7 +32,7 @@ struct Follow<E: Env> {
     run_id: String,
     /// Index into the log of the next frame to send.
     next: usize,
-    rx: watch::Receiver<u64>,
+    rx: signal::Receiver<u64>,
     frame: u64,
     response_no: u64,
     hooks: Arc<dyn StreamHooks>,
