@@ -245,13 +245,19 @@ pub fn placed_fault(rng: &mut ChaCha8Rng, system: System, at: &Guidance) -> Opti
     })
 }
 
+/// [`LOOP_REJECTIONS`] by how the loop handles them: the media-degraded resend, the
+/// media-stripped resend, the strict resend, none (the turn fails). A rejection's class is drawn
+/// first, so each handling is as likely as the others, whatever the number of texts in it.
+const REJECTION_CLASSES: [std::ops::Range<usize>; 4] = [0..1, 5..6, 1..5, 6..10];
+
 /// One of the root's model calls answered with one of [`LOOP_REJECTIONS`].
 fn rejection_fault(rng: &mut ChaCha8Rng, root: &Root) -> Fault {
     let calls = match &root.swarm {
         Baseline::Kimi(b) => b.provider_frames.len().max(1) as u32,
-        Baseline::Letta(b) => b.response_frames.len().max(1) as u32,
+        Baseline::Letta(_) => 1,
     };
-    let (status, message) = LOOP_REJECTIONS[rng.random_range(0..LOOP_REJECTIONS.len())];
+    let class = REJECTION_CLASSES[rng.random_range(0..REJECTION_CLASSES.len())].clone();
+    let (status, message) = LOOP_REJECTIONS[rng.random_range(class)];
     Fault::ProviderError {
         call: rng.random_range(0..calls),
         status,
@@ -569,6 +575,23 @@ mod tests {
         assert!(!c.offer(&[], &g(&["b", "a"])));
         assert!(c.offer(&[], &g(&["c"])));
         assert_eq!((c.len(), c.seen()), (2, 3));
+    }
+
+    #[test]
+    fn rejection_classes_cover_every_rejection_once() {
+        let mut covered: Vec<usize> = REJECTION_CLASSES.iter().cloned().flatten().collect();
+        covered.sort_unstable();
+        assert_eq!(covered, (0..LOOP_REJECTIONS.len()).collect::<Vec<_>>());
+        let statuses = |class: usize| -> Vec<u16> {
+            LOOP_REJECTIONS[REJECTION_CLASSES[class].clone()]
+                .iter()
+                .map(|(s, _)| *s)
+                .collect()
+        };
+        assert_eq!(statuses(0), [413]);
+        assert_eq!(statuses(1), [400]);
+        assert_eq!(statuses(2), [400, 400, 400, 422]);
+        assert_eq!(statuses(3), [400, 401, 403, 404]);
     }
 
     #[test]
