@@ -13,7 +13,10 @@
 //!   shutting down, a pending approval appearing on a send (another client on the
 //!   conversation), run-stream 500s, busy naming the client's own run;
 //! - **client faults**: the user's interrupt in each phase of a turn (stream, tools, approval
-//!   dialog) and a client crash and restart (after tools, after a chunk).
+//!   dialog) and a client crash and restart (after tools, after a chunk);
+//! - **provider rejections** the swarm does not draw for the agent loop ([`LOOP_REJECTIONS`]):
+//!   a 413 body-size rejection, request-structure and image-format 400/422s (each with its
+//!   fallback resend), and a plain 400, 401, 403 or 404 that fail the turn unretried.
 //!
 //! And it is coverage-guided, as AFL is: the sweep runs in rounds of [`ROUND`] seeds per
 //! scenario. A run joins its scenario's corpus when its trace shows a signal no earlier run
@@ -113,7 +116,42 @@ impl Root {
 /// probability.
 pub const LETTA_FAMILIES: [&str; 3] = ["placed", "server", "client"];
 pub const LOCAL_FAMILIES: [&str; 2] = ["placed", "client"];
-pub const LOOP_FAMILIES: [&str; 1] = ["placed"];
+pub const LOOP_FAMILIES: [&str; 2] = ["placed", "rejection"];
+
+/// The `rejection` family of the agent loop: a provider answer the swarm's statuses (429, 500,
+/// 503, 529) never give, each with the loop's documented handling: a resend on a fallback
+/// projection (kimi-loop.md §4.7), or a failed turn without a retry (§6, "400, 401, 403, 404,
+/// 413 and 422 are not retried").
+pub const LOOP_REJECTIONS: [(u16, &str); 10] = [
+    // §4.7 1 and §7.13 media harness: the body-size rejection → the media-degraded resend.
+    (413, "Request exceeds the maximum size"),
+    // §4.7 3 and §7.13 strict cases 1–3 verbatim → the strict resend.
+    (
+        400,
+        "messages.142: `tool_use` ids were found without `tool_result` blocks immediately after: toolu_01",
+    ),
+    (400, "400 tool_call_id  is not found"),
+    (
+        400,
+        "Messages with role 'tool' must be a response to a preceding message with 'tool_calls'",
+    ),
+    // §4.7 3: roles that do not alternate, as a 422.
+    (
+        422,
+        "messages: roles must alternate between \"user\" and \"assistant\"",
+    ),
+    // §4.7 2 and §7.13 case 11: an image-format 400 → the media-stripped resend.
+    (400, "unsupported image format"),
+    // §7.13 strict case 4: a plain 400 is rethrown; the turn fails.
+    (400, "Bad request"),
+    // §6: not retried, not a fallback; the turn fails.
+    (401, "invalid x-api-key"),
+    (
+        403,
+        "Your API key does not have permission to use the specified resource",
+    ),
+    (404, "model: the requested model does not exist"),
+];
 
 /// A fresh guided plan for `seed`: the swarm's plan of the seed, plus one fault from each added
 /// family that is on.
@@ -138,6 +176,7 @@ fn family_fault(family: &str, rng: &mut ChaCha8Rng, root: &Root, at: &Guidance) 
     match family {
         "placed" => placed_fault(rng, root.system, at),
         "server" => Some(server_fault(rng, root)),
+        "rejection" => Some(rejection_fault(rng, root)),
         _ => Some(client_fault(rng, root)),
     }
 }
@@ -204,6 +243,27 @@ pub fn placed_fault(rng: &mut ChaCha8Rng, system: System, at: &Guidance) -> Opti
             restart_after_ms: Some(rng.random_range(50..=2_000)),
         },
     })
+}
+
+/// [`LOOP_REJECTIONS`] by how the loop handles them: the media-degraded resend, the
+/// media-stripped resend, the strict resend, none (the turn fails). A rejection's class is drawn
+/// first, so each handling is as likely as the others, whatever the number of texts in it.
+const REJECTION_CLASSES: [std::ops::Range<usize>; 4] = [0..1, 5..6, 1..5, 6..10];
+
+/// One of the root's model calls answered with one of [`LOOP_REJECTIONS`].
+fn rejection_fault(rng: &mut ChaCha8Rng, root: &Root) -> Fault {
+    let calls = match &root.swarm {
+        Baseline::Kimi(b) => b.provider_frames.len().max(1) as u32,
+        Baseline::Letta(_) => 1,
+    };
+    let class = REJECTION_CLASSES[rng.random_range(0..REJECTION_CLASSES.len())].clone();
+    let (status, message) = LOOP_REJECTIONS[rng.random_range(class)];
+    Fault::ProviderError {
+        call: rng.random_range(0..calls),
+        status,
+        retry_after_s: None,
+        message: Some(message.to_string()),
+    }
 }
 
 /// A server behaviour of the Letta server (docs/faults.md), on one of the sends the root made.
@@ -518,6 +578,23 @@ mod tests {
     }
 
     #[test]
+    fn rejection_classes_cover_every_rejection_once() {
+        let mut covered: Vec<usize> = REJECTION_CLASSES.iter().cloned().flatten().collect();
+        covered.sort_unstable();
+        assert_eq!(covered, (0..LOOP_REJECTIONS.len()).collect::<Vec<_>>());
+        let statuses = |class: usize| -> Vec<u16> {
+            LOOP_REJECTIONS[REJECTION_CLASSES[class].clone()]
+                .iter()
+                .map(|(s, _)| *s)
+                .collect()
+        };
+        assert_eq!(statuses(0), [413]);
+        assert_eq!(statuses(1), [400]);
+        assert_eq!(statuses(2), [400, 400, 400, 422]);
+        assert_eq!(statuses(3), [400, 401, 403, 404]);
+    }
+
+    #[test]
     fn nudging_moves_one_number_and_keeps_a_fault() {
         let f = Fault::ServerStream {
             response: 2,
@@ -549,8 +626,13 @@ mod tests {
             .and_then(|s| s.parse().ok())
             .unwrap_or(2);
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        // `LOOPSIM_FINDING_POWER_DIRS=kimi` sweeps one system's scenarios only (checking a
+        // mutant of one model by hand); the default is both.
+        let dirs: Vec<String> = std::env::var("LOOPSIM_FINDING_POWER_DIRS")
+            .map(|v| v.split(',').map(str::to_string).collect())
+            .unwrap_or_else(|_| vec!["letta".into(), "kimi".into()]);
         let mut files = Vec::new();
-        for dir in ["letta", "kimi"] {
+        for dir in &dirs {
             let mut in_dir: Vec<_> = std::fs::read_dir(root.join(dir))
                 .unwrap()
                 .map(|e| e.unwrap().path())

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use crate::common::{load, repo, scenarios_in, violations, with_faults};
 use loopsim::harness::explore::{baseline, plan_of, with_swarm};
 use loopsim::harness::faults::When;
-use loopsim::harness::invariants::{DETERMINISTIC, LOCK_SAFETY, LOOP_ENVELOPE};
+use loopsim::harness::invariants::{BUDGET_RESPECTED, DETERMINISTIC, LOCK_SAFETY, LOOP_ENVELOPE};
 use loopsim::harness::report::{RunReport, Verdict, exit};
 use loopsim::harness::run::run_scenario;
 use loopsim::harness::scenario::{Fault, Scenario};
@@ -41,7 +41,7 @@ fn every_agent_loop_scenario_passes_and_checks_both_oracles() {
         let ids: Vec<&str> = report.invariants.iter().map(|(id, _)| *id).collect();
         assert_eq!(
             ids,
-            [LOOP_ENVELOPE, LOCK_SAFETY, "turn-terminates"],
+            [LOOP_ENVELOPE, LOCK_SAFETY, BUDGET_RESPECTED, "turn-terminates"],
             "{}",
             file.display()
         );

@@ -124,13 +124,20 @@ impl ProviderHooks for PlanHooks {
                         "Number of request tokens has exceeded your per-minute rate limit".into()
                     }
                     529 => "Overloaded".into(),
+                    // kimi-loop.md §7.13 (the media harness's body-size rejection).
+                    413 => "Request exceeds the maximum size".into(),
                     _ => "Internal server error".into(),
                 });
-                // Anthropic's error body shape; the server only reads status and text.
+                // Anthropic's error body shape and types; the server and the agent read only
+                // the status and `error.message`.
                 let error_type = match status {
+                    400 | 422 => "invalid_request_error",
+                    401 => "authentication_error",
+                    403 => "permission_error",
+                    404 => "not_found_error",
+                    413 => "request_too_large",
                     429 => "rate_limit_error",
                     529 => "overloaded_error",
-                    400 => "invalid_request_error",
                     _ => "api_error",
                 };
                 let body = serde_json::json!({

@@ -1,8 +1,8 @@
 //! What an agent-loop run adds to the harness's run flow: its world run, its invariants
-//! (`loop-envelope`, `lock-safety`) and its liveness diagnosis.
+//! (`loop-envelope`, `lock-safety`, `budget-respected`) and its liveness diagnosis.
 
-use crate::harness::invariants::{LOCK_SAFETY, LOOP_ENVELOPE, Violation};
-use crate::harness::kimi::invariants::{lock_safety, loop_envelope};
+use crate::harness::invariants::{BUDGET_RESPECTED, LOCK_SAFETY, LOOP_ENVELOPE, Violation};
+use crate::harness::kimi::invariants::{budget_respected, lock_safety, loop_envelope};
 use crate::harness::kimi::world::run_once;
 use crate::harness::scenario::{InputError, Scenario};
 use crate::harness::trace::TraceEvent;
@@ -30,6 +30,7 @@ pub fn invariants(trace: &[TraceEvent]) -> Vec<(&'static str, Vec<Violation>)> {
     vec![
         (LOOP_ENVELOPE, loop_envelope(trace)),
         (LOCK_SAFETY, lock_safety(trace)),
+        (BUDGET_RESPECTED, budget_respected(trace)),
     ]
 }
 

@@ -68,6 +68,7 @@ pub fn agent_config(
         bugs: LoopBugs {
             results_in_completion_order: scenario.planted.loop_results_in_completion_order,
             scheduler_drain_ignores_active: scenario.planted.loop_scheduler_drain_ignores_active,
+            ..LoopBugs::default()
         },
         faults,
     })
@@ -85,6 +86,17 @@ pub fn initial_workspace(scenario: &Scenario) -> Workspace {
 
 /// Runs an agent-loop `scenario` once with `seed` on turmoil.
 pub fn run_once(scenario: &Scenario, seed: u64) -> Result<LoopRunOutput, InputError> {
+    run_once_planted(scenario, seed, |_| {})
+}
+
+/// [`run_once`] with planted defects of the loop switched on by `plant` on top of the
+/// scenario's `[planted]` table: the canaries of the loop's defects that table has no switch
+/// for (`LoopBugs::retry_ignores_retry_after`).
+pub fn run_once_planted(
+    scenario: &Scenario,
+    seed: u64,
+    plant: impl FnOnce(&mut LoopBugs),
+) -> Result<LoopRunOutput, InputError> {
     let trace = Trace::new();
     let now = sim_now(&trace);
     let plan = world::plan(scenario);
@@ -96,7 +108,8 @@ pub fn run_once(scenario: &Scenario, seed: u64) -> Result<LoopRunOutput, InputEr
     });
     let provider_state = Arc::new(Mutex::new(ProviderState::default()));
     let hooks = LoopPlanHooks::new(&plan, &trace, now, scenario.limits.heal_at_ms);
-    let config = agent_config(scenario, seed, hooks, latencies)?;
+    let mut config = agent_config(scenario, seed, hooks, latencies)?;
+    plant(&mut config.bugs);
     let workspace = Arc::new(Mutex::new(initial_workspace(scenario)));
 
     let mut sim = world::simulation(scenario, seed);

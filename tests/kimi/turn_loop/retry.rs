@@ -128,6 +128,7 @@ impl Env {
             clock: &self.clock,
             prng: &self.prng,
             log: &self.log,
+            bugs: LoopBugs::default(),
         })
         .await
     }

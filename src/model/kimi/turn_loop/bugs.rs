@@ -15,4 +15,10 @@ pub struct LoopBugs {
     /// kept queued, not the ones still running, so a queued call starts alongside a running
     /// call it conflicts with. Caught by the harness invariant `lock-safety`.
     pub scheduler_drain_ignores_active: bool,
+    /// Breaks kimi-loop.md §6 `chatWithRetry` ("`delayMs = error.retryAfterMs` if it is a
+    /// number > 0 (server `Retry-After`, with no cap applied), else `delays[attempt−1]`"): the
+    /// server's `Retry-After` is ignored and every retry waits the backoff table's delay, the
+    /// failure kimi-loop.md §9 item 11 records. Caught by the harness invariant
+    /// `budget-respected` (agent loop).
+    pub retry_ignores_retry_after: bool,
 }

@@ -335,3 +335,72 @@ impl From<ProviderError> for LoopError {
         Self::Provider(error)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn class(status: u16, message: &str) -> (StatusClass, &'static str) {
+        let error = ProviderError::from_http(status, message, Some(42));
+        assert_eq!(error.retry_after_ms, Some(42));
+        assert_eq!(error.status_code(), Some(status));
+        match error.kind {
+            ProviderErrorKind::Status { class, .. } => (class, error.name()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_413_is_request_too_large_unless_it_is_about_the_context() {
+        // kimi-loop.md §4.7 1 and §7.13 media harness: the 413 body-size rejection.
+        assert_eq!(
+            class(413, "Request exceeds the maximum size"),
+            (StatusClass::RequestTooLarge, "APIRequestTooLargeError")
+        );
+        assert_eq!(
+            class(413, "prompt exceeds the maximum context length").0,
+            StatusClass::ContextOverflow
+        );
+        assert_eq!(
+            class(400, "This model's maximum context length is 200000 tokens").0,
+            StatusClass::ContextOverflow
+        );
+    }
+
+    #[test]
+    fn a_429_is_a_rate_limit_unless_it_is_about_quota() {
+        assert_eq!(
+            class(
+                429,
+                "Number of request tokens has exceeded your per-minute rate limit"
+            ),
+            (StatusClass::RateLimit, "APIProviderRateLimitError")
+        );
+        for message in [
+            "You exceeded your current quota",
+            "insufficient balance",
+            "check your billing details",
+            "out of credit",
+        ] {
+            assert_eq!(
+                class(429, message),
+                (
+                    StatusClass::QuotaExhausted,
+                    "APIProviderQuotaExhaustedError"
+                ),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_other_status_is_a_plain_status_error() {
+        for status in [400, 401, 403, 404, 408, 409, 422, 500, 502, 503, 504, 529] {
+            assert_eq!(
+                class(status, "Request exceeds the maximum size"),
+                (StatusClass::Plain, "APIStatusError"),
+                "{status}"
+            );
+        }
+    }
+}

@@ -405,3 +405,77 @@ impl Llm for StreamingLlm {
         Box::pin(self.run(params))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One message for each request-structure rejection kimi-loop.md §4.7 3 lists; the first
+    /// three are the §7.13 strict cases 1–3 verbatim, the others the providers' wording.
+    const STRUCTURE_MESSAGES: [&str; 9] = [
+        "messages.142: `tool_use` ids were found without `tool_result` blocks immediately after: toolu_01",
+        "400 tool_call_id  is not found",
+        "Messages with role 'tool' must be a response to a preceding message with 'tool_calls'",
+        "messages: text content blocks must be non-empty",
+        "messages: text content blocks must contain non-whitespace text",
+        "messages: first message must use the \"user\" role",
+        "messages: roles must alternate between \"user\" and \"assistant\"",
+        "messages.3.content.1: `tool_use` ids must be unique",
+        "message at position 2 with role 'assistant' must not be empty",
+    ];
+
+    fn status(code: u16, message: &str) -> LoopError {
+        LoopError::Provider(ProviderError::from_http(code, message, None))
+    }
+
+    #[test]
+    fn each_request_structure_pattern_alone_is_recoverable_on_400_and_422() {
+        for message in STRUCTURE_MESSAGES {
+            for code in [400, 422] {
+                assert!(
+                    is_recoverable_request_structure_error(&status(code, message)),
+                    "{code} {message}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn other_rejections_are_not_request_structure_errors() {
+        // kimi-loop.md §7.13 strict case 4: a plain 400 is rethrown.
+        assert!(!is_recoverable_request_structure_error(&status(
+            400,
+            "Bad request"
+        )));
+        // Only 400/422 qualify, whatever the message.
+        for code in [401, 403, 404, 413, 429, 500, 529] {
+            assert!(
+                !is_recoverable_request_structure_error(&status(code, STRUCTURE_MESSAGES[0])),
+                "{code}"
+            );
+        }
+        assert!(!is_recoverable_request_structure_error(&LoopError::plain(
+            STRUCTURE_MESSAGES[0]
+        )));
+        // Half a pattern is not the pattern.
+        for message in ["`tool_use` block", "tool_call_id bad", "first message"] {
+            assert!(
+                !is_recoverable_request_structure_error(&status(400, message)),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn image_format_errors_are_400s_about_an_image() {
+        assert!(is_image_format_error(&status(
+            400,
+            "unsupported image format"
+        )));
+        assert!(!is_image_format_error(&status(
+            413,
+            "unsupported image format"
+        )));
+        assert!(!is_image_format_error(&status(400, "unsupported format")));
+    }
+}

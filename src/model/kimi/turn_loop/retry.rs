@@ -4,6 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use super::abort::AbortSignal;
+use super::bugs::LoopBugs;
 use super::clock::{Clock, LoopPrng};
 use super::errors::LoopError;
 use super::events::{EventDispatch, LoopLiveOnlyEvent, StepRetryingEvent};
@@ -72,6 +73,8 @@ pub struct ChatWithRetryInput<'a> {
     pub prng: &'a LoopPrng,
     /// Logs.
     pub log: &'a dyn LoopLog,
+    /// Planted defects (oracle tests only; `Default` is the faithful loop).
+    pub bugs: LoopBugs,
 }
 
 impl ChatWithRetryInput<'_> {
@@ -149,6 +152,7 @@ pub async fn chat_with_retry(input: ChatWithRetryInput<'_>) -> Result<ChatRespon
         let delay_ms = error
             .provider()
             .and_then(|provider| provider.retry_after_ms)
+            .filter(|_| !input.bugs.retry_ignores_retry_after)
             .filter(|&ms| ms > 0)
             .or_else(|| delays.get(attempt as usize - 1).copied())
             .unwrap_or(0);

@@ -363,3 +363,70 @@ fn check_combinators(
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The rendered texts of validating `value` against `{"type":"number", keyword: limit}` at
+    /// `/n` (kimi-loop.md §4.6, open question 9: Ajv v8's default wording).
+    fn bound(keyword: &str, limit: f64, value: f64) -> Option<String> {
+        let schema =
+            json!({"type": "object", "properties": {"n": {"type": "number", keyword: limit}}});
+        validation_text(&schema, &json!({ "n": value }))
+    }
+
+    #[test]
+    fn exclusive_bounds_reject_the_bound_itself() {
+        // JSON Schema draft 2020-12 (Ajv v8): exclusiveMaximum admits only values below it,
+        // exclusiveMinimum only values above it.
+        assert_eq!(bound("exclusiveMaximum", 10.0, 9.5), None);
+        assert_eq!(
+            bound("exclusiveMaximum", 10.0, 10.0).as_deref(),
+            Some("/n must be < 10.0")
+        );
+        assert_eq!(
+            bound("exclusiveMaximum", 10.0, 10.5).as_deref(),
+            Some("/n must be < 10.0")
+        );
+        assert_eq!(bound("exclusiveMinimum", 0.0, 0.5), None);
+        assert_eq!(
+            bound("exclusiveMinimum", 0.0, 0.0).as_deref(),
+            Some("/n must be > 0.0")
+        );
+        assert_eq!(
+            bound("exclusiveMinimum", 0.0, -0.5).as_deref(),
+            Some("/n must be > 0.0")
+        );
+    }
+
+    #[test]
+    fn inclusive_bounds_admit_the_bound_itself() {
+        assert_eq!(bound("maximum", 10.0, 10.0), None);
+        assert_eq!(
+            bound("maximum", 10.0, 10.5).as_deref(),
+            Some("/n must be <= 10.0")
+        );
+        assert_eq!(bound("minimum", 0.0, 0.0), None);
+        assert_eq!(
+            bound("minimum", 0.0, -0.5).as_deref(),
+            Some("/n must be >= 0.0")
+        );
+    }
+
+    #[test]
+    fn integer_bounds_show_the_limit_as_the_schema_wrote_it() {
+        let schema = json!({"type": "integer", "exclusiveMaximum": 3, "minimum": 1});
+        assert_eq!(validation_text(&schema, &json!(2)), None);
+        assert_eq!(
+            validation_text(&schema, &json!(3)).as_deref(),
+            Some("must be < 3")
+        );
+        assert_eq!(
+            validation_text(&schema, &json!(0)).as_deref(),
+            Some("must be >= 1")
+        );
+    }
+}

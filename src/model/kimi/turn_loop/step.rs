@@ -159,6 +159,7 @@ impl ChatSetup<'_> {
             clock: input.clock.as_ref(),
             prng: &input.prng,
             log: input.log.as_ref(),
+            bugs: input.bugs,
         })
         .await
     }

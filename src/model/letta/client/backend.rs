@@ -326,7 +326,7 @@ impl<E: Env> HttpBackend<E> {
                         done,
                         policy::error_header(&e, "retry-after-ms"),
                         policy::error_header(&e, "retry-after"),
-                        self.env.epoch_ms() + self.env.now_ms(),
+                        sdk_wall_clock_ms(self.env.epoch_ms(), self.env.now_ms()),
                         jitter,
                     );
                     self.env.clock().sleep(Duration::from_millis(delay)).await;
@@ -371,6 +371,13 @@ impl<E: Env> HttpBackend<E> {
             .await?;
         Ok(SseSource::new(resp.into_body(), self.env.clock()))
     }
+}
+
+/// The wall clock the SDK dates an HTTP-date `Retry-After` against (letta-protocol.md §2.8,
+/// §3.8: "HTTP date minus now"): the run's epoch plus the time since its start, both the
+/// host's `Env`'s (simulated under turmoil), never the machine's wall clock.
+fn sdk_wall_clock_ms(epoch_ms: u64, now_ms: u64) -> u64 {
+    epoch_ms + now_ms
 }
 
 /// `?k=v&k=v` with repeated keys for arrays (letta-protocol.md §2.1).
@@ -575,3 +582,34 @@ impl<E: Env> Backend for HttpBackend<E> {
 
 #[cfg(test)]
 pub(crate) mod mock;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// No server behaviour sends the client a `Retry-After` yet, so the SDK's retry delay is
+    /// pinned here: an HTTP date is read against the run's epoch plus its simulated time.
+    #[test]
+    fn an_http_date_retry_after_is_dated_against_the_epoch_plus_simulated_time() {
+        // 2026-01-01T00:00:00Z.
+        let epoch = 1_767_225_600_000;
+        let date = "Thu, 01 Jan 2026 00:00:05 GMT";
+        let now = sdk_wall_clock_ms(epoch, 2_000);
+        assert_eq!(now, epoch + 2_000);
+        assert_eq!(
+            policy::sdk_retry_delay_ms(0, None, Some(date), now, 0.0),
+            3_000
+        );
+        // A date already past waits nothing (never a negative delay), whatever the backoff.
+        let later = sdk_wall_clock_ms(epoch, 9_000);
+        assert_eq!(
+            policy::sdk_retry_delay_ms(1, None, Some(date), later, 0.0),
+            0
+        );
+        // `retry-after-ms` wins over `retry-after`.
+        assert_eq!(
+            policy::sdk_retry_delay_ms(0, Some("250"), Some(date), now, 0.0),
+            250
+        );
+    }
+}
