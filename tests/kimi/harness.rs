@@ -41,7 +41,12 @@ fn every_agent_loop_scenario_passes_and_checks_both_oracles() {
         let ids: Vec<&str> = report.invariants.iter().map(|(id, _)| *id).collect();
         assert_eq!(
             ids,
-            [LOOP_ENVELOPE, LOCK_SAFETY, BUDGET_RESPECTED, "turn-terminates"],
+            [
+                LOOP_ENVELOPE,
+                LOCK_SAFETY,
+                BUDGET_RESPECTED,
+                "turn-terminates"
+            ],
             "{}",
             file.display()
         );
