@@ -419,3 +419,36 @@ fn a_call_a_second_party_answered_first_is_not_misattributed_to_the_client() {
             .contains("decision=\"deny: get_weather tool missing required parameter")
     );
 }
+
+/// The gate's guided sweep at 600 seeds (server_busy seeds 329, 358, 481 and 539): an
+/// in-band stale approval planted on send 2, which is the probe's, sent while the client's run
+/// holds the conversation. The server answers that send 409 busy, so no other client's run can
+/// have left a call pending; the fault plants nothing there and says why. It had planted the
+/// call beside the running run, which then asked for it too (`stop-reason-consistent`) and
+/// sent the model a `tool_use` with no result (`history-valid`).
+#[test]
+fn a_stale_approval_is_not_planted_while_a_run_holds_the_conversation() {
+    use loopsim::harness::faults::Fault;
+    let mut s = load(scenario_path("server_busy.toml"));
+    s.faults.push(toml::Spanned::new(
+        0..0,
+        Fault::ApprovalPendingInBand {
+            send: 2,
+            tool_call_id: "toolu_stale_1".into(),
+            tool: "Bash".into(),
+            arguments: "{}".into(),
+        },
+    ));
+    for seed in [1, 329] {
+        let r = run_scenario(&s, seed, 1).unwrap();
+        assert_eq!(r.verdict, Verdict::Pass, "{}", r.render());
+        assert!(
+            r.trace_text.contains(
+                "approval_pending send=2 tool_call_id=toolu_stale_1 not planted: run run-"
+            ) && r.trace_text.contains("holds the conversation"),
+            "{}",
+            r.trace_text
+        );
+        assert!(probe(&r, 1).starts_with("status=409"), "{}", probe(&r, 1));
+    }
+}

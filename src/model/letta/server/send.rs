@@ -137,7 +137,12 @@ pub(crate) fn send_message<E: Env>(
     let now = env.now_ms();
     st.ensure_system_message(config.profile, &conv_id, now);
 
-    let busy_own_run = match inject_send_fault(&env, &config, &mut st, &conv_id, &agent_id, now) {
+    let target = SendTarget {
+        conv_id: &conv_id,
+        agent_id: &agent_id,
+        busy_when_held: !local && locking,
+    };
+    let busy_own_run = match inject_send_fault(&env, &config, &mut st, &target, now) {
         Ok(busy_own_run) => busy_own_run,
         Err(resp) => return *resp,
     };
@@ -331,6 +336,14 @@ fn resolve_conversation(
     Ok((conv_id, agent_id))
 }
 
+/// The conversation a send addresses, and whether a run holding it makes the server answer the
+/// send 409 busy (the conversations endpoint on a locking profile).
+struct SendTarget<'a> {
+    conv_id: &'a str,
+    agent_id: &'a str,
+    busy_when_held: bool,
+}
+
 /// The injected send fault of this send (sim serve and scenarios), before the server looks at
 /// the request. `Ok(true)`: the send goes on and is answered 409 busy naming its own run once
 /// that run has started; `Err`: the fault's answer.
@@ -338,28 +351,38 @@ fn inject_send_fault<E: Env>(
     env: &E,
     config: &ServerConfig,
     st: &mut Store,
-    conv_id: &str,
-    agent_id: &str,
+    target: &SendTarget<'_>,
     now: u64,
 ) -> Result<bool, Refused> {
     st.sends += 1;
     let fault = config.hooks.on_send(st.sends);
-    // Another client's call can be left pending only on a conversation that waits for none:
-    // while one is pending, the server refuses that client's message as it refuses ours
-    // (step 6). So the fault does not plant a second one.
+    // Another client's call can be left pending only on a conversation that waits for none
+    // and that no run holds: while one is pending, the server refuses that client's message as
+    // it refuses ours (step 6), and while a run holds the lock it answers that client 409
+    // busy (§11), so its run never starts to leave a call behind. The fault plants neither.
     if let SendFault::ApprovalAppears(call) | SendFault::ApprovalAppearsInBand(call) = &fault
-        && let Some(waiting) = st
-            .conversations
-            .get(conv_id)
-            .and_then(|c| c.pending.first())
+        && let Some(conv) = st.conversations.get(target.conv_id)
     {
-        env.observe(Observation::Fault {
-            fault: format!(
-                "approval_pending send={} tool_call_id={} not planted: the conversation already waits for {}",
-                st.sends, call.id, waiting.id
-            ),
-        });
-        return Ok(false);
+        let running = conv
+            .active_run
+            .as_ref()
+            .filter(|id| target.busy_when_held && st.runs.get(*id).is_some_and(|r| !r.finished));
+        let why = match (conv.pending.first(), running) {
+            (Some(waiting), _) => {
+                Some(format!("the conversation already waits for {}", waiting.id))
+            }
+            (None, Some(run)) => Some(format!("run {run} holds the conversation")),
+            (None, None) => None,
+        };
+        if let Some(why) = why {
+            env.observe(Observation::Fault {
+                fault: format!(
+                    "approval_pending send={} tool_call_id={} not planted: {why}",
+                    st.sends, call.id
+                ),
+            });
+            return Ok(false);
+        }
     }
     match fault {
         SendFault::Pass => Ok(false),
@@ -377,10 +400,17 @@ fn inject_send_fault<E: Env>(
                 ),
             });
             // The planted history in the trace.
-            for o in planted_history(conv_id, &call) {
+            for o in planted_history(target.conv_id, &call) {
                 env.observe(o);
             }
-            plant_pending_approval(st, config.profile, conv_id, agent_id, call, now);
+            plant_pending_approval(
+                st,
+                config.profile,
+                target.conv_id,
+                target.agent_id,
+                call,
+                now,
+            );
             Ok(false)
         }
         SendFault::Busy => {
@@ -406,10 +436,17 @@ fn inject_send_fault<E: Env>(
                 ),
             });
             // The planted history in the trace.
-            for o in planted_history(conv_id, &call) {
+            for o in planted_history(target.conv_id, &call) {
                 env.observe(o);
             }
-            plant_pending_approval(st, config.profile, conv_id, agent_id, call, now);
+            plant_pending_approval(
+                st,
+                config.profile,
+                target.conv_id,
+                target.agent_id,
+                call,
+                now,
+            );
             Err(Box::new(conflict(
                 config,
                 json!({ "detail": APPROVAL_PENDING_DETAIL }),
