@@ -268,41 +268,7 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ev(obs: Observation) -> TraceEvent {
-        TraceEvent {
-            t_ms: 0,
-            host: "client".into(),
-            obs,
-        }
-    }
-
-    fn begin(step: u32) -> TraceEvent {
-        ev(Observation::LoopStepBegin {
-            turn_id: "1".into(),
-            step,
-            uuid: format!("u{step}"),
-        })
-    }
-
-    fn turn_start() -> TraceEvent {
-        ev(Observation::TurnStart {
-            turn: 1,
-            text: String::new(),
-        })
-    }
-
-    fn messages(v: Vec<Violation>) -> Vec<String> {
-        v.into_iter().map(|v| v.message).collect()
-    }
-
-    fn at(t_ms: u64, host: &str, obs: Observation) -> TraceEvent {
-        TraceEvent {
-            t_ms,
-            host: host.into(),
-            obs,
-        }
-    }
+    use crate::harness::kimi::test_events::{at, begin, ev, messages, turn_start};
 
     /// A 429 answered by a fault with `Retry-After: 2`, then a retry that waited `delay` and
     /// was sent at `sent`.

@@ -408,16 +408,9 @@ pub use super::budget::{RETRYABLE_STATUSES, backoff_window, budget_respected};
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::harness::kimi::test_events::{begin, ev, messages, turn_start};
     use crate::model::kimi::turn_loop::access::ToolAccesses;
     use crate::model::port::observe::AccessList;
-
-    fn ev(obs: Observation) -> TraceEvent {
-        TraceEvent {
-            t_ms: 0,
-            host: "client".into(),
-            obs,
-        }
-    }
 
     fn usage(input: u64, output: u64) -> TokenUsage {
         TokenUsage {
@@ -425,14 +418,6 @@ mod tests {
             output,
             ..TokenUsage::default()
         }
-    }
-
-    fn begin(step: u32) -> TraceEvent {
-        ev(Observation::LoopStepBegin {
-            turn_id: "1".into(),
-            step,
-            uuid: format!("u{step}"),
-        })
     }
 
     fn end(step: u32, u: TokenUsage) -> TraceEvent {
@@ -475,13 +460,6 @@ mod tests {
         })
     }
 
-    fn turn_start() -> TraceEvent {
-        ev(Observation::TurnStart {
-            turn: 1,
-            text: String::new(),
-        })
-    }
-
     fn turn_end(outcome: &str) -> TraceEvent {
         ev(Observation::TurnEnd {
             turn: 1,
@@ -496,10 +474,6 @@ mod tests {
             steps: 1,
             usage: u,
         })
-    }
-
-    fn messages(v: Vec<Violation>) -> Vec<String> {
-        v.into_iter().map(|v| v.message).collect()
     }
 
     #[test]

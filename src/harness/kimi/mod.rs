@@ -8,4 +8,6 @@ pub mod run;
 pub mod scenario;
 pub mod script;
 pub mod swarm;
+#[cfg(test)]
+mod test_events;
 pub mod world;
