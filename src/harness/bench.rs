@@ -40,14 +40,25 @@ pub struct BenchOptions {
 pub trait Meter {
     /// Wall time since a fixed point of the caller's choosing.
     fn now(&self) -> Duration;
-    /// Resident memory of the process in KiB, when the platform tells.
-    fn rss_kib(&self) -> Option<u64>;
+    /// The process's memory now, when the platform tells.
+    fn memory(&self) -> Option<Memory>;
     /// A timed pass over the seeds begins; `label` names it (`bench`, `tick 10 ms`).
     fn pass_started(&self, _label: &str) {}
     /// `done` of `total` seeds of the current pass have run.
     fn progress(&self, _done: u64, _total: u64) {}
     /// The current pass is over.
     fn pass_finished(&self) {}
+}
+
+/// A reading of the process's memory, in KiB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Memory {
+    /// All resident pages (`VmRSS`), the binary's own code among them: those are read in from
+    /// the executable as code first runs, so this grows over the first seeds of a pass.
+    pub resident_kib: u64,
+    /// Resident pages that belong to no file (`RssAnon`): the heap, the stacks. What a leak
+    /// would grow.
+    pub anonymous_kib: u64,
 }
 
 /// One timed pass over the seeds.
@@ -58,10 +69,13 @@ pub struct Pass {
     pub events: usize,
     /// Seeds whose run did not pass.
     pub failures: u64,
-    /// Each seed's trace hash, in seed order.
-    pub hashes: Vec<String>,
+    /// Each seed's trace hash (its 64 bits), in seed order, when the pass is compared with
+    /// another (`--compare-warp`); empty otherwise, so a long pass's memory stays flat.
+    pub hashes: Vec<u64>,
     /// The turmoil steps the pass took and the ticks it skipped, by reason.
     pub steps: StepStats,
+    /// The process's memory once the first seed has run.
+    pub memory_after_first: Option<Memory>,
 }
 
 /// The fault-free comparison with the bare world.
@@ -82,8 +96,9 @@ pub struct BenchReport {
     /// The scenario's own tick, the one the main pass ran at.
     pub tick_ms: u64,
     pub pass: Pass,
-    /// Resident memory before and after the main pass, in KiB.
-    pub rss_kib: Option<(u64, u64)>,
+    /// The process's memory before and after the main pass (and, in the pass, after its
+    /// first seed).
+    pub memory: Option<(Memory, Memory)>,
     /// (tick ms, pass, the pass without warp when comparing) per requested tick.
     pub ticks: Vec<(u64, Pass, Option<Pass>)>,
     pub bare: Option<BareComparison>,
@@ -108,18 +123,26 @@ pub fn bench(
         scenario.network.warp = true;
     }
     let seeds = options.seeds.max(1);
-    let rss_start = meter.rss_kib();
-    let pass = measure(&scenario, seeds, base.as_ref(), "bench", meter)?;
-    let rss_end = meter.rss_kib();
+    let memory_start = meter.memory();
+    let keep = options.compare_warp;
+    let pass = measure(&scenario, seeds, base.as_ref(), "bench", keep, meter)?;
+    let memory_end = meter.memory();
     let mut ticks = Vec::new();
     for &t in &options.ticks {
         let mut s = scenario.clone();
         s.network.tick_ms = t.max(1);
-        let p = measure(&s, seeds, base.as_ref(), &format!("tick {t} ms"), meter)?;
+        let p = measure(
+            &s,
+            seeds,
+            base.as_ref(),
+            &format!("tick {t} ms"),
+            keep,
+            meter,
+        )?;
         let stepped = if options.compare_warp {
             let s = s.clone().with_no_warp(true);
             let label = format!("tick {t} ms, no warp");
-            Some(measure(&s, seeds, base.as_ref(), &label, meter)?)
+            Some(measure(&s, seeds, base.as_ref(), &label, keep, meter)?)
         } else {
             None
         };
@@ -127,7 +150,7 @@ pub fn bench(
     }
     let no_warp = if options.compare_warp {
         let s = scenario.clone().with_no_warp(true);
-        Some(measure(&s, seeds, base.as_ref(), "no warp", meter)?)
+        Some(measure(&s, seeds, base.as_ref(), "no warp", keep, meter)?)
     } else {
         None
     };
@@ -142,7 +165,7 @@ pub fn bench(
         swarm: options.swarm,
         tick_ms: scenario.network.tick_ms,
         pass,
-        rss_kib: rss_start.zip(rss_end),
+        memory: memory_start.zip(memory_end),
         ticks,
         bare,
         no_warp,
@@ -154,6 +177,7 @@ fn measure(
     seeds: u64,
     base: Option<&Baseline>,
     label: &str,
+    keep_hashes: bool,
     meter: &dyn Meter,
 ) -> Result<Pass, InputError> {
     let started = meter.now();
@@ -164,6 +188,7 @@ fn measure(
         failures: 0,
         hashes: Vec::new(),
         steps: StepStats::default(),
+        memory_after_first: None,
     };
     let steps_before = step_stats();
     meter.pass_started(label);
@@ -175,9 +200,14 @@ fn measure(
         let r = run_scenario(&s, seed, 1)?;
         pass.simulated_ms += r.end_ms;
         pass.events += r.events;
-        pass.hashes.push(r.trace_hash);
+        if keep_hashes {
+            pass.hashes.push(hash_bits(&r.trace_hash));
+        }
         if r.verdict.exit_code() != exit::PASS {
             pass.failures += 1;
+        }
+        if seed == 0 {
+            pass.memory_after_first = meter.memory();
         }
         meter.progress(seed + 1, seeds);
     }
@@ -240,6 +270,12 @@ fn render_steps(st: &StepStats) -> String {
     )
 }
 
+/// A trace hash (16 hex digits, [`super::trace::hash_text`]) as its 64 bits: 8 bytes a seed
+/// where the text costs a heap allocation.
+fn hash_bits(hash: &str) -> u64 {
+    u64::from_str_radix(hash, 16).expect("trace hashes are 16 hex digits")
+}
+
 fn secs(ms: u64) -> f64 {
     ms as f64 / 1000.0
 }
@@ -269,8 +305,22 @@ impl BenchReport {
             secs(self.pass.simulated_ms) / wall
         );
         let _ = writeln!(s, "steps           {}", render_steps(&self.pass.steps));
-        if let Some((a, b)) = self.rss_kib {
-            let _ = writeln!(s, "rss             {a} KiB before, {b} KiB after");
+        if let Some((before, after)) = self.memory {
+            let first = self.pass.memory_after_first.unwrap_or(before);
+            let _ = writeln!(
+                s,
+                "memory          KiB before, after seed 0, after the last seed"
+            );
+            let _ = writeln!(
+                s,
+                "  resident      {}, {}, {}",
+                before.resident_kib, first.resident_kib, after.resident_kib
+            );
+            let _ = writeln!(
+                s,
+                "  anonymous     {}, {}, {} (heap and stacks; the rest is the binary's code)",
+                before.anonymous_kib, first.anonymous_kib, after.anonymous_kib
+            );
         }
         if !self.ticks.is_empty() {
             let _ = writeln!(s, "ticks           same seeds, one run each per tick");
@@ -380,7 +430,7 @@ mod tests {
             self.0.set(self.0.get() + 1);
             Duration::from_secs(self.0.get())
         }
-        fn rss_kib(&self) -> Option<u64> {
+        fn memory(&self) -> Option<Memory> {
             None
         }
     }
@@ -401,6 +451,6 @@ mod tests {
         let table = a.render();
         assert!(table.contains("wall            1.000 s"), "{table}");
         assert!(table.contains("runs/s          2.0"), "{table}");
-        assert!(!table.contains("rss"), "{table}");
+        assert!(!table.contains("memory"), "{table}");
     }
 }

@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
-use loopsim::harness::bench::{BenchOptions, Meter, bench};
+use loopsim::harness::bench::{BenchOptions, Memory, Meter, bench};
 
 use super::CmdResult;
 use crate::args::BenchArgs;
@@ -39,13 +39,19 @@ impl Meter for WallMeter {
         self.origin.elapsed()
     }
 
-    fn rss_kib(&self) -> Option<u64> {
+    fn memory(&self) -> Option<Memory> {
         let status = std::fs::read_to_string("/proc/self/status").ok()?;
-        status
-            .lines()
-            .find(|l| l.starts_with("VmRSS:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|n| n.parse().ok())
+        let kib = |field: &str| {
+            status
+                .lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse().ok())
+        };
+        Some(Memory {
+            resident_kib: kib("VmRSS:")?,
+            anonymous_kib: kib("RssAnon:")?,
+        })
     }
 
     fn pass_started(&self, label: &str) {
