@@ -172,9 +172,10 @@ pub struct ExploreArgs {
     #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "shrunk")]
     pub shrink: Option<PathBuf>,
     /// Run every scenario at this turmoil tick instead of its [network] tick_ms. Timers
-    /// keep their exact values at any tick; hops between hosts take at least one tick. A
-    /// 10 ms tick sweeps about eight times faster than 1 ms (docs/performance.md); each
-    /// failure's reproduce command carries the flag.
+    /// keep their exact values at any tick; hops between hosts take at least one tick. With
+    /// idle time skipped a coarser tick saves little (10 ms sweeps about 1.5x faster than
+    /// 1 ms, docs/performance.md): use it to see other interleavings. Each failure's
+    /// reproduce command carries the flag.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub tick_ms: Option<u64>,
     /// Multiply every scenario's hop latency ([network] latency_ms) by K: the same run on a
@@ -257,12 +258,13 @@ pub struct CiArgs {
     /// The commit under test (adds a seed range derived from it).
     #[arg(long)]
     pub commit: Option<String>,
-    /// Seeds 0..N for every scenario. The defaults keep the gate near 10 minutes on 2 cores
-    /// with ~50 scenarios; long sweeps belong to `sim explore` (docs/explore.md).
-    #[arg(long, default_value_t = 150)]
+    /// Seeds 0..N for every scenario. The defaults keep the gate near 5 minutes on 2 cores
+    /// with 68 scenarios (idle time skipped); long sweeps belong to `sim explore`
+    /// (docs/explore.md).
+    #[arg(long, default_value_t = 600)]
     pub fixed_seeds: u64,
     /// Seeds taken from the commit, per scenario.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 200)]
     pub commit_seeds: u64,
     /// Seeds per canary.
     #[arg(long, default_value_t = 20)]
@@ -289,6 +291,10 @@ pub struct CiArgs {
     /// Wall-clock budget of one real-client run, in ms.
     #[arg(long, default_value_t = 120_000, value_name = "MS")]
     pub real_client_timeout_ms: u64,
+    /// Step through every tick, idle or not: the same verdicts, slower. For measuring what
+    /// skipping idle time saves the gate (docs/performance.md).
+    #[arg(long)]
+    pub no_warp: bool,
 }
 
 #[derive(Args)]

@@ -19,6 +19,7 @@ pub fn run(a: CiArgs) -> CmdResult {
     for file in a.junit.iter().chain(&a.json) {
         check_output(file)?;
     }
+    loopsim::harness::warp::set_warp_by_default(!a.no_warp);
     let options = GateOptions {
         root: a.root,
         fixed_seeds: a.fixed_seeds,
