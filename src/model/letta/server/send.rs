@@ -336,6 +336,22 @@ fn resolve_conversation(
     Ok((conv_id, agent_id))
 }
 
+/// Plants another client's call pending on the send's conversation, its history in the trace.
+fn plant_stale_call<E: Env>(
+    env: &E,
+    config: &ServerConfig,
+    st: &mut Store,
+    target: &SendTarget<'_>,
+    call: StoredToolCall,
+    now: u64,
+) {
+    for o in planted_history(target.conv_id, &call) {
+        env.observe(o);
+    }
+    let (conv_id, agent_id) = (target.conv_id, target.agent_id);
+    plant_pending_approval(st, config.profile, conv_id, agent_id, call, now);
+}
+
 /// The conversation a send addresses, and whether a run holding it makes the server answer the
 /// send 409 busy (the conversations endpoint on a locking profile).
 struct SendTarget<'a> {
@@ -399,18 +415,7 @@ fn inject_send_fault<E: Env>(
                     st.sends, call.id
                 ),
             });
-            // The planted history in the trace.
-            for o in planted_history(target.conv_id, &call) {
-                env.observe(o);
-            }
-            plant_pending_approval(
-                st,
-                config.profile,
-                target.conv_id,
-                target.agent_id,
-                call,
-                now,
-            );
+            plant_stale_call(env, config, st, target, call, now);
             Ok(false)
         }
         SendFault::Busy => {
@@ -435,18 +440,7 @@ fn inject_send_fault<E: Env>(
                     st.sends, call.id
                 ),
             });
-            // The planted history in the trace.
-            for o in planted_history(target.conv_id, &call) {
-                env.observe(o);
-            }
-            plant_pending_approval(
-                st,
-                config.profile,
-                target.conv_id,
-                target.agent_id,
-                call,
-                now,
-            );
+            plant_stale_call(env, config, st, target, call, now);
             Err(Box::new(conflict(
                 config,
                 json!({ "detail": APPROVAL_PENDING_DETAIL }),
