@@ -480,12 +480,21 @@ mod tests {
         crate::harness::scenario::Scenario::load(&path).unwrap()
     }
 
-    fn with_fault(
-        mut s: crate::harness::scenario::Scenario,
-        f: crate::harness::faults::Fault,
-    ) -> crate::harness::scenario::Scenario {
-        s.faults.push(toml::Spanned::new(0..0, f));
-        s
+    /// recorded_tool_use.toml, seed 1, with its first model call rejected: HTTP `status`
+    /// with `message`.
+    fn rejected_first_call(
+        status: u16,
+        message: &str,
+    ) -> crate::harness::kimi::world::LoopRunOutput {
+        let mut s = bundled("recorded_tool_use.toml");
+        let fault = crate::harness::faults::Fault::ProviderError {
+            call: 0,
+            status,
+            retry_after_s: None,
+            message: Some(message.into()),
+        };
+        s.faults.push(toml::Spanned::new(0..0, fault));
+        crate::harness::kimi::world::run_once(&s, 1).unwrap()
     }
 
     /// The violations of `budget-respected` in one run, each shown with the event it points at.
@@ -525,8 +534,6 @@ mod tests {
     /// fails the turn on it, and `budget-respected` names the resend it skipped.
     #[test]
     fn rejections_with_a_fallback_are_resent_and_the_turn_completes() {
-        use crate::harness::faults::Fault;
-        use crate::harness::kimi::world::run_once;
         for (status, message) in [
             (413, "Request exceeds the maximum size"),
             (
@@ -539,16 +546,7 @@ mod tests {
             ),
             (400, "unsupported image format"),
         ] {
-            let s = with_fault(
-                bundled("recorded_tool_use.toml"),
-                Fault::ProviderError {
-                    call: 0,
-                    status,
-                    retry_after_s: None,
-                    message: Some(message.into()),
-                },
-            );
-            let out = run_once(&s, 1).unwrap();
+            let out = rejected_first_call(status, message);
             assert_eq!(report(&out), Vec::<String>::new(), "{status} {message}");
             let outcomes: Vec<String> = out
                 .outcomes
@@ -566,8 +564,6 @@ mod tests {
     /// The rejections the loop has no fallback for fail the turn at once, never retried.
     #[test]
     fn rejections_without_a_fallback_fail_the_turn_unretried() {
-        use crate::harness::faults::Fault;
-        use crate::harness::kimi::world::run_once;
         for (status, message) in [
             (400, "Bad request"),
             (401, "invalid x-api-key"),
@@ -577,16 +573,7 @@ mod tests {
             ),
             (404, "model: the requested model does not exist"),
         ] {
-            let s = with_fault(
-                bundled("recorded_tool_use.toml"),
-                Fault::ProviderError {
-                    call: 0,
-                    status,
-                    retry_after_s: None,
-                    message: Some(message.into()),
-                },
-            );
-            let out = run_once(&s, 1).unwrap();
+            let out = rejected_first_call(status, message);
             assert_eq!(report(&out), Vec::<String>::new(), "{status}");
             assert!(
                 !out.trace
