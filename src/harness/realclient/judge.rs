@@ -345,6 +345,17 @@ fn client_side(ev: &Evidence<'_>) -> Vec<TraceEvent> {
     out
 }
 
+/// Whether the server model refused to plant the stale pending call of send `n`
+/// (`approval_pending send=N … not planted: …` on the trace).
+fn stale_call_refused_at(trace: &[TraceEvent], n: u64) -> bool {
+    let send = format!(" send={n} ");
+    trace.iter().any(|e| {
+        matches!(&e.obs, Observation::Fault { fault }
+            if fault.starts_with("approval_pending") && fault.contains(&send)
+                && fault.contains(" not planted: "))
+    })
+}
+
 /// The 1-based number of each message send, as the server counts them.
 fn send_numbers(requests: &[Request]) -> Vec<(u64, &Request)> {
     requests
@@ -407,12 +418,16 @@ fn budget(ev: &Evidence<'_>) -> Vec<Finding> {
             ));
         }
     }
-    // 409 busy and 503 shutting down, per otid.
+    // 409 busy and 503 shutting down, per otid. A send whose plan leaves another client's call
+    // pending is answered 409 for that call, unless the server refused to plant it (a run held
+    // the conversation, or a call already waited) and said so on the trace: then its 409 is a
+    // busy one and counts against the busy budget.
     let approval_conflict_at = |n: u64| {
-        ev.plan.iter().any(|f| {
+        let planned = ev.plan.iter().any(|f| {
             matches!(f, Fault::ApprovalPendingOnSend { send, .. }
                 | Fault::ApprovalPendingInBand { send, .. } if *send == n)
-        })
+        });
+        planned && !stale_call_refused_at(ev.trace, n)
     };
     let mut busy: BTreeMap<String, u32> = BTreeMap::new();
     let mut down: BTreeMap<String, u32> = BTreeMap::new();
@@ -551,5 +566,87 @@ pub fn outcome(cli: &CliRun) -> String {
     match cli.events().into_iter().map(|(_, e)| e).next_back() {
         Some(e) if e["type"] == "error" => "error".into(),
         _ => "none".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send(n: u64, t_ms: u64, status: u16) -> Request {
+        Request {
+            n,
+            t_ms,
+            method: "POST".into(),
+            path: "/v1/conversations/conv-1/messages".into(),
+            body: serde_json::json!({"messages": [{"type": "message", "otid": "otid-1"}]}),
+            status,
+        }
+    }
+
+    fn fault(t_ms: u64, fault: &str) -> TraceEvent {
+        TraceEvent {
+            t_ms,
+            host: "server".into(),
+            obs: Observation::Fault {
+                fault: fault.into(),
+            },
+        }
+    }
+
+    /// The budget findings of a client that sends the same message again 100 ms after a 409,
+    /// under a plan that leaves a stale call pending on that send.
+    fn budget_after_a_quick_resend(trace: &[TraceEvent]) -> Vec<Finding> {
+        let requests = [send(1, 0, 409), send(2, 100, 200)];
+        let cli = CliRun {
+            stdout: Vec::new(),
+            stderr: String::new(),
+            code: Some(0),
+            killed: false,
+            elapsed_ms: 200,
+            work: std::path::PathBuf::new(),
+        };
+        let plan = [Fault::ApprovalPendingOnSend {
+            send: 1,
+            tool_call_id: "call-stale".into(),
+            tool: "Bash".into(),
+            arguments: "{}".into(),
+        }];
+        budget(&Evidence {
+            trace,
+            requests: &requests,
+            cli: &cli,
+            effects: "",
+            plan: &plan,
+            budget_ms: 60_000,
+        })
+    }
+
+    #[test]
+    fn a_409_for_a_planted_stale_call_is_no_busy_answer() {
+        let planted = [fault(0, "approval_pending send=1 tool_call_id=call-stale")];
+        assert_eq!(budget_after_a_quick_resend(&planted), []);
+    }
+
+    #[test]
+    fn a_409_where_the_stale_call_was_not_planted_is_held_to_the_busy_backoff() {
+        let refused = [fault(
+            0,
+            "approval_pending send=1 tool_call_id=call-stale not planted: run run-1 holds the conversation",
+        )];
+        let found = budget_after_a_quick_resend(&refused);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].message.contains("answered 409 busy")
+                && found[0].message.contains("before the documented 10000 ms"),
+            "{}",
+            found[0].message
+        );
+        // A refusal on another send says nothing about this one.
+        let elsewhere = [fault(
+            0,
+            "approval_pending send=11 tool_call_id=call-stale not planted: run run-1 holds the conversation",
+        )];
+        assert_eq!(budget_after_a_quick_resend(&elsewhere), []);
     }
 }
