@@ -322,6 +322,11 @@ pub struct BenchArgs {
     /// ratio and how many traces are identical.
     #[arg(long)]
     pub compare_warp: bool,
+    /// Also step idle worlds as the pass stepped (the same host counts, the same number of
+    /// steps) and report what turmoil's steps cost before any host runs, and the best rate a
+    /// warp could reach if every step in which no host ran cost nothing (docs/performance.md).
+    #[arg(long)]
+    pub floor: bool,
 }
 
 #[derive(Args)]

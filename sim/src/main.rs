@@ -12,6 +12,12 @@ use args::{Cli, Command, ReportCommand};
 use clap::Parser;
 use loopsim::harness::report::exit;
 
+/// mimalloc rather than the system allocator: the models build and drop many small JSON values
+/// and strings per step, and glibc's malloc and free were a tenth of a sweep's time
+/// (docs/performance.md). Where a block lands in memory changes nothing a run observes.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,

@@ -33,6 +33,9 @@ pub struct BenchOptions {
     pub ticks: Vec<u64>,
     /// Run the seeds once more stepping through every tick (no warp), and compare the traces.
     pub compare_warp: bool,
+    /// Also step idle worlds (the same host counts, the same number of steps) to measure what
+    /// turmoil's steps cost before any host runs.
+    pub floor: bool,
 }
 
 /// What the bench asks of its caller: the wall clock, the process's memory, and where progress
@@ -87,6 +90,16 @@ pub struct BareComparison {
     pub bare_simulated_ms: u64,
 }
 
+/// What turmoil's steps cost on their own: the main pass's steps again, each on a world of as
+/// many hosts whose software never wakes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Floor {
+    /// Wall time of the idle steps.
+    pub wall: Duration,
+    /// How many idle steps were taken (the main pass's).
+    pub steps: u64,
+}
+
 /// What `sim bench` measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BenchReport {
@@ -102,6 +115,8 @@ pub struct BenchReport {
     /// (tick ms, pass, the pass without warp when comparing) per requested tick.
     pub ticks: Vec<(u64, Pass, Option<Pass>)>,
     pub bare: Option<BareComparison>,
+    /// The main pass's steps on idle hosts (`--floor`).
+    pub floor: Option<Floor>,
     /// The same seeds stepping through every tick, idle or not (`--compare-warp`).
     pub no_warp: Option<Pass>,
 }
@@ -159,6 +174,9 @@ pub fn bench(
     } else {
         None
     };
+    let floor = options
+        .floor
+        .then(|| idle_floor(&scenario, &pass.steps, meter));
     Ok(BenchReport {
         scenario: path.to_path_buf(),
         seeds,
@@ -168,8 +186,45 @@ pub fn bench(
         memory: memory_start.zip(memory_end),
         ticks,
         bare,
+        floor,
         no_warp,
     })
+}
+
+/// Steps idle worlds as the pass stepped its own: for each host count, a world of that many
+/// hosts at the scenario's tick whose software waits forever, stepped as many times as the
+/// pass took steps with that many hosts. turmoil enters every host's runtime on every step
+/// whether or not it has anything to do, so this is what the pass's steps cost before any
+/// host ran: the part of a run no model or harness change can remove.
+fn idle_floor(scenario: &Scenario, steps: &StepStats, meter: &dyn Meter) -> Floor {
+    let mut floor = Floor {
+        wall: Duration::ZERO,
+        steps: 0,
+    };
+    meter.pass_started("floor");
+    let total = steps.steps.max(1);
+    for (hosts, &n) in steps.by_hosts.iter().enumerate() {
+        if n == 0 {
+            continue;
+        }
+        let mut sim = super::world::simulation(scenario, 0);
+        for h in 0..hosts {
+            sim.host(format!("idle{h}"), || async {
+                std::future::pending::<()>().await;
+                Ok(())
+            });
+        }
+        let started = meter.now();
+        for _ in 0..n {
+            // Idle software neither finishes nor fails, and the world has no time limit.
+            let _ = sim.step();
+        }
+        floor.wall += meter.now().saturating_sub(started);
+        floor.steps += n;
+        meter.progress(floor.steps, total);
+    }
+    meter.pass_finished();
+    floor
 }
 
 fn measure(
@@ -218,7 +273,7 @@ fn measure(
 }
 
 /// loopsim without faults, one run per seed, against the bare world replaying the bytes of
-/// seed 0's run on the same seeds.
+/// seed 0's run on the same seeds, the two alternating seed by seed.
 fn compare_bare(
     path: &Path,
     scenario: &Scenario,
@@ -231,23 +286,26 @@ fn compare_bare(
     let out = world::run_once_logging(&clean, 0, Some(log.clone()))?;
     let exchanges = std::mem::take(&mut *log.lock().unwrap());
     let script = bare::BareScript::from_run(&clean, &out, exchanges)?;
-    let t = meter.now();
+    // Seed by seed, loopsim then bare, each timed on its own: both see the same machine, so
+    // the ratio holds while the machine's speed drifts (two blocks one after the other do not).
+    let mut loopsim_wall = Duration::ZERO;
     let mut loopsim_simulated_ms = 0;
-    for seed in 0..seeds {
-        loopsim_simulated_ms += run_scenario(&clean, seed, 1)?.end_ms;
-    }
-    let loopsim_wall = meter.now().saturating_sub(t);
-    let t = meter.now();
+    let mut bare_wall = Duration::ZERO;
     let mut bare_simulated_ms = 0;
     for seed in 0..seeds {
+        let t = meter.now();
+        loopsim_simulated_ms += run_scenario(&clean, seed, 1)?.end_ms;
+        let between = meter.now();
         bare_simulated_ms += bare::run_bare(&clean, seed, &script).map_err(|m| InputError {
             file: path.display().to_string(),
             line: None,
             column: None,
             message: format!("bare run failed: {m}"),
         })?;
+        let end = meter.now();
+        loopsim_wall += between.saturating_sub(t);
+        bare_wall += end.saturating_sub(between);
     }
-    let bare_wall = meter.now().saturating_sub(t);
     Ok(BareComparison {
         loopsim_wall,
         loopsim_simulated_ms,
@@ -390,6 +448,37 @@ impl BenchReport {
                 self.pass.hashes.len()
             );
         }
+        if let Some(f) = &self.floor {
+            let fw = f.wall.as_secs_f64();
+            let per_step = fw / f.steps.max(1) as f64;
+            let busy = self.pass.steps.by_why[1];
+            let idle = f.steps.saturating_sub(busy);
+            let best = (wall - per_step * idle as f64).max(0.0);
+            let hosts: Vec<String> = self
+                .pass
+                .steps
+                .by_hosts
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .map(|(h, n)| format!("{n} with {h} hosts"))
+                .collect();
+            let _ = writeln!(
+                s,
+                "floor           the pass's {} steps on idle hosts ({}): {fw:.3} s, {:.0} % of its \
+                 wall, {:.2} us a step",
+                f.steps,
+                hosts.join(", "),
+                100.0 * fw / wall,
+                per_step * 1e6
+            );
+            let _ = writeln!(
+                s,
+                "  best warp     {:.1} runs/s if every step in which no host ran cost nothing \
+                 ({busy} steps with a host running are left)",
+                seeds / best
+            );
+        }
         if let Some(b) = &self.bare {
             let (lw, bw) = (b.loopsim_wall.as_secs_f64(), b.bare_wall.as_secs_f64());
             let _ = writeln!(s, "compare-bare    same seeds, no faults, one run each");
@@ -452,5 +541,36 @@ mod tests {
         assert!(table.contains("wall            1.000 s"), "{table}");
         assert!(table.contains("runs/s          2.0"), "{table}");
         assert!(!table.contains("memory"), "{table}");
+    }
+
+    #[test]
+    fn the_floor_steps_idle_worlds_as_often_as_the_pass_stepped_its_own() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/letta/approval_turn.toml");
+        let options = BenchOptions {
+            seeds: 2,
+            floor: true,
+            ..BenchOptions::default()
+        };
+        let report = bench(&path, &options, &FakeMeter(Cell::new(0))).unwrap();
+        let floor = report.floor.as_ref().expect("asked for");
+        assert!(report.pass.steps.steps > 0);
+        assert_eq!(floor.steps, report.pass.steps.steps);
+        // A Letta world is the client, the server and the provider.
+        assert_eq!(
+            report.pass.steps.by_hosts[3], report.pass.steps.steps,
+            "{:?}",
+            report.pass.steps.by_hosts
+        );
+        // One fake second per host count stepped.
+        assert_eq!(floor.wall, Duration::from_secs(1));
+        let table = report.render();
+        assert!(
+            table.contains(&format!(
+                "floor           the pass's {0} steps on idle hosts ({0} with 3 hosts): 1.000 s",
+                floor.steps
+            )),
+            "{table}"
+        );
+        assert!(table.contains("  best warp     "), "{table}");
     }
 }

@@ -31,6 +31,7 @@ pub struct SimEnv {
 impl SimEnv {
     /// A host on the trace's world: its clock is the trace's world clock.
     pub fn new(host: &str, trace: Trace, epoch_ms: u64) -> Self {
+        trace.clock().host_started(host);
         SimEnv {
             host: host.into(),
             epoch_ms,

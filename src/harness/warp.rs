@@ -70,6 +70,9 @@ struct Inner {
     /// Virtual time minus turmoil's elapsed time, in nanoseconds.
     offset_ns: AtomicU64,
     registry: Mutex<Registry>,
+    /// The names of the hosts whose software took an Env from this world: how many hosts
+    /// turmoil steps, for `sim bench --floor`.
+    hosts: Mutex<BTreeSet<String>>,
 }
 
 #[derive(Default)]
@@ -102,6 +105,7 @@ impl WorldClock {
             activity: AtomicU64::new(0),
             offset_ns: AtomicU64::new(0),
             registry: Mutex::new(Registry::default()),
+            hosts: Mutex::new(BTreeSet::new()),
         }))
     }
 
@@ -113,6 +117,19 @@ impl WorldClock {
     /// Whether idle time may be skipped.
     pub fn warps(&self) -> bool {
         self.0.warp.load(Ordering::SeqCst)
+    }
+
+    /// Notes that the software of host `name` started on this world (again, on a restart).
+    pub fn host_started(&self, name: &str) {
+        let mut hosts = self.0.hosts.lock().unwrap();
+        if !hosts.contains(name) {
+            hosts.insert(name.to_string());
+        }
+    }
+
+    /// How many hosts have started software on this world.
+    pub fn hosts(&self) -> usize {
+        self.0.hosts.lock().unwrap().len()
     }
 
     /// Notes a use of the Env by a running host.

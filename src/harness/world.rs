@@ -119,7 +119,7 @@ pub fn run_to_end(
     };
     let mut quiet = 0u32;
     loop {
-        note_step();
+        note_step(clock.hosts());
         let activity = clock.activity();
         let actions = faults.actions();
         let clients_finished = match sim.step() {
@@ -226,7 +226,13 @@ pub struct StepStats {
     /// Steps by [`Why`], in the order of its variants.
     pub by_why: [u64; 6],
     pub skipped_ticks: u64,
+    /// Steps by how many hosts the world had (index = hosts, the last slot also counts more):
+    /// what `sim bench --floor` steps idle worlds of.
+    pub by_hosts: [u64; HOST_SLOTS],
 }
+
+/// Slots of [`StepStats::by_hosts`]: worlds have two to four hosts.
+pub const HOST_SLOTS: usize = 8;
 
 impl StepStats {
     /// What happened between `earlier` and `self`.
@@ -235,17 +241,27 @@ impl StepStats {
         for (i, n) in by_why.iter_mut().enumerate() {
             *n = self.by_why[i] - earlier.by_why[i];
         }
+        let mut by_hosts = [0; HOST_SLOTS];
+        for (i, n) in by_hosts.iter_mut().enumerate() {
+            *n = self.by_hosts[i] - earlier.by_hosts[i];
+        }
         StepStats {
             steps: self.steps - earlier.steps,
             by_why,
             skipped_ticks: self.skipped_ticks - earlier.skipped_ticks,
+            by_hosts,
         }
     }
 }
 
 thread_local! {
     static STEP_STATS: std::cell::Cell<StepStats> = const {
-        std::cell::Cell::new(StepStats { steps: 0, by_why: [0; 6], skipped_ticks: 0 })
+        std::cell::Cell::new(StepStats {
+            steps: 0,
+            by_why: [0; 6],
+            skipped_ticks: 0,
+            by_hosts: [0; HOST_SLOTS],
+        })
     };
 }
 
@@ -254,10 +270,11 @@ pub fn step_stats() -> StepStats {
     STEP_STATS.with(|s| s.get())
 }
 
-fn note_step() {
+fn note_step(hosts: usize) {
     STEP_STATS.with(|s| {
         let mut v = s.get();
         v.steps += 1;
+        v.by_hosts[hosts.min(HOST_SLOTS - 1)] += 1;
         s.set(v);
     });
 }

@@ -18,6 +18,7 @@ pub fn run(a: BenchArgs) -> CmdResult {
         compare_bare: a.compare_bare,
         ticks: a.ticks,
         compare_warp: a.compare_warp,
+        floor: a.floor,
     };
     let meter = WallMeter {
         origin: Instant::now(),
