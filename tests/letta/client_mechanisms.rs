@@ -87,6 +87,41 @@ fn busy_with_attach_drains_the_in_flight_run_without_waiting() {
     assert_eq!(count(&r, "client_recovery kind=busy_attach"), 1);
 }
 
+/// A transient retry resets the busy counter (letta-protocol.md §3.9), so after it a busy
+/// answer the client attaches through counts as the first again, and the next busy wait is the
+/// second: 20 s. A guided plan found the checker still counting from before the transient retry
+/// (`busy retry attempt 2 (previous 2)`): busy answers to sends 1, 3 and 4, a transient retry
+/// between the first two.
+#[test]
+fn a_transient_retry_resets_the_busy_count_that_budget_respected_checks() {
+    let plan = [
+        r#"{ kind = "partition", between = ["server", "provider"], at_ms = 7123, duration_ms = 6004 }"#,
+        r#"{ kind = "crash", host = "server", at_ms = 5376, restart_after_ms = 3184 }"#,
+        r#"{ kind = "server_stream", response = 4, frame = 3, action = "stall" }"#,
+        r#"{ kind = "partition", between = ["client", "server"], on_event = "run_ended", nth = 1, duration_ms = 3591 }"#,
+        r#"{ kind = "busy_on_send", send = 1 }"#,
+        r#"{ kind = "busy_on_send", send = 3 }"#,
+        r#"{ kind = "busy_on_send", send = 4 }"#,
+        r#"{ kind = "interrupt", turn = 2, during = "stream", after_chunk = 3 }"#,
+    ];
+    let mut s = scenario("client_interrupt_tools");
+    s.faults.extend(plan.iter().map(|f| {
+        Spanned::new(
+            0..0,
+            loopsim::harness::guidance::parse_plan_fault(f).expect("a plan fault"),
+        )
+    }));
+    let r = pass(&s, 160);
+    let busy: Vec<(u32, u64)> = retries(&r)
+        .into_iter()
+        .filter(|(_, kind, _, _)| kind == "busy")
+        .map(|(_, _, attempt, delay)| (attempt, delay))
+        .collect();
+    assert_eq!(busy, [(1, 10_000), (2, 20_000)], "{}", r.trace_text);
+    assert_eq!(count(&r, "client_recovery kind=busy_attach"), 1);
+    assert!(count(&r, "client_retry kind=transient") >= 1);
+}
+
 #[test]
 fn busy_without_attach_waits_10_then_20_seconds_with_the_same_otid() {
     for mode in ["interactive", "headless"] {

@@ -411,6 +411,11 @@ fn retry_breaks(
         retry_after_ms,
     } = *retry;
     let mut out = Vec::new();
+    // The busy counter resets on a transient retry (letta-protocol.md §3.4, §3.9), so a busy
+    // answer the client then attaches through counts from zero again.
+    if kind == "transient" {
+        last.remove("busy");
+    }
     let (budget, shared_kind) = match kind {
         "transient" | "post_stream" => (3, true),
         "approval_pending" => (3, true),
