@@ -270,6 +270,31 @@ fn stale_approval_at_start_up_goes_out_with_the_first_message() {
     assert_eq!(count(&r, "origin=stale-recovery"), 1);
 }
 
+/// A conversation waits for one approval at a time: a second `stale_approval` on it (a plan
+/// that drew the fault again) is refused and said so on the trace, and the run is the one with
+/// the first alone. Planted twice, the call stood twice in the history, a state no server can
+/// be in, and the checkers reported the client for it.
+#[test]
+fn a_second_stale_approval_on_one_conversation_is_not_planted() {
+    let once = pass(&scenario("client_stale_at_start"), 1);
+    let mut s = scenario("client_stale_at_start");
+    let again = s.faults[0].get_ref().clone();
+    s.faults.push(Spanned::new(0..0, again));
+    let twice = pass(&s, 1);
+    assert_eq!(steps(&twice), steps(&once));
+    assert_eq!(
+        count(
+            &twice,
+            "stale_approval conversation=agent-a6ff5f2c-7c25-49a7-86da-2f662939b9dd \
+             tool_call_id=toolu_stale_start not planted: the conversation already waits for \
+             toolu_stale_start"
+        ),
+        1,
+        "{}",
+        twice.trace_text
+    );
+}
+
 #[test]
 fn a_crash_between_execution_and_send_never_executes_twice() {
     for profile in ["reference", "letta-code"] {

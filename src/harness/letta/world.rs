@@ -93,23 +93,15 @@ pub fn world_parts(
         hooks.clone(),
         format!("provider:{PROVIDER_PORT}"),
     )?;
-    // The history a `stale_approval` planted, in the trace.
-    for f in &scenario.faults {
-        if let Fault::StaleApproval {
-            conversation,
-            tool_call_id,
-            tool,
-            arguments,
-        } = f.get_ref()
-        {
-            let call = StoredToolCall {
-                id: tool_call_id.clone(),
-                name: tool.clone(),
-                arguments: arguments.clone(),
-            };
-            for o in server::planted_history(conversation, &call) {
-                trace.push(0, "server", o);
+    // The history a `stale_approval` planted, in the trace, and the ones refused.
+    for stale in stale_approvals(scenario) {
+        match stale {
+            Ok((conversation, call)) => {
+                for o in server::planted_history(conversation, &call) {
+                    trace.push(0, "server", o);
+                }
             }
+            Err(refused) => trace.push(0, "server", Observation::Fault { fault: refused }),
         }
     }
     let workspace = Arc::new(Mutex::new(Workspace::with_files(
@@ -137,6 +129,43 @@ pub fn world_parts(
 
 /// The server config and its durable store for a scenario: profile, variants,
 /// planted defects, the fault hooks, and any stale approval planted before the run.
+/// The plan's `stale_approval` faults, each the conversation and the call it leaves pending, or
+/// why it is not planted: a conversation waits for one approval at a time, so a second one on a
+/// conversation (a plan that drew the fault twice, or beside the scenario's own) is refused, as
+/// the send-time stale-approval faults refuse a conversation that already waits for one.
+fn stale_approvals(scenario: &Scenario) -> Vec<Result<(&str, StoredToolCall), String>> {
+    let mut waiting: Vec<(&str, &str)> = Vec::new();
+    let mut out = Vec::new();
+    for f in &scenario.faults {
+        let Fault::StaleApproval {
+            conversation,
+            tool_call_id,
+            tool,
+            arguments,
+        } = f.get_ref()
+        else {
+            continue;
+        };
+        if let Some((_, other)) = waiting.iter().find(|(c, _)| c == conversation) {
+            out.push(Err(format!(
+                "stale_approval conversation={conversation} tool_call_id={tool_call_id} \
+                 not planted: the conversation already waits for {other}"
+            )));
+            continue;
+        }
+        waiting.push((conversation, tool_call_id));
+        out.push(Ok((
+            conversation.as_str(),
+            StoredToolCall {
+                id: tool_call_id.clone(),
+                name: tool.clone(),
+                arguments: arguments.clone(),
+            },
+        )));
+    }
+    out
+}
+
 pub fn server_parts(
     scenario: &Scenario,
     seed: u64,
@@ -160,27 +189,15 @@ pub fn server_parts(
             agent.extra.insert("compaction_settings".into(), v);
         }
     }
-    for f in &scenario.faults {
-        if let Fault::StaleApproval {
+    for (conversation, call) in stale_approvals(scenario).into_iter().flatten() {
+        server::plant_pending_approval(
+            &mut store,
+            profile,
             conversation,
-            tool_call_id,
-            tool,
-            arguments,
-        } = f.get_ref()
-        {
-            server::plant_pending_approval(
-                &mut store,
-                profile,
-                conversation,
-                &scenario.agent.id,
-                StoredToolCall {
-                    id: tool_call_id.clone(),
-                    name: tool.clone(),
-                    arguments: arguments.clone(),
-                },
-                0,
-            );
-        }
+            &scenario.agent.id,
+            call,
+            0,
+        );
     }
     let p = &scenario.planted;
     let config = ServerConfig {
