@@ -295,6 +295,43 @@ fn a_second_stale_approval_on_one_conversation_is_not_planted() {
     );
 }
 
+/// A call id stands once in a conversation: a send-time stale approval whose call the
+/// conversation's history already holds (planted and answered on an earlier send) is not
+/// planted again. The gate's commit seeds drew one twice on `client_crash_after_tools` (sends 1
+/// and 4): planted again, the provider refused the history (`tool_use` without its result).
+#[test]
+fn a_stale_call_already_in_the_history_is_not_planted_again() {
+    let plan = [
+        r#"{ kind = "crash", host = "provider", at_ms = 10072, restart_after_ms = 4951 }"#,
+        r#"{ kind = "server_stream", response = 4, frame = 1, action = "cut_inside" }"#,
+        r#"{ kind = "approval_pending_in_band", send = 1, tool_call_id = "toolu_stale_1", tool = "Bash", arguments = '{"command": "echo stale", "description": "left pending"}' }"#,
+        r#"{ kind = "interrupt", turn = 2, during = "stream", after_chunk = 7 }"#,
+        r#"{ kind = "hold", between = ["client", "server"], on_event = "client_send", nth = 3, duration_ms = 595 }"#,
+        r#"{ kind = "hold", between = ["client", "server"], on_event = "client_send", nth = 3, duration_ms = 682 }"#,
+        r#"{ kind = "crash", host = "provider", on_event = "client_send", nth = 3, restart_after_ms = 1851 }"#,
+        r#"{ kind = "approval_pending_in_band", send = 4, tool_call_id = "toolu_stale_1", tool = "Bash", arguments = '{"command": "echo stale", "description": "left pending"}' }"#,
+        r#"{ kind = "interrupt", turn = 2, during = "stream", after_chunk = 6 }"#,
+    ];
+    let mut s = scenario("client_crash_after_tools");
+    s.faults.extend(plan.iter().map(|f| {
+        Spanned::new(
+            0..0,
+            loopsim::harness::guidance::parse_plan_fault(f).expect("a plan fault"),
+        )
+    }));
+    let r = pass(&s, 647007500);
+    assert_eq!(
+        count(
+            &r,
+            "approval_pending send=4 tool_call_id=toolu_stale_1 not planted: toolu_stale_1 \
+             already stands in the conversation's history"
+        ),
+        1,
+        "{}",
+        r.trace_text
+    );
+}
+
 #[test]
 fn a_crash_between_execution_and_send_never_executes_twice() {
     for profile in ["reference", "letta-code"] {

@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use super::errors::{conflict, detail, not_found_agent, not_found_conversation, unprocessable};
 use super::history::{echo_tool_results, write_history};
 use super::provider_call::{self, request::RunJob};
-use super::store::{Conversation, IdKind, Message, Run};
+use super::store::{Conversation, IdKind, Message, MessageBody, Run};
 use super::{
     APPROVAL_PENDING_DETAIL, ApprovalConflict, BUSY_DETAIL, NOTHING_PENDING_DETAIL, Profile,
     STREAM_INCOMPLETE_MESSAGE, SendFault, ServerConfig, SharedStore, Store, StoredToolCall,
@@ -383,11 +383,26 @@ fn inject_send_fault<E: Env>(
             .active_run
             .as_ref()
             .filter(|id| target.busy_when_held && st.runs.get(*id).is_some_and(|r| !r.finished));
+        // Nor is a call planted twice: a call id stands once in a conversation, so one already
+        // in its history (an earlier plant, since answered) is not left pending again.
+        let again = st
+            .conversation_messages(target.conv_id)
+            .iter()
+            .any(|m| match &m.body {
+                MessageBody::Assistant { tool_calls, .. } => {
+                    tool_calls.iter().any(|c| c.id == call.id)
+                }
+                _ => false,
+            });
         let why = match (conv.pending.first(), running) {
             (Some(waiting), _) => {
                 Some(format!("the conversation already waits for {}", waiting.id))
             }
             (None, Some(run)) => Some(format!("run {run} holds the conversation")),
+            (None, None) if again => Some(format!(
+                "{} already stands in the conversation's history",
+                call.id
+            )),
             (None, None) => None,
         };
         if let Some(why) = why {
