@@ -31,6 +31,17 @@ fn steps(r: &RunReport) -> Vec<String> {
         .collect()
 }
 
+/// `s` with the faults of a reproduce command's `--plan` arguments added.
+fn with_plan(mut s: Scenario, plan: &[&str]) -> Scenario {
+    s.faults.extend(plan.iter().map(|f| {
+        Spanned::new(
+            0..0,
+            loopsim::harness::guidance::parse_plan_fault(f).expect("a plan fault"),
+        )
+    }));
+    s
+}
+
 fn pass(s: &Scenario, seed: u64) -> RunReport {
     let r = run(s, seed, 2);
     assert_eq!(r.verdict, Verdict::Pass, "{}", r.render());
@@ -104,14 +115,7 @@ fn a_transient_retry_resets_the_busy_count_that_budget_respected_checks() {
         r#"{ kind = "busy_on_send", send = 4 }"#,
         r#"{ kind = "interrupt", turn = 2, during = "stream", after_chunk = 3 }"#,
     ];
-    let mut s = scenario("client_interrupt_tools");
-    s.faults.extend(plan.iter().map(|f| {
-        Spanned::new(
-            0..0,
-            loopsim::harness::guidance::parse_plan_fault(f).expect("a plan fault"),
-        )
-    }));
-    let r = pass(&s, 160);
+    let r = pass(&with_plan(scenario("client_interrupt_tools"), &plan), 160);
     let busy: Vec<(u32, u64)> = retries(&r)
         .into_iter()
         .filter(|(_, kind, _, _)| kind == "busy")
@@ -312,14 +316,10 @@ fn a_stale_call_already_in_the_history_is_not_planted_again() {
         r#"{ kind = "approval_pending_in_band", send = 4, tool_call_id = "toolu_stale_1", tool = "Bash", arguments = '{"command": "echo stale", "description": "left pending"}' }"#,
         r#"{ kind = "interrupt", turn = 2, during = "stream", after_chunk = 6 }"#,
     ];
-    let mut s = scenario("client_crash_after_tools");
-    s.faults.extend(plan.iter().map(|f| {
-        Spanned::new(
-            0..0,
-            loopsim::harness::guidance::parse_plan_fault(f).expect("a plan fault"),
-        )
-    }));
-    let r = pass(&s, 647007500);
+    let r = pass(
+        &with_plan(scenario("client_crash_after_tools"), &plan),
+        647007500,
+    );
     assert_eq!(
         count(
             &r,
