@@ -332,6 +332,54 @@ fn a_stale_call_already_in_the_history_is_not_planted_again() {
     );
 }
 
+/// The arguments a tool runs on are the ones the server confirmed (difference 21): a read-back
+/// that fails is retried on the turn's shared transient budget. A guided plan found the client
+/// running a torn call: the argument frame lost, a server crash and a partition made the
+/// read-back fail three times, and `get_country` ran with `""` where the provider produced
+/// `{}` (`args-intact`). Now it waits out the partition and runs on `{}`.
+#[test]
+fn a_failed_read_back_is_retried_and_the_tool_runs_on_the_confirmed_arguments() {
+    let plan = [
+        r#"{ kind = "partition", between = ["client", "server"], at_ms = 73, duration_ms = 6679 }"#,
+        r#"{ kind = "crash", host = "server", at_ms = 47, restart_after_ms = 239 }"#,
+        r#"{ kind = "server_stream", response = 1, frame = 3, action = "drop" }"#,
+        r#"{ kind = "approval_pending_on_send", send = 1 }"#,
+    ];
+    let r = pass(&with_plan(scenario("gemini_tool_call"), &plan), 374466078);
+    assert_eq!(outcomes(&r), ["stopped: end_turn"]);
+    let transient: Vec<(u32, u64)> = retries(&r)
+        .into_iter()
+        .filter(|(_, kind, _, _)| kind == "transient")
+        .map(|(_, _, attempt, delay)| (attempt, delay))
+        .collect();
+    // The approval-pending recovery took the first retry of the shared budget.
+    assert_eq!(transient, [(2, 2_000), (3, 4_000)], "{}", r.trace_text);
+    assert_eq!(count(&r, "client_recovery kind=server_arguments"), 1);
+    assert_eq!(count(&r, "tool=get_country arguments=\"{}\""), 2);
+}
+
+/// A read-back that never answers spends the shared budget, and the turn ends in the
+/// connection error with nothing run: the call stays pending on the server for the next
+/// start-up check, rather than running on arguments nobody confirmed.
+#[test]
+fn a_read_back_that_never_answers_ends_the_turn_and_runs_nothing() {
+    let plan = [
+        r#"{ kind = "partition", between = ["client", "server"], on_event = "client_drained", duration_ms = 60000 }"#,
+        r#"{ kind = "server_stream", response = 1, frame = 3, action = "drop" }"#,
+    ];
+    let r = pass(&with_plan(scenario("gemini_tool_call"), &plan), 374466078);
+    assert_eq!(
+        outcomes(&r),
+        ["error: Connection error: connect failed: ConnectionRefused"]
+    );
+    let transient: Vec<(u32, u64)> = retries(&r)
+        .into_iter()
+        .map(|(_, _, attempt, delay)| (attempt, delay))
+        .collect();
+    assert_eq!(transient, [(1, 1_000), (2, 2_000), (3, 4_000)]);
+    assert_eq!(count(&r, "tool_started"), 0, "{}", r.trace_text);
+}
+
 #[test]
 fn a_crash_between_execution_and_send_never_executes_twice() {
     for profile in ["reference", "letta-code"] {

@@ -103,8 +103,11 @@ impl<B: Backend> Client<B> {
                 // The planted braces fallback models a client that does not check (args-intact's
                 // canary): the server's whole arguments would hide its torn ones.
                 && !self.config.bugs.braces_args_fallback
+                && let Err(o) = self
+                    .confirm_arguments_with_server(&mut drained, &mut budgets)
+                    .await
             {
-                self.confirm_arguments_with_server(&mut drained).await;
+                return o;
             }
             self.observe(Observation::ClientActedOn {
                 run_id: drained.last_run_id.clone(),

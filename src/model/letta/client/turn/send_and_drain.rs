@@ -4,6 +4,7 @@
 //! for approvals delivered.
 
 use crate::model::letta::client::backend::{Backend, Thrown};
+use crate::model::letta::client::policy::Budgets;
 use crate::model::letta::client::policy::{self, ResumePolicy, extract_conflict_detail};
 use crate::model::letta::client::response_state::scope_key;
 use crate::model::letta::client::resume::{
@@ -11,7 +12,7 @@ use crate::model::letta::client::resume::{
 };
 use crate::model::letta::client::stream::{DrainOptions, DrainResult};
 use crate::model::letta::client::stream_processor::{Approval, Processed};
-use crate::model::letta::client::{Client, CrashWhen, InterruptWhen, Mode, Profile};
+use crate::model::letta::client::{Client, CrashWhen, InterruptWhen, Mode, Profile, TurnOutcome};
 use crate::model::port::observe::Observation;
 use crate::wire::letta::{LettaChunk, MessageItem, SendMessageRequest};
 
@@ -253,8 +254,17 @@ impl<B: Backend> Client<B> {
     /// lost fragment can also leave whole JSON that differs from what the server stored (a
     /// duplicated provider fragment dropped on the way). One `GET /v1/messages/{id}` per
     /// approval message settles it; the published client runs what it assembled (difference
-    /// 21). A failed read keeps what the stream gave.
-    pub(super) async fn confirm_arguments_with_server(&mut self, drained: &mut DrainResult) {
+    /// 21). A server that answers it holds no such message (404/422) leaves the stream's
+    /// arguments standing. A read that fails is retried as a pre-stream transient error, on the
+    /// turn's shared budget and with its delays (letta-protocol.md §3.4, §3.9); when the budget
+    /// is spent or the error is not retryable, the turn ends in that error and nothing runs: a
+    /// tool never runs on arguments the server could not be asked to confirm. An interrupt
+    /// during the wait stops the check and leaves the aborted turn to its caller.
+    pub(super) async fn confirm_arguments_with_server(
+        &mut self,
+        drained: &mut DrainResult,
+        budgets: &mut Budgets,
+    ) -> Result<(), TurnOutcome> {
         let mut messages: Vec<String> = Vec::new();
         for a in &drained.approvals {
             if let Some(m) = &a.message_id
@@ -264,8 +274,36 @@ impl<B: Backend> Client<B> {
             }
         }
         for m in messages {
-            let Ok(variants) = self.io.backend.retrieve_message(&m).await else {
-                continue;
+            let variants = loop {
+                let thrown = match self.io.backend.retrieve_message(&m).await {
+                    Ok(v) => break v,
+                    Err(thrown) => thrown,
+                };
+                let status = policy::error_status(&thrown);
+                // The server answered that it holds no such message (letta-protocol.md §6.3:
+                // 404/422 → no variants): nothing to confirm against; the stream's arguments stand.
+                if matches!(status, Some(404 | 422)) {
+                    break Vec::new();
+                }
+                let detail = extract_conflict_detail(&thrown);
+                let retryable = policy::should_retry_pre_stream_transient_error(status, &detail);
+                if !retryable || !budgets.llm_budget_left() {
+                    return Err(TurnOutcome::Error(if detail.is_empty() {
+                        "request failed".into()
+                    } else {
+                        detail
+                    }));
+                }
+                budgets.llm_api_error_retries += 1;
+                let attempt = budgets.llm_api_error_retries;
+                let retry_after = policy::error_header(&thrown, "retry-after")
+                    .and_then(|v| policy::parse_retry_after_header_ms(v, (self.io.epoch_now_ms)()));
+                let delay = policy::get_transient_retry_delay_ms(attempt, &detail, retry_after);
+                budgets.reset_busy();
+                self.retry_event_after("transient", attempt, delay, &detail, retry_after);
+                if !self.wait(delay, false).await {
+                    return Ok(());
+                }
             };
             let stored: Vec<Approval> = variants
                 .iter()
@@ -287,5 +325,6 @@ impl<B: Backend> Client<B> {
                 }
             }
         }
+        Ok(())
     }
 }
