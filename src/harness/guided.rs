@@ -67,6 +67,10 @@ pub struct Root {
     pub user_sends: Vec<u64>,
     pub sends: u64,
     pub max_chunks: u64,
+    /// The conversation the client talks on, as the server stores it: the agent's id for the
+    /// default conversation, which the server model keys by that id (letta-protocol.md §1.7).
+    /// A stale approval at start goes there.
+    pub conversation: String,
     /// The added families this scenario can take: the server behaviours are the hosted and
     /// open-source servers', not the CLI's in-process backend's (letta-protocol.md §7: no busy
     /// check, and no other client can leave a call pending in it).
@@ -107,6 +111,11 @@ impl Root {
             user_sends: super::realclient::plan::user_sends(&out.trace),
             sends,
             max_chunks,
+            conversation: if clean.client.conversation == "default" {
+                clean.agent.id.clone()
+            } else {
+                clean.client.conversation.clone()
+            },
             families,
         })
     }
@@ -171,13 +180,14 @@ pub fn fresh_plan(seed: u64, root: &Root) -> Vec<Fault> {
     plan
 }
 
-/// One fault of an added family, placed with what `at` (a run of the scenario) reached.
-fn family_fault(family: &str, rng: &mut ChaCha8Rng, root: &Root, at: &Guidance) -> Option<Fault> {
+/// The faults of one draw of an added family, placed with what `at` (a run of the scenario)
+/// reached: one, except a server family's busy streak.
+fn family_fault(family: &str, rng: &mut ChaCha8Rng, root: &Root, at: &Guidance) -> Vec<Fault> {
     match family {
-        "placed" => placed_fault(rng, root.system, at),
-        "server" => Some(server_fault(rng, root)),
-        "rejection" => Some(rejection_fault(rng, root)),
-        _ => Some(client_fault(rng, root)),
+        "placed" => placed_fault(rng, root.system, at).into_iter().collect(),
+        "server" => server_faults(rng, root),
+        "rejection" => vec![rejection_fault(rng, root)],
+        _ => vec![client_fault(rng, root)],
     }
 }
 
@@ -266,11 +276,31 @@ fn rejection_fault(rng: &mut ChaCha8Rng, root: &Root) -> Fault {
     }
 }
 
-/// A server behaviour of the Letta server (docs/faults.md), on one of the sends the root made.
-fn server_fault(rng: &mut ChaCha8Rng, root: &Root) -> Fault {
+/// The longest busy streak a server draw makes: the client's busy budget (letta-protocol.md
+/// §3.9: 3 retries), so a streak can spend it, and a client that miscounts it or backs off
+/// wrongly past the first retry shows.
+const BUSY_STREAK_MAX: u64 = 3;
+
+/// A server behaviour of the Letta server (docs/faults.md), on one of the sends the root made;
+/// or one the swarm's single draws cannot make: busy answers to two or three consecutive sends
+/// (the busy budget and backoff past the first retry), or a call left pending on the client's
+/// conversation before it starts (its start-up check, letta-protocol.md §6).
+fn server_faults(rng: &mut ChaCha8Rng, root: &Root) -> Vec<Fault> {
     let send = rng.random_range(1..=root.sends);
-    match rng.random_range(0..5u32) {
+    vec![match rng.random_range(0..7u32) {
         0 => Fault::BusyOnSend { send },
+        5 => {
+            let streak = rng.random_range(2..=BUSY_STREAK_MAX);
+            return (send..send + streak)
+                .map(|send| Fault::BusyOnSend { send })
+                .collect();
+        }
+        6 => Fault::StaleApproval {
+            conversation: root.conversation.clone(),
+            tool_call_id: "toolu_stale_start".into(),
+            tool: "Bash".into(),
+            arguments: r#"{"command": "echo stale", "description": "left pending"}"#.into(),
+        },
         1 => Fault::ShuttingDownOnSend { send },
         2 => {
             let sends: &[u64] = if root.user_sends.is_empty() {
@@ -303,7 +333,7 @@ fn server_fault(rng: &mut ChaCha8Rng, root: &Root) -> Fault {
             times: rng.random_range(1..=3),
         },
         _ => Fault::BusyOwnRun { send },
-    }
+    }]
 }
 
 /// The user or the client process of a Letta turn: an interrupt in one of the turn's phases,

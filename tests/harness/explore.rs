@@ -369,9 +369,10 @@ fn a_guided_sweep_does_not_depend_on_jobs() {
 
 #[test]
 fn guided_plans_find_defects_the_swarm_cannot_reach() {
-    // The swarm never crashes the client between its tools and their send, nor leaves another
-    // client's call pending; the guided client and server families do, so these planted
-    // defects (their own faults removed) show only under --guided.
+    // The swarm never crashes the client between its tools and their send, never leaves another
+    // client's call pending, never answers busy twice in a row, and never starts the client on
+    // a conversation that already waits for a call; the guided client and server families do,
+    // so these planted defects (their own faults removed) show only under --guided.
     for (path, invariant) in [
         (
             "scenarios/planted/client_reexecute_after_restart.toml",
@@ -380,6 +381,14 @@ fn guided_plans_find_defects_the_swarm_cannot_reach() {
         (
             "scenarios/planted/dangling_tool_call.toml",
             "tool-call-resolved",
+        ),
+        (
+            "scenarios/planted/client_unbounded_busy_retries.toml",
+            "budget-respected",
+        ),
+        (
+            "scenarios/planted/client_stale_denial_as_user.toml",
+            "approval-attribution",
         ),
     ] {
         let s = vec![without_faults(path)];
