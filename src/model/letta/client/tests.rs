@@ -383,3 +383,14 @@ fn a34_an_abort_while_waiting_for_a_503_retry_ends_the_turn_after_one_attempt() 
         1
     );
 }
+
+/// A scenario names its client by profile (docs/scenario.md `client_profile`): each name reads
+/// as its own profile and back, and an unknown name is refused rather than read as the default.
+#[test]
+fn each_client_profile_name_reads_as_its_own_profile() {
+    for p in [Profile::Reference, Profile::LettaCode] {
+        assert_eq!(Profile::from_name(p.as_str()), Some(p));
+    }
+    assert_eq!(Profile::from_name("letta-code"), Some(Profile::LettaCode));
+    assert_eq!(Profile::from_name("letta_code"), None);
+}
