@@ -98,14 +98,7 @@ impl<B: Backend> Client<B> {
                     .await
             }
             PreStreamAction::RetryTransient => {
-                budgets.llm_api_error_retries += 1;
-                let attempt = budgets.llm_api_error_retries;
-                let retry_after = policy::error_header(&thrown, "retry-after")
-                    .and_then(|v| policy::parse_retry_after_header_ms(v, (self.io.epoch_now_ms)()));
-                let delay = policy::get_transient_retry_delay_ms(attempt, &detail, retry_after);
-                budgets.reset_busy();
-                self.retry_event_after("transient", attempt, delay, &detail, retry_after);
-                if !self.wait(delay, false).await {
+                if !self.wait_transient_retry(&thrown, &detail, budgets).await {
                     return PreStep::Done(self.interrupted_outcome());
                 }
                 PreStep::Retry
@@ -126,13 +119,28 @@ impl<B: Backend> Client<B> {
                         None => PreStep::Done(TurnOutcome::Error(detail)),
                     };
                 }
-                PreStep::Done(TurnOutcome::Error(if detail.is_empty() {
-                    "request failed".into()
-                } else {
-                    detail
-                }))
+                PreStep::Done(TurnOutcome::Error(failed(detail)))
             }
         }
+    }
+
+    /// One pre-stream transient retry (letta-protocol.md §3.4, §3.9): the next attempt of the
+    /// turn's shared LLM budget, its delay (`Retry-After`, else the backoff), the busy count
+    /// reset, the retry on the trace, and the wait. False when the user interrupted the wait.
+    pub(super) async fn wait_transient_retry(
+        &mut self,
+        thrown: &Thrown,
+        detail: &str,
+        budgets: &mut Budgets,
+    ) -> bool {
+        budgets.llm_api_error_retries += 1;
+        let attempt = budgets.llm_api_error_retries;
+        let retry_after = policy::error_header(thrown, "retry-after")
+            .and_then(|v| policy::parse_retry_after_header_ms(v, (self.io.epoch_now_ms)()));
+        let delay = policy::get_transient_retry_delay_ms(attempt, detail, retry_after);
+        budgets.reset_busy();
+        self.retry_event_after("transient", attempt, delay, detail, retry_after);
+        self.wait(delay, false).await
     }
 
     /// A busy conversation (letta-protocol.md §3.4, §2.5): attach to the in-flight run by otid
@@ -282,5 +290,15 @@ impl<B: Backend> Client<B> {
             }
         }
         Ok(())
+    }
+}
+
+/// The error a failed request ends its turn with: the server's detail, or a generic text when
+/// it gave none.
+pub(super) fn failed(detail: String) -> String {
+    if detail.is_empty() {
+        "request failed".into()
+    } else {
+        detail
     }
 }

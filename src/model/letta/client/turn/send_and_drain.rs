@@ -288,20 +288,9 @@ impl<B: Backend> Client<B> {
                 let detail = extract_conflict_detail(&thrown);
                 let retryable = policy::should_retry_pre_stream_transient_error(status, &detail);
                 if !retryable || !budgets.llm_budget_left() {
-                    return Err(TurnOutcome::Error(if detail.is_empty() {
-                        "request failed".into()
-                    } else {
-                        detail
-                    }));
+                    return Err(TurnOutcome::Error(super::pre_stream::failed(detail)));
                 }
-                budgets.llm_api_error_retries += 1;
-                let attempt = budgets.llm_api_error_retries;
-                let retry_after = policy::error_header(&thrown, "retry-after")
-                    .and_then(|v| policy::parse_retry_after_header_ms(v, (self.io.epoch_now_ms)()));
-                let delay = policy::get_transient_retry_delay_ms(attempt, &detail, retry_after);
-                budgets.reset_busy();
-                self.retry_event_after("transient", attempt, delay, &detail, retry_after);
-                if !self.wait(delay, false).await {
+                if !self.wait_transient_retry(&thrown, &detail, budgets).await {
                     return Ok(());
                 }
             };
