@@ -251,6 +251,24 @@ fn a62_full_scan_with_no_assistant_rows_warns() {
         r.warnings,
         vec!["Backfill scan found 0 assistant messages in last 50 messages".to_string()]
     );
+    // One assistant row among the 50 is one found: no warning.
+    let mock = MockBackend::default();
+    {
+        let mut st = mock.state.lock().unwrap();
+        st.conversation = Some(Ok(json!({"id": "conv-1", "in_context_message_ids": []})));
+        st.conversation_messages = Some(Ok((0..50)
+            .map(|i| {
+                let kind = if i == 0 {
+                    "assistant_message"
+                } else {
+                    "user_message"
+                };
+                msg(&format!("m{i}"), kind, "2026-01-01T00:00:01Z")
+            })
+            .collect()));
+    }
+    let r = resume(&mock, "conv-1", true).0.unwrap();
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
 }
 
 #[test]
