@@ -142,6 +142,18 @@ fn wire_log_tolerates_only_a_truncated_last_line() {
         WireLog::parse(&corrupt, "s").unwrap_err().0,
         "wire.jsonl: corrupted line 1 in s"
     );
+    // A last line that ends in its newline was written whole: corrupt, it is an error too.
+    let corrupt_last = format!("{whole}{{oops\n");
+    assert_eq!(
+        WireLog::parse(&corrupt_last, "s").unwrap_err().0,
+        "wire.jsonl: corrupted line 3 in s"
+    );
+    // A truncated last line excuses only itself, not a corrupt line before it.
+    let both = format!("{{oops\n{whole}{{\"type\":\"usage.rec");
+    assert_eq!(
+        WireLog::parse(&both, "s").unwrap_err().0,
+        "wire.jsonl: corrupted line 1 in s"
+    );
 }
 
 /// §8.1: context overflow is a host retry: compact, rerun with the same turn id; the failed run
