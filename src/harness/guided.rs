@@ -298,8 +298,8 @@ fn server_faults(rng: &mut ChaCha8Rng, root: &Root) -> Vec<Fault> {
         6 => Fault::StaleApproval {
             conversation: root.conversation.clone(),
             tool_call_id: "toolu_stale_start".into(),
-            tool: "Bash".into(),
-            arguments: r#"{"command": "echo stale", "description": "left pending"}"#.into(),
+            tool: super::faults::plan::default_stale_tool(),
+            arguments: super::faults::plan::default_stale_args(),
         },
         1 => Fault::ShuttingDownOnSend { send },
         2 => {

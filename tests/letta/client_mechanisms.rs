@@ -71,6 +71,15 @@ fn retries(r: &RunReport) -> Vec<(u64, String, u32, u64)> {
         .collect()
 }
 
+/// `(attempt, delay_ms)` of every retry of `kind`.
+fn retries_of(r: &RunReport, kind: &str) -> Vec<(u32, u64)> {
+    retries(r)
+        .into_iter()
+        .filter(|(_, k, _, _)| k == kind)
+        .map(|(_, _, attempt, delay)| (attempt, delay))
+        .collect()
+}
+
 fn count(r: &RunReport, needle: &str) -> usize {
     r.trace_text.lines().filter(|l| l.contains(needle)).count()
 }
@@ -116,11 +125,7 @@ fn a_transient_retry_resets_the_busy_count_that_budget_respected_checks() {
         r#"{ kind = "interrupt", turn = 2, during = "stream", after_chunk = 3 }"#,
     ];
     let r = pass(&with_plan(scenario("client_interrupt_tools"), &plan), 160);
-    let busy: Vec<(u32, u64)> = retries(&r)
-        .into_iter()
-        .filter(|(_, kind, _, _)| kind == "busy")
-        .map(|(_, _, attempt, delay)| (attempt, delay))
-        .collect();
+    let busy = retries_of(&r, "busy");
     assert_eq!(busy, [(1, 10_000), (2, 20_000)], "{}", r.trace_text);
     assert_eq!(count(&r, "client_recovery kind=busy_attach"), 1);
     assert!(count(&r, "client_retry kind=transient") >= 1);
@@ -347,11 +352,7 @@ fn a_failed_read_back_is_retried_and_the_tool_runs_on_the_confirmed_arguments() 
     ];
     let r = pass(&with_plan(scenario("gemini_tool_call"), &plan), 374466078);
     assert_eq!(outcomes(&r), ["stopped: end_turn"]);
-    let transient: Vec<(u32, u64)> = retries(&r)
-        .into_iter()
-        .filter(|(_, kind, _, _)| kind == "transient")
-        .map(|(_, _, attempt, delay)| (attempt, delay))
-        .collect();
+    let transient = retries_of(&r, "transient");
     // The approval-pending recovery took the first retry of the shared budget.
     assert_eq!(transient, [(2, 2_000), (3, 4_000)], "{}", r.trace_text);
     assert_eq!(count(&r, "client_recovery kind=server_arguments"), 1);

@@ -248,13 +248,14 @@ impl CrashAt {
     }
 }
 
-fn default_stale_id() -> String {
+/// The stale call the bundled scenarios use, and what a stale-approval fault defaults to.
+pub(crate) fn default_stale_id() -> String {
     "toolu_stale_1".into()
 }
-fn default_stale_tool() -> String {
+pub(crate) fn default_stale_tool() -> String {
     "Bash".into()
 }
-fn default_stale_args() -> String {
+pub(crate) fn default_stale_args() -> String {
     r#"{"command": "echo stale", "description": "left pending"}"#.into()
 }
 

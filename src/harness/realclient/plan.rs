@@ -78,9 +78,9 @@ pub fn user_sends(trace: &[TraceEvent]) -> Vec<u64> {
 pub fn stale_approval_on(send: u64) -> Fault {
     Fault::ApprovalPendingOnSend {
         send,
-        tool_call_id: "toolu_stale_1".into(),
-        tool: "Bash".into(),
-        arguments: r#"{"command": "echo stale", "description": "left pending"}"#.into(),
+        tool_call_id: crate::harness::faults::plan::default_stale_id(),
+        tool: crate::harness::faults::plan::default_stale_tool(),
+        arguments: crate::harness::faults::plan::default_stale_args(),
     }
 }
 
