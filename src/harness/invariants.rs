@@ -49,9 +49,12 @@ pub const COMPACTION_SAFE: &str = "compaction-safe";
 pub const STREAM_STAYS_IN_CONVERSATION: &str = "stream-stays-in-conversation";
 /// A turn never ends on the approval-pending conflict while the conflicting call stays pending.
 pub const APPROVAL_CONFLICT_RECOVERED: &str = "approval-conflict-recovered";
+/// A run whose faults all heal within the client's budgets ends every turn as its fault-free
+/// twin (same scenario and seed, no faults) does.
+pub const RECOVERY_COMPLETES: &str = "recovery-completes";
 
 /// Every invariant id `sim run` knows (a scenario's `[[expect]]` table names one of these).
-pub const ALL: [&str; 18] = [
+pub const ALL: [&str; 19] = [
     TOOL_CALL_RESOLVED,
     TURN_TERMINATES,
     LOOP_ENVELOPE,
@@ -68,6 +71,7 @@ pub const ALL: [&str; 18] = [
     COMPACTION_SAFE,
     STREAM_STAYS_IN_CONVERSATION,
     APPROVAL_CONFLICT_RECOVERED,
+    RECOVERY_COMPLETES,
     LOCK_SAFETY,
     DETERMINISTIC,
 ];

@@ -52,6 +52,14 @@ pub fn run_scenario_with(
         ..base
     };
 
+    match guarded(|| system.twin_invariants(scenario, seed, &first))? {
+        Ok(twin) => report.invariants.extend(twin),
+        Err(panic) => {
+            report.verdict = Verdict::Crash(format!("on the fault-free twin run: {panic}"));
+            return Ok(report);
+        }
+    }
+
     if runs > 1 {
         match repeat_runs(scenario, seed, runs, system, &report.trace_text)? {
             Ok(det) => report.invariants.push((DETERMINISTIC, det)),

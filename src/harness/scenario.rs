@@ -280,6 +280,10 @@ pub struct Planted {
     /// (breaks compaction-safe).
     #[serde(default)]
     pub server_compaction_ignores_threshold: bool,
+    /// Server refuses every resume of a run by its id as not background (breaks
+    /// recovery-completes).
+    #[serde(default)]
+    pub server_refuses_run_resume: bool,
 }
 
 impl Planted {
@@ -314,6 +318,9 @@ impl Planted {
         }
         if self.server_skips_orphan_settling {
             v.push(super::invariants::HISTORY_VALID);
+        }
+        if self.server_refuses_run_resume {
+            v.push(super::invariants::RECOVERY_COMPLETES);
         }
         if self.server_compaction_splits_tool_call
             || self.server_compaction_cuts_at_user

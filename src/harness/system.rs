@@ -4,7 +4,7 @@
 
 use super::coverage::Goal;
 use super::faults::Fault;
-use super::invariants::Violation;
+use super::invariants::{RECOVERY_COMPLETES, Violation};
 use super::report::Expectations;
 use std::path::Path;
 
@@ -58,6 +58,23 @@ impl System {
         match self {
             System::Letta => letta::run::invariants(scenario, trace),
             System::Kimi => kimi::run::invariants(trace),
+        }
+    }
+
+    /// The invariants that hold a run against its fault-free twin (the same scenario and seed,
+    /// no faults), which they run themselves when they need it.
+    pub fn twin_invariants(
+        self,
+        scenario: &Scenario,
+        seed: u64,
+        run: &WorldRun,
+    ) -> Result<Vec<(&'static str, Vec<Violation>)>, InputError> {
+        match self {
+            System::Letta => Ok(vec![(
+                RECOVERY_COMPLETES,
+                letta::recovery_completes::recovery_completes(scenario, seed, run)?,
+            )]),
+            System::Kimi => Ok(Vec::new()),
         }
     }
 

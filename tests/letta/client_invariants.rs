@@ -6,7 +6,8 @@
 use crate::common::{load, repo, run, violations};
 use loopsim::harness::invariants::{
     APPROVAL_ATTRIBUTION, APPROVAL_CONFLICT_RECOVERED, ARGS_INTACT, BUDGET_RESPECTED, LOCK_SAFETY,
-    NO_DOUBLE_EXECUTION, RESULTS_ORDERED, STOP_REASON_CONSISTENT, STREAM_GAPLESS,
+    NO_DOUBLE_EXECUTION, RECOVERY_COMPLETES, RESULTS_ORDERED, STOP_REASON_CONSISTENT,
+    STREAM_GAPLESS,
 };
 use loopsim::harness::report::{RunReport, Verdict, exit};
 
@@ -18,6 +19,12 @@ fn planted(name: &str) -> RunReport {
 /// The report fails `id` (and only `id` among the non-expected invariants), shows the violation
 /// and where it happened, and says how to reproduce it.
 fn assert_breaks(report: &RunReport, id: &str, message_part: &str) {
+    assert_breaks_with(report, id, message_part, &[]);
+}
+
+/// [`assert_breaks`], where the defect also breaks the invariants `also`: a defect that ends the
+/// turn early under faults that heal also fails `recovery-completes`.
+fn assert_breaks_with(report: &RunReport, id: &str, message_part: &str, also: &[&str]) {
     let text = report.render();
     assert_eq!(report.verdict, Verdict::Correctness, "{text}");
     assert_eq!(report.verdict.exit_code(), exit::CORRECTNESS);
@@ -38,7 +45,7 @@ fn assert_breaks(report: &RunReport, id: &str, message_part: &str) {
     );
     for (other, vs) in &report.invariants {
         let expected = report.expected.iter().any(|(x, _, _)| x == other);
-        if *other != id && !expected {
+        if *other != id && !expected && !also.contains(other) {
             assert!(vs.is_empty(), "{other} failed too:\n{text}");
         }
     }
@@ -58,20 +65,22 @@ fn no_double_execution_fails_when_a_restarted_client_reexecutes() {
 fn stream_gapless_fails_when_a_resume_replays_from_zero() {
     let r = planted("client_resume_from_zero.toml");
     // The replayed ping (seq 1) is indistinguishable from a keepalive; the first replayed message is not.
-    assert_breaks(
+    assert_breaks_with(
         &r,
         STREAM_GAPLESS,
         "processed chunk #4 duplicate: seq 2 was already processed",
+        &[RECOVERY_COMPLETES],
     );
 }
 
 #[test]
 fn stop_reason_consistent_fails_when_approvals_are_dropped_at_resume() {
     let r = planted("client_drop_approvals_on_resume.toml");
-    assert_breaks(
+    assert_breaks_with(
         &r,
         STOP_REASON_CONSISTENT,
         "was acted on as requires_approval with approvals [], but it asked for [\"toolu_bash_1\"]",
+        &[RECOVERY_COMPLETES],
     );
 }
 
@@ -142,10 +151,11 @@ fn lock_safety_fails_when_tools_ignore_their_locks() {
 #[test]
 fn approval_conflict_recovered_fails_when_headless_gives_up_on_the_in_band_conflict() {
     let r = planted("client_gives_up_on_in_band_conflict.toml");
-    assert_breaks(
+    assert_breaks_with(
         &r,
         APPROVAL_CONFLICT_RECOVERED,
         "turn 1 ended on the approval-pending conflict (its send at event 12 was refused) while tool call toolu_stale_1 (conversation agent-a6ff5f2c-7c25-49a7-86da-2f662939b9dd) stayed pending",
+        &[RECOVERY_COMPLETES],
     );
     // Without the defect the reference resolves the call and resends: the turn completes.
     let mut s = load(repo().join("scenarios/planted/client_gives_up_on_in_band_conflict.toml"));
@@ -154,4 +164,20 @@ fn approval_conflict_recovered_fails_when_headless_gives_up_on_the_in_band_confl
     assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
     assert_eq!(ok.turn_outcomes, ["stopped: end_turn"], "{}", ok.render());
     assert!(ok.pending.is_empty(), "{}", ok.render());
+}
+
+#[test]
+fn recovery_completes_fails_when_the_server_refuses_to_resume_a_run() {
+    let r = planted("server_refuses_run_resume.toml");
+    assert_breaks(
+        &r,
+        RECOVERY_COMPLETES,
+        "but the fault-free run at this seed ends it `stopped: end_turn`, and every fault of the plan heals within a budget",
+    );
+    // Without the defect the client resumes the cut stream by its run and the turn completes.
+    let mut s = load(repo().join("scenarios/planted/server_refuses_run_resume.toml"));
+    s.planted.server_refuses_run_resume = false;
+    let ok = run(&s, 1, 2);
+    assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
+    assert_eq!(ok.turn_outcomes, ["stopped: end_turn"], "{}", ok.render());
 }

@@ -4,7 +4,7 @@
 //! profiles differ, both sides of the difference.
 
 use crate::common::{load, outcomes, run, scenario_path, with_mode, with_profile};
-use loopsim::harness::invariants::APPROVAL_CONFLICT_RECOVERED;
+use loopsim::harness::invariants::{APPROVAL_CONFLICT_RECOVERED, RECOVERY_COMPLETES};
 use loopsim::harness::letta::conformance::{RawRequest, normalise};
 use loopsim::harness::report::{RunReport, Verdict};
 use loopsim::harness::scenario::Scenario;
@@ -246,9 +246,11 @@ fn in_band_approval_conflict_in_headless_mode_is_a_dead_end_in_the_published_cli
         .filter(|(_, v)| !v.is_empty())
         .map(|(id, _)| *id)
         .collect();
+    // The conflict is a fault that heals, so `recovery-completes` names the same give-up: the
+    // plan's fault-free twin ends `end_turn`.
     assert_eq!(
         failed,
-        [APPROVAL_CONFLICT_RECOVERED],
+        [APPROVAL_CONFLICT_RECOVERED, RECOVERY_COMPLETES],
         "{}",
         published.render()
     );
@@ -801,10 +803,21 @@ fn a_broken_stale_denial_drain_ends_the_published_clients_turn() {
         },
     ];
     let base = load("scenarios/real-client/bash_effect.toml");
-    let published = pass(
+    // Both faults heal within a budget, so `recovery-completes` holds the published client to
+    // the plan's fault-free twin, which ends `end_turn`; it is the only invariant that fails
+    // (docs/findings.md#stale-denial-drain-is-never-resumed-headless).
+    let published = run(
         &with_faults(with_profile(base.clone(), "letta-code"), faults.clone()),
         1,
+        2,
     );
+    let failed: Vec<&str> = published
+        .invariants
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(id, _)| *id)
+        .collect();
+    assert_eq!(failed, [RECOVERY_COMPLETES], "{}", published.render());
     assert_eq!(
         outcomes(&published),
         ["error: Approval drain ended with stop reason: error"],

@@ -10,6 +10,7 @@ pub mod coverage;
 pub mod findings;
 pub mod invariants;
 pub mod probe;
+pub mod recovery_completes;
 pub mod run;
 pub mod scenario;
 pub mod swarm;

@@ -218,6 +218,7 @@ pub fn server_parts(
             compaction_cuts_at_user: p.server_compaction_cuts_at_user,
             compaction_loses_message: p.server_compaction_loses_message,
             compaction_ignores_threshold: p.server_compaction_ignores_threshold,
+            refuse_run_resume: p.server_refuses_run_resume,
         },
         hooks,
         request_log: None,

@@ -28,6 +28,9 @@ use crate::model::port::observe::Observation;
 use crate::wire::provider::{ProviderFormat, StreamFormat};
 use crate::wire::sse::encode_frame;
 
+/// The cassette name a model call answered after the scenario's cassettes ran out is traced
+/// with (its answer is a 500).
+pub const NO_CASSETTE: &str = "<none>";
 pub mod scripted;
 pub mod validate;
 
@@ -310,11 +313,11 @@ pub async fn answer_body<E: Env>(
         );
         env.observe(Observation::ProviderServe {
             call,
-            cassette: "<none>".into(),
+            cassette: NO_CASSETTE.into(),
             status: 500,
             frames: 0,
         });
-        served.cassette = Some("<none>".into());
+        served.cassette = Some(NO_CASSETTE.into());
         let resp = http::json_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             &json!({"type": "error", "error": {"type": "api_error", "message": message}}),

@@ -540,7 +540,7 @@ fn replay_run<E: Env>(
         let st = store.lock().unwrap();
         match st.runs.get(&run_id) {
             None => return not_found_run(config, epoch, &run_id),
-            Some(r) if !r.background => {
+            Some(r) if !r.background || config.bugs.refuse_run_resume => {
                 return detail(StatusCode::BAD_REQUEST, NOT_BACKGROUND_DETAIL);
             }
             Some(_) => {}

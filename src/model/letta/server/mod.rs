@@ -191,6 +191,9 @@ pub struct ServerBugs {
     /// Breaks `compaction-safe`: a compaction that leaves the context above the threshold does
     /// not end the turn.
     pub compaction_ignores_threshold: bool,
+    /// Breaks `recovery-completes`: every `POST /v1/runs/{id}/stream` is refused as not
+    /// background, so a client cannot resume a cut stream by its run.
+    pub refuse_run_resume: bool,
 }
 
 /// Where the server injects faults. The harness implements it from the scenario's fault plan
