@@ -74,8 +74,9 @@ fn outside_healing_set(fault: &Fault) -> Option<&'static str> {
 /// The connection faults (a cut stream, a failed resume request) stay within the mode's resume
 /// attempts, one in the TUI and 20 headless (letta-protocol.md §3.9, §4.4 step 7), and below the
 /// turn's transient retries (3, §3.9): a second cut can land on the resume itself, and the TUI
-/// then ends the turn in the stream's error by design (§3.10 step 8). The busy retries (3, §3.5)
-/// and the 503 retries (3, §3.6) bound their faults. Counted over the whole run, so a plan that
+/// then ends the turn in the stream's error by design (§3.10 step 8). The busy retries (3, §3.5;
+/// a busy answer naming the send's own run counts too) and the 503 retries (3, §3.6) bound
+/// their faults. Counted over the whole run, so a plan that
 /// could spend one turn's budget is out even when its faults land in different turns.
 ///
 /// On the `local` server profile no connection fault heals: the local backend's run replay has
@@ -93,7 +94,9 @@ pub fn plan_heals(plan: &[&Fault], mode: Mode, server: ServerProfile) -> bool {
         match fault {
             Fault::DropConnection { .. } | Fault::ServerStream { .. } => connection += 1,
             Fault::RunStreamFail { times } => connection += times,
-            Fault::BusyOnSend { .. } => busy += 1,
+            // A busy answer naming the send's own run spends a busy retry too: the client
+            // counts it before it tries the busy-resume stream (§3.4).
+            Fault::BusyOnSend { .. } | Fault::BusyOwnRun { .. } => busy += 1,
             Fault::ShuttingDownOnSend { .. } => shutdown += 1,
             _ => {}
         }
@@ -268,6 +271,12 @@ mod tests {
         let four = [BUSY; 4];
         assert!(heals(&three, Mode::Interactive, ServerProfile::Cloud));
         assert!(!heals(&four, Mode::Interactive, ServerProfile::Cloud));
+        let own = r#"{ kind = "busy_own_run", send = 1 }"#;
+        assert!(!heals(
+            &[own, BUSY, BUSY, BUSY],
+            Mode::Interactive,
+            ServerProfile::Cloud
+        ));
     }
 
     #[test]
