@@ -177,8 +177,18 @@ pub fn fresh_plan(seed: u64, root: &Root) -> Vec<Fault> {
             plan.extend(family_fault(family, &mut rng, root, &root.guidance));
         }
     }
+    // Its own stream, so the draws above are the same whether or not the plan is cut down.
+    let mut heal = ChaCha8Rng::seed_from_u64(derive_seed(seed, "guided-heal"));
+    if root.system.judges_recovery() && HEALING_PLANS.draw(&mut heal) {
+        plan.retain(|f| root.system.fault_heals(f));
+    }
     plan
 }
+
+/// The share of fresh guided plans cut down to the faults that heal within a budget: a plan with
+/// one partition, crash or provider fault is not judged by `recovery-completes`, and most swarm
+/// plans hold one, so without these the oracle would judge few guided runs (docs/explore.md).
+pub const HEALING_PLANS: Ratio = Ratio::new(1, 4);
 
 /// The faults of one draw of an added family, placed with what `at` (a run of the scenario)
 /// reached: one, except a server family's busy streak.

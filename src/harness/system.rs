@@ -78,6 +78,20 @@ impl System {
         }
     }
 
+    /// Whether this system has `recovery-completes`, which judges runs whose faults all heal.
+    pub fn judges_recovery(self) -> bool {
+        self == System::Letta
+    }
+
+    /// Whether `fault` is one of the kinds this system's `recovery-completes` holds to heal
+    /// within a budget (none for a system without that oracle).
+    pub fn fault_heals(self, fault: &Fault) -> bool {
+        match self {
+            System::Letta => letta::recovery_completes::heals(fault),
+            System::Kimi => false,
+        }
+    }
+
     /// What a run that did not finish its turns was stuck on.
     pub fn liveness_diagnosis(self, run: &WorldRun, scenario: &Scenario) -> String {
         match self {

@@ -392,8 +392,8 @@ fn guided_plans_find_defects_the_swarm_cannot_reach() {
         ),
     ] {
         let s = vec![without_faults(path)];
-        let swarm = explore(&s, &options(0..48, 2, true), &|_, _| {}).unwrap();
-        let found = explore_in_process(&s, &guided(0..48, 2), &|_, _| {}).unwrap();
+        let swarm = explore(&s, &options(0..80, 2, true), &|_, _| {}).unwrap();
+        let found = explore_in_process(&s, &guided(0..80, 2), &|_, _| {}).unwrap();
         assert!(
             !swarm.by_invariant().contains_key(invariant),
             "{path}: the swarm found it after all: {}",

@@ -70,6 +70,11 @@ fn outside_healing_set(fault: &Fault) -> Option<&'static str> {
     }
 }
 
+/// Whether `fault` is of a kind that heals within a budget (its count is [`plan_heals`]'s).
+pub fn heals(fault: &Fault) -> bool {
+    outside_healing_set(fault).is_none()
+}
+
 /// Whether every fault of `plan` heals and, together, they stay inside the budgets they share.
 /// The connection faults (a cut stream, a failed resume request) stay within the mode's resume
 /// attempts, one in the TUI and 20 headless (letta-protocol.md §3.9, §4.4 step 7), and below the
