@@ -72,6 +72,15 @@ pub fn outcomes(r: &RunReport) -> Vec<&str> {
 
 /// The violations of one invariant in a report; panics, showing the report, if it was not
 /// checked.
+/// The invariants the run broke, in report order.
+pub fn failed_invariants(r: &RunReport) -> Vec<&'static str> {
+    r.invariants
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(id, _)| *id)
+        .collect()
+}
+
 pub fn violations<'a>(report: &'a RunReport, id: &str) -> &'a [Violation] {
     report
         .invariants

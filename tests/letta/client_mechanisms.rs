@@ -3,7 +3,9 @@
 //! `loopsim::harness::letta::conformance`), the retries and their delays, and where the two
 //! profiles differ, both sides of the difference.
 
-use crate::common::{load, outcomes, run, scenario_path, with_mode, with_profile};
+use crate::common::{
+    failed_invariants, load, outcomes, run, scenario_path, with_mode, with_profile,
+};
 use loopsim::harness::invariants::{APPROVAL_CONFLICT_RECOVERED, RECOVERY_COMPLETES};
 use loopsim::harness::letta::conformance::{RawRequest, normalise};
 use loopsim::harness::report::{RunReport, Verdict};
@@ -240,12 +242,7 @@ fn in_band_approval_conflict_in_headless_mode_is_a_dead_end_in_the_published_cli
         ]
     );
     assert_eq!(published.pending.len(), 1, "{}", published.render());
-    let failed: Vec<&str> = published
-        .invariants
-        .iter()
-        .filter(|(_, v)| !v.is_empty())
-        .map(|(id, _)| *id)
-        .collect();
+    let failed = failed_invariants(&published);
     // The conflict is a fault that heals, so `recovery-completes` names the same give-up: the
     // plan's fault-free twin ends `end_turn`.
     assert_eq!(
@@ -811,12 +808,7 @@ fn a_broken_stale_denial_drain_ends_the_published_clients_turn() {
         1,
         2,
     );
-    let failed: Vec<&str> = published
-        .invariants
-        .iter()
-        .filter(|(_, v)| !v.is_empty())
-        .map(|(id, _)| *id)
-        .collect();
+    let failed = failed_invariants(&published);
     assert_eq!(failed, [RECOVERY_COMPLETES], "{}", published.render());
     assert_eq!(
         outcomes(&published),

@@ -8,8 +8,9 @@
 //! only of them to its fault-free twin: the same scenario and seed with the plan removed.
 //!
 //! The twin costs a second run, so it is run only when the faulted run ended some turn in a way
-//! other than a terminal stop reason; a run whose turns all stopped is compared without it only
-//! when it has fewer turns (never, while the client runs every scripted turn).
+//! other than a stop reason (an error, a pause, an interrupt). A run whose turns all ended on a
+//! stop reason is not compared: a recovery that fails shows as an error, and a different stop
+//! reason (`max_steps` where the twin has `end_turn`) is left unjudged.
 
 use crate::harness::faults::Fault;
 use crate::harness::invariants::{RECOVERY_COMPLETES, Violation};
