@@ -179,8 +179,8 @@ pub fn fresh_plan(seed: u64, root: &Root) -> Vec<Fault> {
     }
     // Its own stream, so the draws above are the same whether or not the plan is cut down.
     let mut heal = ChaCha8Rng::seed_from_u64(derive_seed(seed, "guided-heal"));
-    if root.system.judges_recovery() && HEALING_PLANS.draw(&mut heal) {
-        plan.retain(|f| root.system.fault_heals(f));
+    if HEALING_PLANS.draw(&mut heal) {
+        root.system.keep_healing(&mut plan);
     }
     plan
 }

@@ -78,17 +78,12 @@ impl System {
         }
     }
 
-    /// Whether this system has `recovery-completes`, which judges runs whose faults all heal.
-    pub fn judges_recovery(self) -> bool {
-        self == System::Letta
-    }
-
-    /// Whether `fault` is one of the kinds this system's `recovery-completes` holds to heal
-    /// within a budget (none for a system without that oracle).
-    pub fn fault_heals(self, fault: &Fault) -> bool {
+    /// Cuts `plan` down to the faults this system's `recovery-completes` holds to heal within a
+    /// budget; leaves it alone in a system without that oracle.
+    pub fn keep_healing(self, plan: &mut Vec<Fault>) {
         match self {
-            System::Letta => letta::recovery_completes::heals(fault),
-            System::Kimi => false,
+            System::Letta => plan.retain(letta::recovery_completes::heals),
+            System::Kimi => {}
         }
     }
 

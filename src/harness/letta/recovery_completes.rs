@@ -27,7 +27,8 @@ use crate::model::port::inject::StreamFault;
 use crate::model::port::observe::Observation;
 use crate::model::provider::NO_CASSETTE;
 
-/// Why a fault is outside the healing set, or `None` when it heals within a budget.
+/// Whether `fault` is of a kind that heals within a budget (how many a plan may hold is
+/// [`plan_heals`]'s).
 ///
 /// Healing (each one answered by a recovery the reference documents):
 /// - `drop_connection` and the `server_stream` cuts (`reset`, `cut_inside`, `close`, `stall`,
@@ -45,7 +46,7 @@ use crate::model::provider::NO_CASSETTE;
 /// or a server crash (they can outlast every budget, or end a run the server cannot resume);
 /// a lost frame (`drop`: the client may read a tool call without its arguments and run it as
 /// the stream had it, difference 4 of docs/client.md).
-fn outside_healing_set(fault: &Fault) -> Option<&'static str> {
+pub fn heals(fault: &Fault) -> bool {
     match fault {
         Fault::DropConnection { .. }
         | Fault::RunStreamFail { .. }
@@ -55,25 +56,20 @@ fn outside_healing_set(fault: &Fault) -> Option<&'static str> {
         | Fault::ApprovalPendingOnSend { .. }
         | Fault::ApprovalPendingInBand { .. }
         | Fault::StaleApproval { .. }
-        | Fault::Latency { .. } => None,
-        Fault::ServerStream { action, .. } => match action {
-            StreamFault::Drop => Some("a lost server frame"),
-            _ => None,
-        },
-        Fault::ProviderStream { .. } | Fault::ProviderError { .. } => Some("a provider fault"),
-        Fault::Partition { .. } | Fault::Hold { .. } => Some("a partition or hold"),
-        Fault::Crash { .. } => Some("a crash"),
-        Fault::Interrupt { .. } | Fault::ClientCrash { .. } => Some("a user or client fault"),
-        Fault::UserAbort { .. }
+        | Fault::Latency { .. } => true,
+        Fault::ServerStream { action, .. } => *action != StreamFault::Drop,
+        Fault::ProviderStream { .. }
+        | Fault::ProviderError { .. }
+        | Fault::Partition { .. }
+        | Fault::Hold { .. }
+        | Fault::Crash { .. }
+        | Fault::Interrupt { .. }
+        | Fault::ClientCrash { .. }
+        | Fault::UserAbort { .. }
         | Fault::ToolHang { .. }
         | Fault::ToolGarbage { .. }
-        | Fault::ListenerThrows { .. } => Some("an agent-loop fault"),
+        | Fault::ListenerThrows { .. } => false,
     }
-}
-
-/// Whether `fault` is of a kind that heals within a budget (its count is [`plan_heals`]'s).
-pub fn heals(fault: &Fault) -> bool {
-    outside_healing_set(fault).is_none()
 }
 
 /// Whether every fault of `plan` heals and, together, they stay inside the budgets they share.
@@ -94,7 +90,7 @@ pub fn plan_heals(plan: &[&Fault], mode: Mode, server: ServerProfile) -> bool {
     let mut busy = 0u64;
     let mut shutdown = 0u64;
     for fault in plan {
-        if outside_healing_set(fault).is_some() {
+        if !heals(fault) {
             return false;
         }
         match fault {
@@ -133,7 +129,7 @@ pub fn recovery_completes(
         return Ok(Vec::new());
     }
     let plan: Vec<&Fault> = scenario.faults.iter().map(|f| f.get_ref()).collect();
-    let mode = Mode::from_name(scenario.client.mode.get_ref()).unwrap_or(Mode::Interactive);
+    let mode = Mode::from_name(scenario.client.mode.get_ref()).unwrap_or_default();
     if !plan_heals(&plan, mode, scenario.server_profile()?)
         || outcomes.iter().all(|o| o.starts_with("stopped: "))
     {
