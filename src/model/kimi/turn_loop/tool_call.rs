@@ -731,3 +731,24 @@ pub(crate) async fn record_unexecuted_tool_calls(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The texts a tool result carries when its tool does not finish; no invariant reads a
+    /// result's text, so only this pins them to the reference.
+    #[test]
+    fn stop_texts_read_as_the_reference_writes_them() {
+        // kimi-loop.md §4.5: the grace sentinel's resolve.
+        assert_eq!(
+            grace_timeout_output("Bash"),
+            "Tool \"Bash\" aborted by grace timeout (2000ms)"
+        );
+        // kimi-loop.md §4.5, `abortedToolOutput`: an abort that no user asked for.
+        assert_eq!(
+            aborted_tool_output("Bash", &AbortSignal::default()),
+            "Tool \"Bash\" was aborted"
+        );
+    }
+}

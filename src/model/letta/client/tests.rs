@@ -42,20 +42,7 @@ fn run_client(mock: MockBackend, config: ClientConfig) -> Ran {
     let sink = events.clone();
     let m = mock.clone();
     let outcomes = on_sim(async move {
-        let io = ClientIo {
-            backend: m,
-            observe: Arc::new(move |o| sink.lock().unwrap().push(o)),
-            epoch_now_ms: Arc::new(|| 1_767_225_600_000),
-            workspace: Arc::new(Mutex::new(Workspace::with_files([(
-                "/a".to_string(),
-                "alpha".to_string(),
-            )]))),
-            progress: Default::default(),
-            crash: None,
-            turn: Arc::new(AtomicU32::new(0)),
-            clock: Clock::tokio(),
-            spawner: Spawner::Runtime,
-        };
+        let io = io(m, Arc::new(move |o| sink.lock().unwrap().push(o)));
         Client::new(config, io).run().await
     });
     let st = mock.state.lock().unwrap();
@@ -68,6 +55,26 @@ fn run_client(mock: MockBackend, config: ClientConfig) -> Ran {
             .map(|b| serde_json::to_value(b).unwrap())
             .collect(),
         events: events.lock().unwrap().clone(),
+    }
+}
+
+fn io(
+    backend: MockBackend,
+    observe: Arc<dyn Fn(Observation) + Send + Sync>,
+) -> ClientIo<MockBackend> {
+    ClientIo {
+        backend,
+        observe,
+        epoch_now_ms: Arc::new(|| 1_767_225_600_000),
+        workspace: Arc::new(Mutex::new(Workspace::with_files([(
+            "/a".to_string(),
+            "alpha".to_string(),
+        )]))),
+        progress: Default::default(),
+        crash: None,
+        turn: Arc::new(AtomicU32::new(0)),
+        clock: Clock::tokio(),
+        spawner: Spawner::Runtime,
     }
 }
 
@@ -393,4 +400,21 @@ fn each_client_profile_name_reads_as_its_own_profile() {
     }
     assert_eq!(Profile::from_name("letta-code"), Some(Profile::LettaCode));
     assert_eq!(Profile::from_name("letta_code"), None);
+}
+
+/// Run discovery (letta-protocol.md §2.6) asks for the default conversation by its resolved
+/// id, the agent's: the server keeps the default conversation under the agent id, and a query
+/// for `conversation_id=default` finds no run. A named conversation resolves to itself.
+#[test]
+fn run_discovery_resolves_the_default_conversation_to_the_agent() {
+    let context = |conversation: &str| {
+        let mut c = config(vec![], false);
+        c.conversation_id = conversation.into();
+        let client = Client::new(c, io(MockBackend::default(), Arc::new(|_| {})));
+        client.request_context(&[], 0, None)
+    };
+    let default = context("default");
+    assert_eq!(default.conversation_id, "default");
+    assert_eq!(default.resolved_conversation_id, "agent-1");
+    assert_eq!(context("conv-1").resolved_conversation_id, "conv-1");
 }

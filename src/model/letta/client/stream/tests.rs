@@ -397,6 +397,38 @@ fn a12_does_not_abort_a_stream_that_ends_normally() {
     assert!(d.transcript.status_lines.is_empty());
 }
 
+/// Torn arguments cost one replay, not more: a replay that delivers no numbered frame past
+/// its `starting_after` accepts the arguments it has, though they are not whole JSON (a model
+/// that really wrote broken JSON), and the turn goes on to decide that call.
+#[test]
+fn a_replay_that_brings_nothing_new_accepts_torn_arguments() {
+    let broken = Approval {
+        tool_call_id: "tc-torn".into(),
+        tool_name: "Read".into(),
+        tool_args: r#"{"file_path": "/a"#.into(),
+        message_id: Some("message-approval-1".into()),
+    };
+    // The replay repeats the last frame it had (seq 3, the call with the torn arguments).
+    let repeated = r#"{"id":"message-approval-1","message_type":"approval_request_message","run_id":"run-1","seq_id":3,"tool_call":{"name":"Read","arguments":"{\"file_path\": \"/a","tool_call_id":"tc-torn"}}"#;
+    let d = quick(
+        vec![(0, c(repeated)), (0, c(STOP_RA))],
+        ScriptEnd::Eof,
+        DrainOptions {
+            is_resume: true,
+            starting_after: Some(3),
+            torn_args_end_the_read: true,
+            prior_approvals: vec![broken.clone()],
+            ..Default::default()
+        },
+    );
+    assert_eq!(d.result.stop_reason, StopReason::RequiresApproval);
+    assert_eq!(d.result.last_run_id.as_deref(), Some("run-1"));
+    assert_eq!(d.result.fallback_error, None);
+    assert!(!d.result.how.contains("Stream gap"), "{}", d.result.how);
+    assert_eq!(d.result.approvals.len(), 1);
+    assert_eq!(d.result.approvals[0].tool_args, broken.tool_args);
+}
+
 #[test]
 fn a12_guard_does_not_fire_before_a_stop_reason() {
     let d = quick(

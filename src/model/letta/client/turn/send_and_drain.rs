@@ -61,7 +61,7 @@ impl<B: Backend> Client<B> {
         }
     }
 
-    pub(super) fn request_context(
+    pub(crate) fn request_context(
         &self,
         input: &[MessageItem],
         started: u64,

@@ -366,6 +366,26 @@ mod tests {
         );
     }
 
+    /// A tool result merges only into a turn of function responses, never into a user's text,
+    /// so a history with a result in the wrong place reaches the provider as one and
+    /// `history-valid` names it (the validator refuses a response turn after a user turn).
+    #[test]
+    fn a_gemini_tool_result_after_a_user_text_is_a_turn_of_its_own() {
+        let mut job = job();
+        job.history.remove(2);
+        job.history.truncate(3);
+        let body = provider_body(ProviderFormat::Gemini, &job);
+        let contents = body["contents"].as_array().unwrap();
+        assert_eq!(contents.len(), 2, "{body}");
+        assert_eq!(contents[0]["parts"], json!([{"text": "weather?"}]));
+        assert_eq!(contents[1]["parts"][0]["functionResponse"]["id"], "c1");
+        assert!(
+            validate(ProviderFormat::Gemini, body.to_string().as_bytes())
+                .unwrap_err()
+                .starts_with("Please ensure that function response turn")
+        );
+    }
+
     #[test]
     fn a_responses_request_pairs_calls_and_outputs_by_call_id() {
         let body = provider_body(ProviderFormat::OpenAiResponses, &job());
