@@ -138,3 +138,46 @@ impl WireLog {
 fn encode(record: &WireRecord) -> String {
     serde_json::to_string(record).expect("wire records always serialise")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// kimi-loop.md §8.2: a truncated last line is tolerated; a corrupt line elsewhere is an error.
+    #[test]
+    fn wire_log_tolerates_only_a_truncated_last_line() {
+        let mut log = WireLog::new();
+        log.append(
+            &WireRecord::UsageRecord {
+                model: "m".into(),
+                usage: TokenUsage {
+                    input_other: 1,
+                    output: 1,
+                    ..TokenUsage::default()
+                },
+                time: 5,
+            },
+            5,
+        );
+        let whole = log.to_jsonl();
+        let truncated = format!("{whole}{{\"type\":\"usage.rec");
+        assert_eq!(WireLog::parse(&truncated, "s").unwrap().len(), 2);
+        let corrupt = format!("{{oops\n{whole}");
+        assert_eq!(
+            WireLog::parse(&corrupt, "s").unwrap_err().0,
+            "wire.jsonl: corrupted line 1 in s"
+        );
+        // A last line that ends in its newline was written whole: corrupt, it is an error too.
+        let corrupt_last = format!("{whole}{{oops\n");
+        assert_eq!(
+            WireLog::parse(&corrupt_last, "s").unwrap_err().0,
+            "wire.jsonl: corrupted line 3 in s"
+        );
+        // A truncated last line excuses only itself, not a corrupt line before it.
+        let both = format!("{{oops\n{whole}{{\"type\":\"usage.rec");
+        assert_eq!(
+            WireLog::parse(&both, "s").unwrap_err().0,
+            "wire.jsonl: corrupted line 1 in s"
+        );
+    }
+}
