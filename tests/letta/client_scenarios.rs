@@ -74,6 +74,10 @@ fn outcomes_per_scenario() {
         ("client_headless_denial", vec!["stopped: end_turn"]),
         ("client_stall_reconciler", vec!["stopped: end_turn"]),
         ("client_eof_guard", vec!["stopped: end_turn"]),
+        (
+            "client_named_conversation",
+            vec!["stopped: end_turn", "stopped: end_turn"],
+        ),
     ];
     for (name, want) in expect {
         let s = load(crate::common::scenario_path(&format!("{name}.toml")));
