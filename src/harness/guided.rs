@@ -16,7 +16,9 @@
 //!   dialog) and a client crash and restart (after tools, after a chunk);
 //! - **provider rejections** the swarm does not draw for the agent loop ([`LOOP_REJECTIONS`]):
 //!   a 413 body-size rejection, request-structure and image-format 400/422s (each with its
-//!   fallback resend), and a plain 400, 401, 403 or 404 that fail the turn unretried.
+//!   fallback resend), and a plain 400, 401, 403 or 404 that fail the turn unretried;
+//! - **retry streaks** of the agent loop: two to four retryable errors on consecutive model
+//!   calls, one step's retries past the first.
 //!
 //! And it is coverage-guided, as AFL is: the sweep runs in rounds of [`ROUND`] seeds per
 //! scenario. A run joins its scenario's corpus when its trace shows a signal no earlier run
@@ -125,7 +127,7 @@ impl Root {
 /// probability.
 pub const LETTA_FAMILIES: [&str; 3] = ["placed", "server", "client"];
 pub const LOCAL_FAMILIES: [&str; 2] = ["placed", "client"];
-pub const LOOP_FAMILIES: [&str; 2] = ["placed", "rejection"];
+pub const LOOP_FAMILIES: [&str; 3] = ["placed", "rejection", "retries"];
 
 /// The `rejection` family of the agent loop: a provider answer the swarm's statuses (429, 500,
 /// 503, 529) never give, each with the loop's documented handling: a resend on a fallback
@@ -191,12 +193,13 @@ pub fn fresh_plan(seed: u64, root: &Root) -> Vec<Fault> {
 pub const HEALING_PLANS: Ratio = Ratio::new(1, 4);
 
 /// The faults of one draw of an added family, placed with what `at` (a run of the scenario)
-/// reached: one, except a server family's busy streak.
+/// reached: one, except a server family's busy streak and a retry streak.
 fn family_fault(family: &str, rng: &mut ChaCha8Rng, root: &Root, at: &Guidance) -> Vec<Fault> {
     match family {
         "placed" => placed_fault(rng, root.system, at).into_iter().collect(),
         "server" => server_faults(rng, root),
         "rejection" => vec![rejection_fault(rng, root)],
+        "retries" => retry_streak(rng, root),
         _ => vec![client_fault(rng, root)],
     }
 }
@@ -284,6 +287,35 @@ fn rejection_fault(rng: &mut ChaCha8Rng, root: &Root) -> Fault {
         retry_after_s: None,
         message: Some(message.to_string()),
     }
+}
+
+/// The statuses of a retry streak: the swarm's, each one `chatWithRetry` retries (kimi-loop.md
+/// §6).
+const RETRIED_STATUSES: [u16; 4] = [429, 500, 503, 529];
+
+/// The longest retry streak: past the 3 attempts a step had before the default was raised to
+/// 10 (kimi-loop.md §6), and well inside the 10.
+const RETRY_STREAK_MAX: u32 = 4;
+
+/// Two to [`RETRY_STREAK_MAX`] retryable errors on consecutive model calls from one of the
+/// root's: one step's retries past the first, each answered with the backoff table's next delay.
+/// The swarm draws one provider error at a time, so a step never sees its third attempt. Each
+/// error takes its call's answer's place (docs/faults.md), so the step ends as it would have.
+fn retry_streak(rng: &mut ChaCha8Rng, root: &Root) -> Vec<Fault> {
+    let calls = match &root.swarm {
+        Baseline::Kimi(b) => b.provider_frames.len().max(1) as u32,
+        Baseline::Letta(_) => 1,
+    };
+    let first = rng.random_range(0..calls);
+    let streak = rng.random_range(2..=RETRY_STREAK_MAX);
+    (first..first + streak)
+        .map(|call| Fault::ProviderError {
+            call,
+            status: RETRIED_STATUSES[rng.random_range(0..RETRIED_STATUSES.len())],
+            retry_after_s: None,
+            message: None,
+        })
+        .collect()
 }
 
 /// The longest busy streak a server draw makes: the client's busy budget (letta-protocol.md

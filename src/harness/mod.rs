@@ -36,5 +36,6 @@ pub mod sweep;
 pub mod system;
 pub mod tcp;
 pub mod trace;
+pub mod twin;
 pub mod warp;
 pub mod world;

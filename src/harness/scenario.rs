@@ -256,6 +256,9 @@ pub struct Planted {
     /// lock-safety).
     #[serde(default)]
     pub loop_scheduler_drain_ignores_active: bool,
+    /// The loop's default attempt budget per step is 3, not 10 (breaks recovery-completes).
+    #[serde(default)]
+    pub loop_retry_default_of_three: bool,
     /// Server starts a second run for a duplicate request token (breaks one-run-per-request).
     #[serde(default)]
     pub server_ignores_request_token: bool,
@@ -308,6 +311,9 @@ impl Planted {
         }
         if self.loop_scheduler_drain_ignores_active {
             v.push(super::invariants::LOCK_SAFETY);
+        }
+        if self.loop_retry_default_of_three {
+            v.push(super::invariants::RECOVERY_COMPLETES);
         }
         // Server defects.
         if self.server_ignores_request_token {

@@ -74,16 +74,19 @@ impl System {
                 RECOVERY_COMPLETES,
                 letta::recovery_completes::recovery_completes(scenario, seed, run)?,
             )]),
-            System::Kimi => Ok(Vec::new()),
+            System::Kimi => Ok(vec![(
+                RECOVERY_COMPLETES,
+                kimi::recovery_completes::recovery_completes(scenario, seed, run)?,
+            )]),
         }
     }
 
     /// Cuts `plan` down to the faults this system's `recovery-completes` holds to heal within a
-    /// budget; leaves it alone in a system without that oracle.
+    /// budget.
     pub fn keep_healing(self, plan: &mut Vec<Fault>) {
         match self {
             System::Letta => plan.retain(letta::recovery_completes::heals),
-            System::Kimi => {}
+            System::Kimi => plan.retain(kimi::recovery_completes::heals),
         }
     }
 

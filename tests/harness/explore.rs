@@ -371,8 +371,8 @@ fn a_guided_sweep_does_not_depend_on_jobs() {
 fn guided_plans_find_defects_the_swarm_cannot_reach() {
     // The swarm never crashes the client between its tools and their send, never leaves another
     // client's call pending, never answers busy twice in a row, and never starts the client on
-    // a conversation that already waits for a call; the guided client and server families do,
-    // so these planted defects (their own faults removed) show only under --guided.
+    // a conversation that already waits for a call, and never fails a loop's model call twice in
+    // a row; the guided client, server and retry families do, so these planted defects (their own faults removed) show only under --guided.
     for (path, invariant) in [
         (
             "scenarios/planted/client_reexecute_after_restart.toml",
@@ -389,6 +389,12 @@ fn guided_plans_find_defects_the_swarm_cannot_reach() {
         (
             "scenarios/planted/client_stale_denial_as_user.toml",
             "approval-attribution",
+        ),
+        // The swarm draws one provider error at a time; a guided retry streak spends a step's
+        // third attempt.
+        (
+            "scenarios/planted/loop_retry_default_of_three.toml",
+            "recovery-completes",
         ),
     ] {
         let s = vec![without_faults(path)];

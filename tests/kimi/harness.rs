@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use crate::common::{load, repo, scenarios_in, violations, with_faults};
 use loopsim::harness::explore::{baseline, plan_of, with_swarm};
 use loopsim::harness::faults::When;
-use loopsim::harness::invariants::{BUDGET_RESPECTED, DETERMINISTIC, LOCK_SAFETY, LOOP_ENVELOPE};
+use loopsim::harness::invariants::{
+    BUDGET_RESPECTED, DETERMINISTIC, LOCK_SAFETY, LOOP_ENVELOPE, RECOVERY_COMPLETES,
+};
 use loopsim::harness::report::{RunReport, Verdict, exit};
 use loopsim::harness::run::run_scenario;
 use loopsim::harness::scenario::{Fault, Scenario};
@@ -465,6 +467,39 @@ fn lock_safety_fails_on_a_scheduler_that_drains_ignoring_running_tasks() {
             text.contains("loop_tool_start tool_call_id=toolu_s1_3 tool=Edit"),
             "{text}"
         );
+    }
+}
+
+/// `recovery-completes` (agent loop) broken on purpose: a step that gives up after 3 attempts,
+/// the default before it was raised to 10, fails a turn whose three 529s the faithful loop
+/// retries through; its fault-free twin completes.
+#[test]
+fn recovery_completes_fails_on_a_loop_that_gives_up_after_three_attempts() {
+    let planted = load("scenarios/planted/loop_retry_default_of_three.toml");
+    assert_eq!(planted.planted.expected_failures(), [RECOVERY_COMPLETES]);
+    let mut faithful = planted.clone();
+    faithful.planted.loop_retry_default_of_three = false;
+    let ok = run_scenario(&faithful, 1, 1).unwrap();
+    assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
+    assert_eq!(
+        ok.turn_outcomes,
+        ["completed: end_turn (2 steps)"],
+        "{}",
+        ok.render()
+    );
+
+    for seed in 0..4 {
+        let report = run_scenario(&planted, seed, 1).unwrap();
+        assert_eq!(report.verdict, Verdict::Correctness, "{}", report.render());
+        let v = violations(&report, RECOVERY_COMPLETES);
+        assert_eq!(v.len(), 1, "{}", report.render());
+        assert_eq!(
+            v[0].message,
+            "turn 1 ended `failed: APIStatusError: Overloaded`, but the fault-free run at this \
+             seed ends it `completed: end_turn (2 steps)`, and every fault of the plan heals \
+             within a budget"
+        );
+        assert!(violations(&report, BUDGET_RESPECTED).is_empty());
     }
 }
 

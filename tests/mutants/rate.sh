@@ -16,13 +16,15 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 diff=${1:?usage: tests/mutants/rate.sh DIFF [SEEDS]}
 seeds=${2:-100}
-case "$(grep -m1 '^+++ ' "$diff")" in
+file=$(sed -n '1s/^--- //p' "$diff")
+case "$file" in
   *src/model/letta/*) scenarios=(scenarios/letta/*.toml) ;;
   *src/model/kimi/*) scenarios=(scenarios/kimi/*.toml) ;;
   *) echo "rate.sh: $diff does not mutate src/model/letta or src/model/kimi" >&2; exit 2 ;;
 esac
-git apply "$diff"
-trap 'git apply -R "$diff"' EXIT
+patch -s -p0 "$file" < "$diff"
+trap 'patch -s -R -p0 "$file" < "$diff"' EXIT
+trap 'exit 130' INT TERM
 cargo build --release -q -p sim
 for way in swarm guided; do
   ./target/release/sim explore "${scenarios[@]}" "--$way" --seeds "0..$seeds" --jobs 2 \
@@ -32,6 +34,7 @@ way = sys.argv[1]
 report = json.load(sys.stdin)
 failing = [f["seed"] for f in report["failures"]]
 first = f" (first seed {min(failing)})" if failing else ""
-print(f"{way} {len(failing)} of {report[\"runs\"]}{first}")
+runs = report["runs"]
+print(f"{way} {len(failing)} of {runs}{first}")
 ' "$way" || true
 done

@@ -4,6 +4,7 @@
 pub mod budget;
 pub mod coverage;
 pub mod invariants;
+pub mod recovery_completes;
 pub mod run;
 pub mod scenario;
 pub mod script;

@@ -68,6 +68,7 @@ pub fn agent_config(
         bugs: LoopBugs {
             results_in_completion_order: scenario.planted.loop_results_in_completion_order,
             scheduler_drain_ignores_active: scenario.planted.loop_scheduler_drain_ignores_active,
+            retry_default_of_three: scenario.planted.loop_retry_default_of_three,
             ..LoopBugs::default()
         },
         faults,
@@ -84,6 +85,37 @@ pub fn initial_workspace(scenario: &Scenario) -> Workspace {
     Workspace::with_files(files.into_iter().map(|(k, v)| (resolve_path(&k), v)))
 }
 
+/// kimi-loop.md §6: the backoff table's bases for `attempts` attempts, `min(500·2^i, 32000)`.
+fn backoff_bases_ms(attempts: u32) -> u64 {
+    (0..attempts.saturating_sub(1))
+        .map(|i| (500u64 << i.min(16)).min(32_000))
+        .sum()
+}
+
+/// `scenario` with the post-heal window `turn-terminates` allows (`liveness_ms`), and the run's
+/// time budget with it, raised to what the reference may take: per turn, one read that waits
+/// out the idle timeout, then a step that fails every attempt (kimi-loop.md §6: the backoff
+/// table, each delay up to 25 % over its base, about 160 s at the default 10 attempts). A
+/// provider whose script has run out answers every call with a retryable 500, so after the
+/// heal each remaining turn can take that long, and a loop doing what the reference does is
+/// not a hang.
+fn with_retry_window(scenario: &Scenario) -> Scenario {
+    let mut out = scenario.clone();
+    if let Some(section) = &scenario.agent_loop {
+        let attempts = section
+            .max_retry_attempts
+            .unwrap_or(super::recovery_completes::REFERENCE_MAX_ATTEMPTS);
+        let per_turn = section.stream_idle_timeout_ms + backoff_bases_ms(attempts) * 5 / 4;
+        let turns = section.turns.len() as u64;
+        let limits = &mut out.limits;
+        limits.liveness_ms = limits.liveness_ms.max(turns * per_turn);
+        limits.sim_time_ms = limits
+            .sim_time_ms
+            .max(limits.heal_at_ms + limits.liveness_ms);
+    }
+    out
+}
+
 /// Runs an agent-loop `scenario` once with `seed` on turmoil.
 pub fn run_once(scenario: &Scenario, seed: u64) -> Result<LoopRunOutput, InputError> {
     run_once_planted(scenario, seed, |_| {})
@@ -97,6 +129,7 @@ pub fn run_once_planted(
     seed: u64,
     plant: impl FnOnce(&mut LoopBugs),
 ) -> Result<LoopRunOutput, InputError> {
+    let scenario = &with_retry_window(scenario);
     let trace = Trace::new();
     let now = sim_now(&trace);
     let plan = world::plan(scenario);

@@ -13,9 +13,10 @@
 //! reason (`max_steps` where the twin has `end_turn`) is left unjudged.
 
 use crate::harness::faults::Fault;
-use crate::harness::invariants::{RECOVERY_COMPLETES, Violation};
+use crate::harness::invariants::Violation;
 use crate::harness::scenario::{InputError, Scenario};
 use crate::harness::trace::TraceEvent;
+use crate::harness::twin::compare;
 use crate::harness::world::WorldRun;
 use crate::model::letta::client::Mode;
 use crate::model::letta::client::policy::{
@@ -182,40 +183,6 @@ fn resent_a_recorded_stale_denial(plan: &[&Fault], trace: &[TraceEvent]) -> bool
         })
 }
 
-/// The turns whose outcome differs from the fault-free run's, each pointing at its `turn_end`.
-pub fn compare(outcomes: &[String], expected: &[String], trace: &[TraceEvent]) -> Vec<Violation> {
-    let ends: Vec<usize> = trace
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| matches!(e.obs, Observation::TurnEnd { .. }))
-        .map(|(i, _)| i)
-        .collect();
-    let mut out = Vec::new();
-    for (n, want) in expected.iter().enumerate() {
-        let got = outcomes.get(n);
-        if got.is_some_and(|got| same_end(got, want)) {
-            continue;
-        }
-        out.push(Violation {
-            invariant: RECOVERY_COMPLETES,
-            event: ends.get(n).copied(),
-            message: format!(
-                "turn {} ended `{}`, but the fault-free run at this seed ends it `{want}`, and every fault of the plan heals within a budget",
-                n + 1,
-                got.map_or("(not run)", String::as_str),
-            ),
-        });
-    }
-    out
-}
-
-/// Two turn outcomes end the same way: the same stop reason or pause, or both an error (what
-/// an error says depends on where the client met it: in-band, or by reading the run after a
-/// stall), or both the same other kind.
-fn same_end(got: &str, want: &str) -> bool {
-    got == want || (got.starts_with("error: ") && want.starts_with("error: "))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,24 +259,5 @@ mod tests {
         ] {
             assert!(!heals(&[f], Mode::Headless, ServerProfile::Cloud), "{f}");
         }
-    }
-
-    #[test]
-    fn an_error_matches_an_error_and_nothing_else() {
-        let want = ["stopped: end_turn".to_string(), "error: x".to_string()];
-        let same = ["stopped: end_turn".to_string(), "error: y".to_string()];
-        assert!(compare(&same, &want, &[]).is_empty());
-        let worse = [
-            "error: stop_reason=error".to_string(),
-            "error: y".to_string(),
-        ];
-        let v = compare(&worse, &want, &[]);
-        assert_eq!(v.len(), 1);
-        assert!(
-            v[0].message
-                .starts_with("turn 1 ended `error: stop_reason=error`")
-        );
-        let short = ["stopped: end_turn".to_string()];
-        assert!(compare(&short, &want, &[])[0].message.contains("(not run)"));
     }
 }

@@ -21,4 +21,9 @@ pub struct LoopBugs {
     /// failure kimi-loop.md §9 item 11 records. Caught by the harness invariant
     /// `budget-respected` (agent loop).
     pub retry_ignores_retry_after: bool,
+    /// Breaks kimi-loop.md §6 `DEFAULT_MAX_RETRY_ATTEMPTS` ("`10` (raised from 3 in #1740)"):
+    /// a step the host gives no attempt budget gives up after 3 attempts, the default before
+    /// #1740, so a third retryable error in a row fails the turn. Caught by the harness
+    /// invariant `recovery-completes` (agent loop).
+    pub retry_default_of_three: bool,
 }

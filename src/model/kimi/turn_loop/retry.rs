@@ -123,7 +123,13 @@ fn capture_error_trace(trace: &RequestTrace, error: &LoopError) {
 /// `chatWithRetry` (kimi-loop.md §6). Returns the original error when attempts run out or the
 /// error is not retryable; an abort before a retry becomes the abort reason.
 pub async fn chat_with_retry(input: ChatWithRetryInput<'_>) -> Result<ChatResponse, LoopError> {
-    let max_attempts = input.max_attempts.unwrap_or(DEFAULT_MAX_RETRY_ATTEMPTS);
+    let max_attempts = input
+        .max_attempts
+        .unwrap_or(if input.bugs.retry_default_of_three {
+            3
+        } else {
+            DEFAULT_MAX_RETRY_ATTEMPTS
+        });
     let classifier = match input.llm.retry_classifier() {
         Some(classifier) if max_attempts > 1 => classifier,
         _ => return chat_once(&input, max_attempts).await,
