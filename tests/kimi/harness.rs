@@ -47,6 +47,7 @@ fn every_agent_loop_scenario_passes_and_checks_both_oracles() {
                 LOOP_ENVELOPE,
                 LOCK_SAFETY,
                 BUDGET_RESPECTED,
+                RECOVERY_COMPLETES,
                 "turn-terminates"
             ],
             "{}",
