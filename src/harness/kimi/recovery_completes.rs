@@ -11,13 +11,10 @@
 
 use crate::harness::faults::Fault;
 use crate::harness::invariants::Violation;
+use crate::harness::kimi::scenario::REFERENCE_MAX_ATTEMPTS;
 use crate::harness::scenario::{InputError, Scenario};
 use crate::harness::twin::compare;
 use crate::harness::world::WorldRun;
-
-/// kimi-loop.md §6: `DEFAULT_MAX_RETRY_ATTEMPTS`, the attempts of one step when the host
-/// names none.
-pub(crate) const REFERENCE_MAX_ATTEMPTS: u32 = 10;
 
 /// kimi-loop.md §6, kosong `isRetryableGenerateError`: the statuses retried.
 const RETRIED_STATUSES: [u16; 8] = [408, 409, 429, 500, 502, 503, 504, 529];

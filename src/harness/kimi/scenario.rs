@@ -68,6 +68,11 @@ fn default_tools() -> Vec<Spanned<String>> {
         .map(|n| Spanned::new(0..0, (*n).to_string()))
         .collect()
 }
+/// kimi-loop.md §6: `DEFAULT_MAX_RETRY_ATTEMPTS`, a step's attempts when the host names none
+/// (`max_retry_attempts` absent). The harness's own statement of the reference's budget, so an
+/// oracle holds the model to it rather than to the model's constant.
+pub const REFERENCE_MAX_ATTEMPTS: u32 = 10;
+
 fn default_idle() -> u64 {
     60_000
 }

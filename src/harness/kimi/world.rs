@@ -104,7 +104,7 @@ fn with_retry_window(scenario: &Scenario) -> Scenario {
     if let Some(section) = &scenario.agent_loop {
         let attempts = section
             .max_retry_attempts
-            .unwrap_or(super::recovery_completes::REFERENCE_MAX_ATTEMPTS);
+            .unwrap_or(super::scenario::REFERENCE_MAX_ATTEMPTS);
         let per_turn = section.stream_idle_timeout_ms + backoff_bases_ms(attempts) * 5 / 4;
         let turns = section.turns.len() as u64;
         let limits = &mut out.limits;
