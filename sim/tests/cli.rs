@@ -386,7 +386,7 @@ fn latency_ms_with_three_elements_is_an_input_error() {
         "",
     );
     let o = sim(&["run", p.to_str().unwrap()]);
-    assert_input_error(&o, "lat3.toml:17:");
+    assert_input_error(&o, "lat3.toml:18:");
 }
 
 #[test]
@@ -458,6 +458,12 @@ fn unknown_on_event_name_is_an_input_error() {
 
 #[test]
 fn letta_sections_in_an_agent_loop_scenario_are_input_errors() {
+    // The refused section is appended after the base file and a blank line: the error names a
+    // line of it.
+    let base_lines = std::fs::read_to_string(root().join("scenarios/kimi/user_abort.toml"))
+        .unwrap()
+        .lines()
+        .count();
     for (name, extra) in [
         (
             "loop-requests",
@@ -475,7 +481,12 @@ fn letta_sections_in_an_agent_loop_scenario_are_input_errors() {
     ] {
         let p = hostile_scenario(name, "scenarios/kimi/user_abort.toml", "", "", extra);
         let o = sim(&["run", p.to_str().unwrap()]);
-        assert_input_error(&o, &format!("{name}.toml:3"));
+        let lines = base_lines + 2..base_lines + 2 + extra.lines().count();
+        let named = lines
+            .clone()
+            .any(|l| stderr(&o).contains(&format!("{name}.toml:{l}:")));
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(named, "{name}: no line in {lines:?}: {}", stderr(&o));
     }
     let p = hostile_scenario(
         "letta-planted",
@@ -542,7 +553,7 @@ fn a_cassette_that_is_a_directory_or_a_device_is_not_reported_as_missing() {
         let text = std::fs::read_to_string(&p).unwrap().replace(&first, &to);
         std::fs::write(&p, text).unwrap();
         let o = sim(&["run", p.to_str().unwrap()]);
-        assert_input_error(&o, &format!("{name}.toml:22:"));
+        assert_input_error(&o, &format!("{name}.toml:23:"));
         assert!(stderr(&o).contains(needle), "{}", stderr(&o));
     }
 }

@@ -52,9 +52,14 @@ pub const APPROVAL_CONFLICT_RECOVERED: &str = "approval-conflict-recovered";
 /// A run whose faults all heal within the client's budgets ends every turn as its fault-free
 /// twin (same scenario and seed, no faults) does.
 pub const RECOVERY_COMPLETES: &str = "recovery-completes";
+/// A client process that starts with a call pending on its conversation decides it in its
+/// first send.
+pub const PENDING_DENIED_AT_START: &str = "pending-denied-at-start";
+/// A run of a scenario as written ends each turn as its `[scenario] outcomes` declare.
+pub const ENDS_AS_DECLARED: &str = "ends-as-declared";
 
 /// Every invariant id `sim run` knows (a scenario's `[[expect]]` table names one of these).
-pub const ALL: [&str; 19] = [
+pub const ALL: [&str; 21] = [
     TOOL_CALL_RESOLVED,
     TURN_TERMINATES,
     LOOP_ENVELOPE,
@@ -71,7 +76,9 @@ pub const ALL: [&str; 19] = [
     COMPACTION_SAFE,
     STREAM_STAYS_IN_CONVERSATION,
     APPROVAL_CONFLICT_RECOVERED,
+    PENDING_DENIED_AT_START,
     RECOVERY_COMPLETES,
+    ENDS_AS_DECLARED,
     LOCK_SAFETY,
     DETERMINISTIC,
 ];

@@ -75,6 +75,11 @@ pub struct Scenario {
     /// Extra flags the reproduce command needs (e.g. ` --swarm`).
     #[serde(skip)]
     pub repro_flags: String,
+    /// The scenario as the file wrote it, serialised, to tell a run of it from one with a plan
+    /// added, its faults shrunk, or its profile, mode or switches changed in memory
+    /// ([`Scenario::runs_as_written`]).
+    #[serde(skip)]
+    as_written: String,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -91,6 +96,10 @@ pub struct Meta {
         skip_serializing_if = "is_default_profile"
     )]
     pub client_profile: Spanned<String>,
+    /// How each turn ends when the scenario runs as written (its own `[[faults]]`, no plan
+    /// added), on every seed: `ends-as-declared` holds such a run to it (docs/scenario.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outcomes: Vec<Spanned<String>>,
 }
 
 fn default_profile() -> Spanned<String> {
@@ -247,6 +256,10 @@ pub struct Planted {
     /// and leaves the call pending (breaks approval-conflict-recovered).
     #[serde(default)]
     pub client_gives_up_on_in_band_conflict: bool,
+    /// The client never reads its resume data at start, so a call pending then is met only
+    /// when its first send is refused (breaks pending-denied-at-start).
+    #[serde(default)]
+    pub client_skips_startup_check: bool,
     // ---- agent loop ------------------------------------------------------------------------
     /// The loop records tool results in completion order, not provider order (breaks
     /// loop-envelope).
@@ -287,6 +300,10 @@ pub struct Planted {
     /// recovery-completes).
     #[serde(default)]
     pub server_refuses_run_resume: bool,
+    /// A stream of a run still going closes as soon as it has sent every chunk recorded so
+    /// far, so a fault-free turn ends in an error (breaks ends-as-declared).
+    #[serde(default)]
+    pub server_closes_caught_up_stream: bool,
 }
 
 impl Planted {
@@ -328,6 +345,9 @@ impl Planted {
         if self.server_refuses_run_resume {
             v.push(super::invariants::RECOVERY_COMPLETES);
         }
+        if self.server_closes_caught_up_stream {
+            v.push(super::invariants::ENDS_AS_DECLARED);
+        }
         if self.server_compaction_splits_tool_call
             || self.server_compaction_cuts_at_user
             || self.server_compaction_loses_message
@@ -358,6 +378,10 @@ impl Planted {
             (
                 self.client_gives_up_on_in_band_conflict,
                 inv::APPROVAL_CONFLICT_RECOVERED,
+            ),
+            (
+                self.client_skips_startup_check,
+                inv::PENDING_DENIED_AT_START,
             ),
         ] {
             if on && !v.contains(&id) {
@@ -494,8 +518,21 @@ impl Scenario {
         })?;
         s.path = path.to_path_buf();
         s.source = source.to_string();
+        s.as_written = s.fingerprint();
         s.check_core()?;
         Ok(s)
+    }
+
+    /// Everything a run reads from the scenario's sections, as one text.
+    fn fingerprint(&self) -> String {
+        toml::to_string(self).unwrap_or_default()
+    }
+
+    /// The scenario runs as its file wrote it: no plan added to its faults or taken from them,
+    /// no section changed in memory (a test's other profile or mode, a `--latency-scale`), no
+    /// cassette edited. Its `[scenario] outcomes` apply to such a run only.
+    pub fn runs_as_written(&self) -> bool {
+        self.cassette_overrides.is_empty() && self.fingerprint() == self.as_written
     }
 
     /// The text the scenario was read from, for errors that point into it.
@@ -657,6 +694,10 @@ impl Scenario {
     /// comment lines at the top. Loading it gives this scenario back.
     pub fn to_toml(&self, cassette_paths: &[String], header: &str) -> String {
         let mut s = self.clone();
+        // The declared outcomes are those of the file's own faults and cassettes.
+        if !self.runs_as_written() {
+            s.scenario.outcomes.clear();
+        }
         s.provider.responses = cassette_paths
             .iter()
             .map(|p| Spanned::new(0..0, p.clone()))

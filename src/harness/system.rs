@@ -4,7 +4,7 @@
 
 use super::coverage::Goal;
 use super::faults::Fault;
-use super::invariants::{RECOVERY_COMPLETES, Violation};
+use super::invariants::Violation;
 use super::report::Expectations;
 use std::path::Path;
 
@@ -69,16 +69,7 @@ impl System {
         seed: u64,
         run: &WorldRun,
     ) -> Result<Vec<(&'static str, Vec<Violation>)>, InputError> {
-        match self {
-            System::Letta => Ok(vec![(
-                RECOVERY_COMPLETES,
-                letta::recovery_completes::recovery_completes(scenario, seed, run)?,
-            )]),
-            System::Kimi => Ok(vec![(
-                RECOVERY_COMPLETES,
-                kimi::recovery_completes::recovery_completes(scenario, seed, run)?,
-            )]),
-        }
+        super::twin::twin_invariants(self, scenario, seed, run)
     }
 
     /// Cuts `plan` down to the faults this system's `recovery-completes` holds to heal within a

@@ -256,13 +256,13 @@ fn bad_format_input_names_the_file_line_and_key() {
     let e = parse(&text.replace("api = \"gemini\"", "api = \"gemini_pro\""));
     assert!(
         e.contains(
-            "gemini_tool_call.toml:14:7: unknown provider api \"gemini_pro\": expected one of \"anthropic\", \"openai_chat\", \"openai_responses\", \"gemini\""
+            "gemini_tool_call.toml:15:7: unknown provider api \"gemini_pro\": expected one of \"anthropic\", \"openai_chat\", \"openai_responses\", \"gemini\""
         ),
         "{e}"
     );
     let e = parse(&text.replace("jsonl#2", "jsonl#3"));
     assert!(
-        e.contains("gemini_tool_call.toml:17:3: cassette \"../../cassettes/provider/vcr/gemini/pydanticai_function_call_thought_signature.jsonl#3\": exchange 3 of a recording of 2"),
+        e.contains("gemini_tool_call.toml:18:3: cassette \"../../cassettes/provider/vcr/gemini/pydanticai_function_call_thought_signature.jsonl#3\": exchange 3 of a recording of 2"),
         "{e}"
     );
     // A cassette of another format is refused at its entry, as for the older formats.
@@ -275,7 +275,7 @@ fn bad_format_input_names_the_file_line_and_key() {
         .map(|_| ())
         .unwrap_err()
         .to_string();
-    assert!(e.contains("gemini_tool_call.toml:16:3: cassette"), "{e}");
+    assert!(e.contains("gemini_tool_call.toml:17:3: cassette"), "{e}");
     assert!(
         e.contains("records a gemini stream, but [provider] api is \"openai_responses\""),
         "{e}"

@@ -5,9 +5,9 @@
 
 use crate::common::{load, repo, run, violations};
 use loopsim::harness::invariants::{
-    APPROVAL_ATTRIBUTION, APPROVAL_CONFLICT_RECOVERED, ARGS_INTACT, BUDGET_RESPECTED, LOCK_SAFETY,
-    NO_DOUBLE_EXECUTION, RECOVERY_COMPLETES, RESULTS_ORDERED, STOP_REASON_CONSISTENT,
-    STREAM_GAPLESS,
+    APPROVAL_ATTRIBUTION, APPROVAL_CONFLICT_RECOVERED, ARGS_INTACT, BUDGET_RESPECTED,
+    ENDS_AS_DECLARED, LOCK_SAFETY, NO_DOUBLE_EXECUTION, PENDING_DENIED_AT_START,
+    RECOVERY_COMPLETES, RESULTS_ORDERED, STOP_REASON_CONSISTENT, STREAM_GAPLESS,
 };
 use loopsim::harness::report::{RunReport, Verdict, exit};
 
@@ -180,4 +180,63 @@ fn recovery_completes_fails_when_the_server_refuses_to_resume_a_run() {
     let ok = run(&s, 1, 2);
     assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
     assert_eq!(ok.turn_outcomes, ["stopped: end_turn"], "{}", ok.render());
+}
+
+#[test]
+fn ends_as_declared_fails_when_the_server_closes_a_stream_that_caught_up_with_its_run() {
+    let r = planted("server_closes_caught_up_stream.toml");
+    assert_breaks(
+        &r,
+        ENDS_AS_DECLARED,
+        "server_closes_caught_up_stream.toml:15 declares \"stopped: end_turn\" ([scenario] outcomes)",
+    );
+    // Without the defect the stream waits for the run's chunks and the turn ends as declared
+    // (the switch turned off in memory is not the file as written, so the declaration itself
+    // is not checked on this run).
+    let mut s = load(repo().join("scenarios/planted/server_closes_caught_up_stream.toml"));
+    s.planted.server_closes_caught_up_stream = false;
+    let ok = run(&s, 1, 2);
+    assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
+    assert_eq!(ok.turn_outcomes, ["stopped: end_turn"], "{}", ok.render());
+}
+
+/// Under a plan the run is not the scenario as written, so it is not held to the declaration;
+/// when the plan heals and the turn errs, the fault-free twin is the scenario as written, and
+/// that is.
+#[test]
+fn a_planned_run_is_held_to_the_declaration_through_its_fault_free_twin() {
+    let mut s = load(repo().join("scenarios/planted/server_closes_caught_up_stream.toml"));
+    s.faults.push(toml::Spanned::new(
+        0..0,
+        toml::from_str::<toml::Table>("f = { kind = \"latency\", at_ms = 10, max_ms = 3 }")
+            .unwrap()["f"]
+            .clone()
+            .try_into()
+            .unwrap(),
+    ));
+    let r = run(&s, 1, 1);
+    let v = violations(&r, ENDS_AS_DECLARED);
+    assert_eq!(v.len(), 1, "{}", r.render());
+    assert!(
+        v[0].message
+            .starts_with("the fault-free twin of this run (the scenario as written, seed 1"),
+        "{}",
+        r.render()
+    );
+}
+
+#[test]
+fn pending_denied_at_start_fails_when_the_client_skips_its_startup_check() {
+    let r = planted("client_skips_startup_check.toml");
+    assert_breaks(
+        &r,
+        PENDING_DENIED_AT_START,
+        "tool call toolu_stale_start was pending on conversation agent-a6ff5f2c-7c25-49a7-86da-2f662939b9dd when the client process started (event 3), and its first send (user) carries no decision for it",
+    );
+    assert_eq!(r.turn_outcomes, ["stopped: end_turn"], "{}", r.render());
+    // Without the defect the first send carries the fresh denial.
+    let mut s = load(repo().join("scenarios/planted/client_skips_startup_check.toml"));
+    s.planted.client_skips_startup_check = false;
+    let ok = run(&s, 1, 2);
+    assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
 }

@@ -268,7 +268,8 @@ fn scenario_errors_name_file_line_and_what_was_expected() {
     );
 }
 
-/// Every bundled scenario passes on a spread of seeds; every planted one fails correctness.
+/// Every bundled scenario passes on a spread of seeds and declares how its turns end; every
+/// planted one fails correctness.
 #[test]
 fn every_bundled_scenario_passes_and_every_planted_one_fails() {
     let mut checked = 0;
@@ -292,6 +293,14 @@ fn every_bundled_scenario_passes_and_every_planted_one_fails() {
                     assert_ne!(report.verdict, Verdict::Pass);
                 } else {
                     assert_eq!(report.verdict, Verdict::Pass, "{}", report.render());
+                    // A bundled scenario says how its turns end, so a build whose fault-free
+                    // turns end otherwise fails `ends-as-declared` (docs/scenario.md).
+                    assert!(
+                        report.turn_outcomes.is_empty() || !s.scenario.outcomes.is_empty(),
+                        "{} runs turns but declares no [scenario] outcomes; add `outcomes = {:?}`",
+                        file.display(),
+                        report.turn_outcomes
+                    );
                 }
             }
             checked += 1;

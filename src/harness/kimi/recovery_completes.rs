@@ -10,11 +10,8 @@
 //! whose own constant is wrong is held to the documented one.
 
 use crate::harness::faults::Fault;
-use crate::harness::invariants::Violation;
 use crate::harness::kimi::scenario::REFERENCE_MAX_ATTEMPTS;
-use crate::harness::scenario::{InputError, Scenario};
-use crate::harness::twin::compare;
-use crate::harness::world::WorldRun;
+use crate::harness::scenario::Scenario;
 
 /// kimi-loop.md §6, kosong `isRetryableGenerateError`: the statuses retried.
 const RETRIED_STATUSES: [u16; 8] = [408, 409, 429, 500, 502, 503, 504, 529];
@@ -42,34 +39,15 @@ pub fn plan_heals(plan: &[&Fault], max_attempts: Option<u32>) -> bool {
     plan.iter().all(|f| heals(f)) && (plan.len() as u64) < u64::from(attempts)
 }
 
-/// `recovery-completes` for one finished agent-loop run: empty unless the plan heals and some
-/// turn ends other than its fault-free twin (run here, at `seed`, only when needed).
-pub fn recovery_completes(
-    scenario: &Scenario,
-    seed: u64,
-    run: &WorldRun,
-) -> Result<Vec<Violation>, InputError> {
-    let Some(outcomes) = &run.outcomes else {
-        return Ok(Vec::new()); // `turn-terminates` judges a run that did not finish.
-    };
-    if scenario.faults.is_empty() {
-        return Ok(Vec::new());
-    }
+/// Whether `recovery-completes` judges this agent-loop run: every fault of its plan heals
+/// within the scenario's attempt budget (the reference's when it sets none).
+pub fn judged(scenario: &Scenario) -> bool {
     let plan: Vec<&Fault> = scenario.faults.iter().map(|f| f.get_ref()).collect();
     let max_attempts = scenario
         .agent_loop
         .as_ref()
         .and_then(|s| s.max_retry_attempts);
-    if !plan_heals(&plan, max_attempts) || outcomes.iter().all(|o| o.starts_with("completed: ")) {
-        return Ok(Vec::new());
-    }
-    let mut clean = scenario.clone();
-    clean.faults.clear();
-    let twin = super::run::run_world(&clean, seed)?;
-    let Some(expected) = &twin.outcomes else {
-        return Ok(Vec::new()); // The fault-free run did not finish: nothing to hold this one to.
-    };
-    Ok(compare(outcomes, expected, &run.trace))
+    plan_heals(&plan, max_attempts)
 }
 
 #[cfg(test)]

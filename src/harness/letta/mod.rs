@@ -9,6 +9,7 @@ pub mod conformance;
 pub mod coverage;
 pub mod findings;
 pub mod invariants;
+pub mod pending_at_start;
 pub mod probe;
 pub mod recovery_completes;
 pub mod run;

@@ -5,7 +5,7 @@
 use crate::harness::faults::Fault;
 use crate::harness::invariants::{
     APPROVAL_CONFLICT_RECOVERED, COMPACTION_SAFE, DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST,
-    STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED, Violation,
+    PENDING_DENIED_AT_START, STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED, Violation,
 };
 use crate::harness::letta::client_invariants::client_invariants;
 use crate::harness::letta::compaction_safe::compaction_safe;
@@ -14,6 +14,7 @@ use crate::harness::letta::invariants::{
     durable_ack, history_valid, one_run_per_request, pending_tool_calls,
     stream_stays_in_conversation, tool_call_resolved,
 };
+use crate::harness::letta::pending_at_start::pending_denied_at_start;
 use crate::harness::letta::{findings, world};
 use crate::harness::report::Expectations;
 use crate::harness::scenario::{InputError, Scenario};
@@ -55,6 +56,7 @@ pub fn invariants(
             APPROVAL_CONFLICT_RECOVERED,
             approval_conflict_recovered(trace),
         ),
+        (PENDING_DENIED_AT_START, pending_denied_at_start(trace)),
     ];
     let crashes_server = scenario
         .faults

@@ -129,6 +129,9 @@ pub struct ClientBugs {
     pub unbounded_busy_retries: bool,
     /// Breaks `approval-attribution`: stale approvals are closed with a user-style denial.
     pub stale_denial_as_user: bool,
+    /// Breaks `pending-denied-at-start`: the start-up check is skipped, so a call pending when
+    /// the process starts is met only when the first send is refused for it.
+    pub skip_startup_check: bool,
     /// Breaks `results-ordered`: results are sent in completion order.
     pub results_in_completion_order: bool,
     /// Breaks `lock-safety`: every approved tool runs concurrently, whatever its resource key.
@@ -592,6 +595,9 @@ impl<B: Backend> Client<B> {
     /// next submission (letta-protocol.md §6.3-6.4). With the planted
     /// `reexecute_pending_on_restart`, a restarted client executes them instead.
     async fn startup_check(&mut self, restarted: bool) {
+        if self.config.bugs.skip_startup_check {
+            return;
+        }
         let data = self.server_resume_data(self.config.backfill).await;
         let pending = match data {
             Ok(d) => d.pending_approvals,

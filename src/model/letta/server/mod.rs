@@ -194,6 +194,9 @@ pub struct ServerBugs {
     /// Breaks `recovery-completes`: every `POST /v1/runs/{id}/stream` is refused as not
     /// background, so a client cannot resume a cut stream by its run.
     pub refuse_run_resume: bool,
+    /// A stream that has sent every chunk of a run still going ends there instead of waiting
+    /// for the next: the send's own response closes after its first ping.
+    pub close_caught_up_stream: bool,
 }
 
 /// Where the server injects faults. The harness implements it from the scenario's fault plan

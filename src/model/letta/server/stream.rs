@@ -51,6 +51,8 @@ struct Follow<E: Env> {
     cut_pending: bool,
     /// A duplicate fault: this frame is written again next.
     repeat: Option<String>,
+    /// The planted `close_caught_up_stream`.
+    close_caught_up: bool,
 }
 
 fn reset(why: &str) -> std::io::Error {
@@ -99,6 +101,7 @@ pub(crate) fn follow<E: Env>(
         ended: false,
         cut_pending: false,
         repeat: None,
+        close_caught_up: config.bugs.close_caught_up_stream,
     };
     let body = futures::stream::unfold(state, |mut s| async move {
         if s.cut_pending {
@@ -187,6 +190,9 @@ impl<E: Env> Follow<E> {
         }
         // The local backend's replay ends at what is recorded (letta-protocol.md §7.4).
         if self.profile == Profile::Local && self.replay && !run.finished {
+            return Step::Close;
+        }
+        if self.close_caught_up && !run.finished {
             return Step::Close;
         }
         if run.finished {
