@@ -1,11 +1,10 @@
-//! `tool-scheduler.test.ts` (kimi-loop.md §7.11 = the worked examples 1–11 of §5.2), and the
-//! access conflict rule (§5.1). Each case asserts the start order (sampled after one drive)
-//! and the drained result order (add order).
+//! `tool-scheduler.test.ts` (kimi-loop.md §7.11 = the worked examples 1–11 of §5.2). Each case
+//! asserts the start order (sampled after one drive) and the drained result order (add order).
+//! The access conflict rule's worked examples (§5.1) are the lib's, in `turn_loop/access.rs`.
 
 use std::sync::Arc;
 use std::task::{Context, Waker};
 
-use loopsim::model::kimi::turn_loop::access::{accesses_conflict, normalize_access_path};
 use loopsim::model::kimi::turn_loop::scheduler::{TaskId, ToolScheduler};
 use loopsim::model::kimi::turn_loop::*;
 
@@ -232,55 +231,4 @@ fn none_tasks_overlap_and_results_keep_add_order() {
     bench.release("second");
     assert_eq!(bench.scheduler.take_result(TaskId(0)), None);
     assert_eq!(bench.drain()[0], Ok("first"));
-}
-
-fn file(operation: FileOperation, path: &str, recursive: bool) -> ToolResourceAccess {
-    ToolResourceAccess::File {
-        operation,
-        path: path.to_owned(),
-        recursive,
-    }
-}
-
-/// §5.1 worked conflict examples.
-#[test]
-fn conflict_rule_worked_examples() {
-    use FileOperation::{Read, Search, Write};
-    assert!(accesses_conflict(
-        &file(Write, "C:\\Repo\\a.ts", false),
-        &file(Read, "c:/repo/A.ts", false)
-    ));
-    assert!(accesses_conflict(
-        &file(Read, "/repo/src", true),
-        &file(Write, "/repo/src/a.ts", false)
-    ));
-    assert!(!accesses_conflict(
-        &file(Write, "/repo/src", false),
-        &file(Write, "/repo/src/a.ts", false)
-    ));
-    assert!(!accesses_conflict(
-        &file(Read, "/a", true),
-        &file(Write, "/ab", false)
-    ));
-    assert!(accesses_conflict(
-        &file(Write, "/", true),
-        &file(Read, "/etc/hosts", false)
-    ));
-    assert!(!accesses_conflict(
-        &file(Search, "/repo", true),
-        &file(Read, "/repo/x", false)
-    ));
-    assert!(!accesses_conflict(
-        &file(Read, "/x", false),
-        &file(Search, "/x", true)
-    ));
-    assert!(accesses_conflict(
-        &file(FileOperation::Readwrite, "/x", false),
-        &file(Read, "/x", false)
-    ));
-    assert_eq!(normalize_access_path("/repo//src/"), "/repo/src");
-    assert_eq!(normalize_access_path("/"), "/");
-    assert!(!ToolAccesses::all().conflicts_with(&ToolAccesses::none()));
-    assert!(ToolAccesses::all().conflicts_with(&ToolAccesses::read_file("/x")));
-    assert!(!ToolAccesses::read_file("/x").conflicts_with(&ToolAccesses::search_tree("/x")));
 }

@@ -166,3 +166,59 @@ pub fn normalize_access_path(path: &str) -> String {
     }
     lowered
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(operation: FileOperation, path: &str, recursive: bool) -> ToolResourceAccess {
+        ToolResourceAccess::File {
+            operation,
+            path: path.to_owned(),
+            recursive,
+        }
+    }
+
+    /// §5.1 worked conflict examples.
+    #[test]
+    fn conflict_rule_worked_examples() {
+        use FileOperation::{Read, Search, Write};
+        assert!(accesses_conflict(
+            &file(Write, "C:\\Repo\\a.ts", false),
+            &file(Read, "c:/repo/A.ts", false)
+        ));
+        assert!(accesses_conflict(
+            &file(Read, "/repo/src", true),
+            &file(Write, "/repo/src/a.ts", false)
+        ));
+        assert!(!accesses_conflict(
+            &file(Write, "/repo/src", false),
+            &file(Write, "/repo/src/a.ts", false)
+        ));
+        assert!(!accesses_conflict(
+            &file(Read, "/a", true),
+            &file(Write, "/ab", false)
+        ));
+        assert!(accesses_conflict(
+            &file(Write, "/", true),
+            &file(Read, "/etc/hosts", false)
+        ));
+        assert!(!accesses_conflict(
+            &file(Search, "/repo", true),
+            &file(Read, "/repo/x", false)
+        ));
+        assert!(!accesses_conflict(
+            &file(Read, "/x", false),
+            &file(Search, "/x", true)
+        ));
+        assert!(accesses_conflict(
+            &file(FileOperation::Readwrite, "/x", false),
+            &file(Read, "/x", false)
+        ));
+        assert_eq!(normalize_access_path("/repo//src/"), "/repo/src");
+        assert_eq!(normalize_access_path("/"), "/");
+        assert!(!ToolAccesses::all().conflicts_with(&ToolAccesses::none()));
+        assert!(ToolAccesses::all().conflicts_with(&ToolAccesses::read_file("/x")));
+        assert!(!ToolAccesses::read_file("/x").conflicts_with(&ToolAccesses::search_tree("/x")));
+    }
+}

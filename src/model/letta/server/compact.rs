@@ -717,3 +717,48 @@ pub(crate) async fn compact<E: Env>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::AgentConfig;
+    use super::super::compaction::summary::render_line;
+    use super::*;
+
+    /// A user message of several text parts reaches the summariser's transcript with its parts
+    /// a blank line apart, as the published CLI writes it (A.9.3); one part is its text.
+    #[test]
+    fn a_user_message_of_several_parts_is_one_transcript_line_with_a_blank_line_between() {
+        let agent = "agent-1";
+        let mut st = Store::new(
+            0,
+            &[AgentConfig {
+                id: agent.into(),
+                model: "anthropic/claude-sonnet-4-20250514".into(),
+            }],
+        );
+        for (id, content) in [
+            (
+                "m1",
+                json!([{"type": "text", "text": "first"}, {"type": "text", "text": "second"}]),
+            ),
+            ("m2", json!([{"type": "text", "text": "only"}])),
+        ] {
+            st.push_message(
+                agent,
+                Message {
+                    id: id.into(),
+                    otid: None,
+                    run_id: None,
+                    step_id: None,
+                    at_ms: 0,
+                    body: MessageBody::User { content },
+                },
+            );
+        }
+        let lines: Vec<String> = transcript(&st, agent)
+            .iter()
+            .filter_map(render_line)
+            .collect();
+        assert_eq!(lines, ["[user] first\n\nsecond", "[user] only"]);
+    }
+}
