@@ -7,6 +7,7 @@
 pub mod bench;
 pub mod cassettes;
 pub mod coverage;
+pub mod declared;
 pub mod env;
 pub mod explore;
 pub mod faults;

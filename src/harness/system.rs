@@ -4,8 +4,9 @@
 
 use super::coverage::Goal;
 use super::faults::Fault;
-use super::invariants::Violation;
+use super::invariants::{ENDS_AS_DECLARED, RECOVERY_COMPLETES, Violation};
 use super::report::Expectations;
+use super::twin::compare;
 use std::path::Path;
 
 use serde::ser::SerializeMap;
@@ -61,15 +62,62 @@ impl System {
         }
     }
 
-    /// The invariants that hold a run against its fault-free twin (the same scenario and seed,
-    /// no faults), which they run themselves when they need it.
+    /// The invariants that hold `run` (of `scenario` at `seed`) against its fault-free twin (the
+    /// same scenario and seed, no faults; the comparison is `harness/twin.rs`). The twin is run
+    /// only when needed: the plan is one this system's `recovery-completes` judges, and some
+    /// turn ended other than settled (a Letta stop reason, an agent-loop completion). When the
+    /// scenario as written has no faults of its own the twin is the scenario as written, so it is
+    /// also held to the scenario's `[scenario] outcomes` (`ends-as-declared`): a build whose
+    /// fault-free turn ends wrongly is the comparison's own baseline, which the comparison cannot
+    /// see, and the sweeps (whose runs all carry a plan) meet it here.
     pub fn twin_invariants(
         self,
         scenario: &Scenario,
         seed: u64,
         run: &WorldRun,
     ) -> Result<Vec<(&'static str, Vec<Violation>)>, InputError> {
-        super::twin::twin_invariants(self, scenario, seed, run)
+        let Some(outcomes) = &run.outcomes else {
+            return Ok(Vec::new()); // `turn-terminates` judges a run that did not finish.
+        };
+        let (judged, settled) = match self {
+            System::Letta => (letta::recovery_completes::judged(scenario)?, "stopped: "),
+            System::Kimi => (kimi::recovery_completes::judged(scenario), "completed: "),
+        };
+        if scenario.faults.is_empty() || !judged || outcomes.iter().all(|o| o.starts_with(settled))
+        {
+            return Ok(vec![(RECOVERY_COMPLETES, Vec::new())]);
+        }
+        let mut clean = scenario.clone();
+        clean.faults.clear();
+        let twin = self.run_world(&clean, seed)?;
+        let mut declared_check = None;
+        if let Some(declared) =
+            super::declared::ends_as_declared(&clean, twin.outcomes.as_deref(), None)
+        {
+            let prefix = format!(
+                "the fault-free twin of this run (the scenario as written, seed {seed}, reproduced without the plan): "
+            );
+            let declared = declared
+                .into_iter()
+                .map(|v| Violation {
+                    message: format!("{prefix}{}", v.message),
+                    ..v
+                })
+                .collect();
+            declared_check = Some((ENDS_AS_DECLARED, declared));
+        }
+        let uncompared = match self {
+            System::Letta => letta::recovery_completes::uncompared(scenario, run, &twin),
+            System::Kimi => false,
+        };
+        // A twin that did not finish holds this run to nothing.
+        let compared = match &twin.outcomes {
+            Some(expected) if !uncompared => compare(outcomes, expected, &run.trace),
+            _ => Vec::new(),
+        };
+        Ok(std::iter::once((RECOVERY_COMPLETES, compared))
+            .chain(declared_check)
+            .collect())
     }
 
     /// Cuts `plan` down to the faults this system's `recovery-completes` holds to heal within a

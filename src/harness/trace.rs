@@ -163,3 +163,13 @@ pub fn first_divergence(a: &str, b: &str) -> Option<(usize, String, String)> {
     }
     Some((1, String::new(), String::new()))
 }
+
+/// Where each turn ended in `trace`: the index of its `turn_end`, in turn order.
+pub fn turn_ends(trace: &[TraceEvent]) -> Vec<usize> {
+    trace
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(e.obs, Observation::TurnEnd { .. }))
+        .map(|(i, _)| i)
+        .collect()
+}

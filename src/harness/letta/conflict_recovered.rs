@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use crate::harness::invariants::{APPROVAL_CONFLICT_RECOVERED, Violation};
-use crate::harness::letta::invariants::{conversation_of_send, same_conversation};
+use crate::harness::letta::invariants::{conversation_of_send, same_conversation, track_pending};
 use crate::harness::trace::TraceEvent;
 use crate::model::letta::client::policy::{LLM_API_ERROR_MAX_RETRIES, is_approval_pending_error};
 use crate::model::port::observe::{HistoryEntry, Observation};
@@ -88,30 +88,21 @@ pub fn approval_conflict_recovered(events: &[TraceEvent]) -> Vec<Violation> {
                 conversation_id,
                 entry,
             } => {
-                let calls = pending.entry(conversation_id).or_default();
-                match entry {
-                    HistoryEntry::ToolCall { tool_call_id, .. } => calls.push(tool_call_id),
-                    HistoryEntry::ToolReturn { tool_call_id, .. }
-                    | HistoryEntry::Denial { tool_call_id, .. }
-                    | HistoryEntry::Settled { tool_call_id, .. } => {
-                        calls.retain(|c| c != tool_call_id)
-                    }
-                    // A user message written while the send waits: the server took it. An
-                    // approval fault's planted history writes one too, so a refusal of a planted
-                    // call is judged by the outcome's text alone: a refusal judged from the
-                    // server side would also hold against the reference when a cut stream left
-                    // it a different error line.
-                    HistoryEntry::User { .. } => {
-                        for t in turns.values_mut() {
-                            if let Some(s) = t.send.as_mut()
-                                && !s.answered
-                                && same_conversation(&s.conv, conversation_id)
-                            {
-                                s.taken_otherwise = true;
-                            }
+                track_pending(&mut pending, conversation_id, entry);
+                // A user message written while the send waits: the server took it. An approval
+                // fault's planted history writes one too, so a refusal of a planted call is
+                // judged by the outcome's text alone: a refusal judged from the server side
+                // would also hold against the reference when a cut stream left it a different
+                // error line.
+                if matches!(entry, HistoryEntry::User { .. }) {
+                    for t in turns.values_mut() {
+                        if let Some(s) = t.send.as_mut()
+                            && !s.answered
+                            && same_conversation(&s.conv, conversation_id)
+                        {
+                            s.taken_otherwise = true;
                         }
                     }
-                    HistoryEntry::Assistant { .. } => {}
                 }
             }
             // A send fault that answers the send before the server looks at it (busy, 503);

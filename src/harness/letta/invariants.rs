@@ -85,6 +85,23 @@ pub fn tool_call_resolved(events: &[TraceEvent]) -> Vec<Violation> {
     out
 }
 
+/// The tool calls each conversation holds pending, as its `history` entries say, in the order
+/// they were made: a call opens it, a return, a denial or a settle closes it.
+pub(crate) fn track_pending<'a>(
+    pending: &mut BTreeMap<&'a str, Vec<&'a str>>,
+    conversation_id: &'a str,
+    entry: &'a HistoryEntry,
+) {
+    let calls = pending.entry(conversation_id).or_default();
+    match entry {
+        HistoryEntry::ToolCall { tool_call_id, .. } => calls.push(tool_call_id),
+        HistoryEntry::ToolReturn { tool_call_id, .. }
+        | HistoryEntry::Denial { tool_call_id, .. }
+        | HistoryEntry::Settled { tool_call_id, .. } => calls.retain(|c| c != tool_call_id),
+        HistoryEntry::User { .. } | HistoryEntry::Assistant { .. } => {}
+    }
+}
+
 /// Tool calls without a resolution at the end of the trace: (conversation, tool_call_id).
 pub fn pending_tool_calls(events: &[TraceEvent]) -> Vec<(String, String)> {
     let mut open: Vec<(String, String)> = Vec::new();

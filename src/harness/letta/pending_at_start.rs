@@ -12,9 +12,9 @@
 use std::collections::BTreeMap;
 
 use crate::harness::invariants::{PENDING_DENIED_AT_START, Violation};
-use crate::harness::letta::invariants::{conversation_of_send, same_conversation};
+use crate::harness::letta::invariants::{conversation_of_send, same_conversation, track_pending};
 use crate::harness::trace::TraceEvent;
-use crate::model::port::observe::{HistoryEntry, Observation};
+use crate::model::port::observe::Observation;
 
 /// One client process from its start to its first send.
 struct Start {
@@ -60,18 +60,7 @@ pub fn pending_denied_at_start(events: &[TraceEvent]) -> Vec<Violation> {
             Observation::History {
                 conversation_id,
                 entry,
-            } => {
-                let calls = pending.entry(conversation_id).or_default();
-                match entry {
-                    HistoryEntry::ToolCall { tool_call_id, .. } => calls.push(tool_call_id),
-                    HistoryEntry::ToolReturn { tool_call_id, .. }
-                    | HistoryEntry::Denial { tool_call_id, .. }
-                    | HistoryEntry::Settled { tool_call_id, .. } => {
-                        calls.retain(|c| c != tool_call_id)
-                    }
-                    HistoryEntry::User { .. } | HistoryEntry::Assistant { .. } => {}
-                }
-            }
+            } => track_pending(&mut pending, conversation_id, entry),
             Observation::ClientStarted { mode, .. } => {
                 headless.insert(host, mode == "headless");
                 if mode != "headless" {
