@@ -1,51 +1,83 @@
 //! `ends-as-declared` (docs/invariants.md): a run of a scenario as written ends each turn as the
-//! scenario's `[scenario] outcomes` declare. Pure: it reads the scenario and a finished run.
+//! scenario's `[scenario] outcomes` declare, and its probe requests are answered with the
+//! statuses their `[[requests]] status` declare. Pure: it reads the scenario and a finished run.
 
 use super::invariants::{ENDS_AS_DECLARED, Violation};
 use super::scenario::Scenario;
 use super::trace::{TraceEvent, turn_ends};
+use crate::model::port::observe::Observation;
 
 /// `ends-as-declared`: a run of the scenario as written (its own faults and cassettes, no plan)
-/// ends each turn as its `[scenario] outcomes` say, on every seed. The sweeps' twin comparisons
-/// hold a faulted run to a fault-free one of the same build, so a model that ends a fault-free
-/// turn wrongly (a stream that closes before its run ends, a retry that never comes) passes
-/// them; the declaration is the fixed point the build is held to. `None` when there is nothing
-/// to check: no declaration, a plan or a shrink changed the faults, or no turn list (a run that
-/// did not finish is `turn-terminates`'s). With the run's `trace`, each violation points at its
-/// turn's `turn_end`.
+/// ends each turn as its `[scenario] outcomes` say, and the server answers each probe request
+/// with its `[[requests]] status`, on every seed. The sweeps' twin comparisons hold a faulted
+/// run to a fault-free one of the same build, so a model that ends a fault-free turn wrongly (a
+/// stream that closes before its run ends, a retry that never comes) passes them; the
+/// declaration is the fixed point the build is held to. `None` when there is nothing to check:
+/// no declaration, a plan or a shrink changed the scenario, or no turn list (a run that did not
+/// finish is `turn-terminates`'s). Each violation points at its event in `trace`: the turn's
+/// `turn_end`, the probe's `probe_response`.
 pub fn ends_as_declared(
     scenario: &Scenario,
     outcomes: Option<&[String]>,
-    trace: Option<&[TraceEvent]>,
+    trace: &[TraceEvent],
 ) -> Option<Vec<Violation>> {
     let declared = &scenario.scenario.outcomes;
-    if declared.is_empty() || !scenario.runs_as_written() {
+    let statuses: Vec<(usize, u16, usize)> = scenario
+        .requests
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            let status = r.get_ref().status?;
+            // Where its `status` key is written, to name that line: in the lines from its
+            // `[[requests]]` header to the next header.
+            let start = r.span().start;
+            let at = scenario
+                .source
+                .get(start..)
+                .unwrap_or_default()
+                .lines()
+                .scan(start, |offset, l| {
+                    let here = *offset;
+                    *offset += l.len() + 1;
+                    Some((here, l))
+                })
+                .enumerate()
+                .take_while(|(k, (_, l))| *k == 0 || !l.trim_start().starts_with('['))
+                .find(|(_, (_, l))| l.trim_start().starts_with("status"))
+                .map_or(start, |(_, (here, _))| here);
+            Some((i + 1, status, at))
+        })
+        .collect();
+    if (declared.is_empty() && statuses.is_empty()) || !scenario.runs_as_written() {
         return None;
     }
     let outcomes = outcomes?;
-    let line = |span: std::ops::Range<usize>| {
-        let start = span.start.min(scenario.source.len());
+    let line = |start: usize| {
+        let start = start.min(scenario.source.len());
         scenario.source[..start].matches('\n').count() + 1
     };
-    let ends = turn_ends(trace.unwrap_or_default());
+    let path = scenario.path.display();
+    let ends = turn_ends(trace);
     let mut out = Vec::new();
     for i in 0..declared.len().max(outcomes.len()) {
+        if declared.is_empty() {
+            break; // Only the probes are declared.
+        }
         let want = declared.get(i).map(|d| d.get_ref().as_str());
         let got = outcomes.get(i).map(String::as_str);
         if want == got {
             continue;
         }
-        let path = scenario.path.display();
         let message = match (want, got) {
             (Some(w), Some(g)) => format!(
                 "turn {} ended {g:?}; {path}:{} declares {w:?} ([scenario] outcomes)",
                 i + 1,
-                line(declared[i].span()),
+                line(declared[i].span().start),
             ),
             (Some(w), None) => format!(
                 "turn {} never ran; {path}:{} declares {w:?} ([scenario] outcomes)",
                 i + 1,
-                line(declared[i].span()),
+                line(declared[i].span().start),
             ),
             (None, Some(g)) => format!(
                 "turn {} ended {g:?}, but {path} declares {} turn outcome(s) ([scenario] outcomes)",
@@ -57,6 +89,38 @@ pub fn ends_as_declared(
         out.push(Violation {
             invariant: ENDS_AS_DECLARED,
             event: ends.get(i).copied(),
+            message,
+        });
+    }
+    for (n, want, at) in statuses {
+        let answer = trace.iter().enumerate().find_map(|(i, e)| match &e.obs {
+            Observation::ProbeResponse {
+                n: m,
+                status,
+                summary,
+            } if *m as usize == n => Some((i, *status, summary)),
+            _ => None,
+        });
+        let (event, message) = match answer {
+            Some((_, got, _)) if got == want => continue,
+            Some((i, got, summary)) => (
+                Some(i),
+                format!(
+                    "probe request {n} was answered {got} ({summary}); {path}:{} declares status {want} ([[requests]] status)",
+                    line(at)
+                ),
+            ),
+            None => (
+                None,
+                format!(
+                    "probe request {n} was never answered; {path}:{} declares status {want} ([[requests]] status)",
+                    line(at)
+                ),
+            ),
+        };
+        out.push(Violation {
+            invariant: ENDS_AS_DECLARED,
+            event,
             message,
         });
     }

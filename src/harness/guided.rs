@@ -686,9 +686,11 @@ mod tests {
 
     /// The sweep docs/finding-power.md measures the models with, as a test: every bundled
     /// scenario of scenarios/letta and scenarios/kimi over `LOOPSIM_FINDING_POWER_SEEDS` seeds
-    /// (2 by default; the mutation run uses more), once with swarm plans and once guided. Both
-    /// must pass. It prints one `finding-power: {json}` line (runs, failures and the first
-    /// failing seed of each way), which tests/mutants/summarize.py reads off each mutant's log.
+    /// (2 by default; the mutation run uses more), once as written (no plan: `ends-as-declared`
+    /// holds each run to the scenario's declared outcomes), once with swarm plans and once
+    /// guided. All must pass. It prints one `finding-power: {json}` line (runs, failures and the
+    /// first failing seed of each way), which tests/mutants/summarize.py reads off each
+    /// mutant's log.
     #[test]
     fn finding_power_sweeps_of_the_bundled_scenarios_pass() {
         use super::explore_in_process;
@@ -716,12 +718,16 @@ mod tests {
         let scenarios: Vec<Scenario> = files.iter().map(|p| Scenario::load(p).unwrap()).collect();
         let mut line = serde_json::Map::new();
         let mut failed = Vec::new();
-        for (name, guided) in [("swarm", false), ("guided", true)] {
+        for (name, swarm, guided) in [
+            ("plain", false, false),
+            ("swarm", true, false),
+            ("guided", false, true),
+        ] {
             let options = ExploreOptions {
                 seeds: 0..seeds,
                 jobs: 2,
                 shard: None,
-                swarm: !guided,
+                swarm,
                 determinism_every: 0,
                 guided,
             };

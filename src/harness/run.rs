@@ -53,8 +53,7 @@ pub fn run_scenario_with(
         ..base
     };
 
-    if let Some(checked) = ends_as_declared(scenario, first.outcomes.as_deref(), Some(&first.trace))
-    {
+    if let Some(checked) = ends_as_declared(scenario, first.outcomes.as_deref(), &first.trace) {
         report.invariants.push((ENDS_AS_DECLARED, checked));
     }
 

@@ -92,7 +92,7 @@ impl System {
         let twin = self.run_world(&clean, seed)?;
         let mut declared_check = None;
         if let Some(declared) =
-            super::declared::ends_as_declared(&clean, twin.outcomes.as_deref(), None)
+            super::declared::ends_as_declared(&clean, twin.outcomes.as_deref(), &twin.trace)
         {
             let prefix = format!(
                 "the fault-free twin of this run (the scenario as written, seed {seed}, reproduced without the plan): "
@@ -101,6 +101,8 @@ impl System {
                 .into_iter()
                 .map(|v| Violation {
                     message: format!("{prefix}{}", v.message),
+                    // Its events are the twin's, not this run's.
+                    event: None,
                     ..v
                 })
                 .collect();

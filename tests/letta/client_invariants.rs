@@ -10,6 +10,7 @@ use loopsim::harness::invariants::{
     RECOVERY_COMPLETES, RESULTS_ORDERED, STOP_REASON_CONSISTENT, STREAM_GAPLESS,
 };
 use loopsim::harness::report::{RunReport, Verdict, exit};
+use loopsim::harness::scenario::Scenario;
 
 fn planted(name: &str) -> RunReport {
     let s = load(repo().join("scenarios/planted").join(name));
@@ -239,4 +240,29 @@ fn pending_denied_at_start_fails_when_the_client_skips_its_startup_check() {
     s.planted.client_skips_startup_check = false;
     let ok = run(&s, 1, 2);
     assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
+}
+
+/// A probe request answered with another status than the scenario declares fails
+/// `ends-as-declared`, naming the request and the line of its declaration.
+#[test]
+fn ends_as_declared_fails_when_a_probe_is_answered_with_another_status() {
+    let path = repo().join("scenarios/letta/server_attach_by_otid.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    // The attach by otid (request 2) is answered 200; declare 404 instead.
+    let (head, tail) = text.split_at(text.find("/stream\"").unwrap());
+    let tail = tail.replacen("status = 200", "status = 404", 1);
+    let s = Scenario::parse(&format!("{head}{tail}"), &path).unwrap();
+    let r = run(&s, 1, 1);
+    let v = violations(&r, ENDS_AS_DECLARED);
+    assert_eq!(v.len(), 1, "{}", r.render());
+    assert!(
+        v[0].message
+            .starts_with("probe request 2 was answered 200 (")
+            && v[0].message.ends_with(
+                "server_attach_by_otid.toml:31 declares status 404 ([[requests]] status)"
+            ),
+        "{}",
+        r.render()
+    );
+    assert!(v[0].event.is_some(), "{}", r.render());
 }

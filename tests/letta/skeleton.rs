@@ -301,6 +301,11 @@ fn every_bundled_scenario_passes_and_every_planted_one_fails() {
                         file.display(),
                         report.turn_outcomes
                     );
+                    assert!(
+                        s.requests.iter().all(|r| r.get_ref().status.is_some()),
+                        "{}: every [[requests]] declares the status it is answered with",
+                        file.display()
+                    );
                 }
             }
             checked += 1;

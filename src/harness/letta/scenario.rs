@@ -291,6 +291,10 @@ pub struct ProbeRequest {
     /// Hang up after this many SSE frames.
     #[serde(default)]
     pub max_frames: Option<usize>,
+    /// The HTTP status the server answers it with when the scenario runs as written:
+    /// `ends-as-declared` holds such a run to it (docs/scenario.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
 }
 
 impl ProbeRequest {
