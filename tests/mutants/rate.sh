@@ -4,11 +4,11 @@
 #   bash tests/mutants/rate.sh DIFF [SEEDS]
 #
 # DIFF is a mutant as cargo-mutants writes it (`target/mutants/<shard>/mutants.out/diff/*.diff`).
-# Applies it to this tree, builds `sim`, sweeps the bundled scenarios of the mutated system
+# Applies it to this tree, builds `sim`, runs the bundled scenarios of the mutated system
 # (src/model/letta: scenarios/letta; src/model/kimi: scenarios/kimi) over seeds 0..SEEDS
-# (default 100) with swarm plans and again guided, prints one line per way, and reverts the
-# diff whatever happens. A line reads `swarm 157 of 5500 (first seed 2)`: failing runs, runs,
-# and the lowest seed that failed.
+# (default 100) as written, then swept with swarm plans and again guided, prints one line per
+# way, and reverts the diff whatever happens. A line reads `swarm 157 of 5500 (first seed 2)`:
+# failing runs, runs, and the lowest seed that failed.
 #
 # Each mutant costs one incremental release build of `sim` (about 3 minutes on 2 cores) plus
 # the two sweeps (under a minute). Run it in a worktree of its own if you edit this one.
@@ -26,8 +26,10 @@ patch -s -p0 "$file" < "$diff"
 trap 'patch -s -R -p0 "$file" < "$diff"' EXIT
 trap 'exit 130' INT TERM
 cargo build --release -q -p sim
-for way in swarm guided; do
-  ./target/release/sim explore "${scenarios[@]}" "--$way" --seeds "0..$seeds" --jobs 2 \
+for way in plain swarm guided; do
+  flag=()
+  [ "$way" = plain ] || flag=("--$way")
+  ./target/release/sim explore "${scenarios[@]}" "${flag[@]}" --seeds "0..$seeds" --jobs 2 \
     --format json 2> /dev/null | python3 -c '
 import json, sys
 way = sys.argv[1]
