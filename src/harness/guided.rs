@@ -44,7 +44,7 @@ use super::explore::{ExploreOptions, ExploreReport, SeedResult, assemble, run_it
 use super::faults::{CrashAt, During, Fault, When};
 pub use super::guidance::{Guidance, Point, guidance};
 use super::scenario::{InputError, Scenario};
-use super::swarm::Ratio;
+use super::swarm::{PROVIDER_ERROR_STATUSES, Ratio};
 use super::system::{Baseline, System};
 use super::world::derive_seed;
 use crate::model::kimi::agent::inject::AbortReason;
@@ -289,10 +289,6 @@ fn rejection_fault(rng: &mut ChaCha8Rng, root: &Root) -> Fault {
     }
 }
 
-/// The statuses of a retry streak: the swarm's, each one `chatWithRetry` retries (kimi-loop.md
-/// §6).
-const RETRIED_STATUSES: [u16; 4] = [429, 500, 503, 529];
-
 /// The longest retry streak: past the 3 attempts a step had before the default was raised to
 /// 10 (kimi-loop.md §6), and well inside the 10.
 const RETRY_STREAK_MAX: u32 = 4;
@@ -311,7 +307,8 @@ fn retry_streak(rng: &mut ChaCha8Rng, root: &Root) -> Vec<Fault> {
     (first..first + streak)
         .map(|call| Fault::ProviderError {
             call,
-            status: RETRIED_STATUSES[rng.random_range(0..RETRIED_STATUSES.len())],
+            // The swarm's statuses, each one `chatWithRetry` retries (kimi-loop.md §6).
+            status: PROVIDER_ERROR_STATUSES[rng.random_range(0..PROVIDER_ERROR_STATUSES.len())],
             retry_after_s: None,
             message: None,
         })

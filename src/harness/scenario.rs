@@ -694,9 +694,13 @@ impl Scenario {
     /// comment lines at the top. Loading it gives this scenario back.
     pub fn to_toml(&self, cassette_paths: &[String], header: &str) -> String {
         let mut s = self.clone();
-        // The declared outcomes are those of the file's own faults and cassettes.
+        // The declared outcomes and probe statuses are those of the file's own faults and
+        // cassettes.
         if !self.runs_as_written() {
             s.scenario.outcomes.clear();
+            for r in &mut s.requests {
+                r.get_mut().status = None;
+            }
         }
         s.provider.responses = cassette_paths
             .iter()
@@ -772,5 +776,34 @@ mod tests {
             let written: toml::Value = toml::from_str(&text).unwrap();
             contains(&written, &original, "");
         }
+    }
+
+    /// A scenario written with other faults than its file's (a shrunk plan) leaves out the
+    /// declarations of its file's run, which it would not keep; one as written keeps them.
+    #[test]
+    fn a_scenario_written_with_other_faults_drops_its_declarations() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("scenarios/letta/server_attach_by_otid.toml");
+        let s = Scenario::load(&path).unwrap();
+        let cassettes: Vec<String> = s
+            .provider
+            .responses
+            .iter()
+            .map(|r| r.get_ref().clone())
+            .collect();
+        assert!(s.runs_as_written());
+        assert!(s.to_toml(&cassettes, "").contains("status = 404"));
+        let mut planned = s.clone();
+        planned
+            .faults
+            .push(Spanned::new(0..0, Fault::BusyOnSend { send: 1 }));
+        assert!(!planned.runs_as_written());
+        let text = planned.to_toml(&cassettes, "");
+        assert!(!text.contains("status ="), "{text}");
+        let approval = Scenario::load(&path.with_file_name("approval_turn.toml")).unwrap();
+        let mut planned = approval.clone();
+        planned.client.mode = Spanned::new(0..0, "headless".into());
+        assert!(!planned.runs_as_written());
+        assert!(!planned.to_toml(&cassettes, "").contains("outcomes"));
     }
 }

@@ -88,6 +88,10 @@ pub fn crash_fault(rng: &mut ChaCha8Rng, host: String, horizon: u64) -> Fault {
     }
 }
 
+/// The error statuses the swarm's provider faults draw; each is one the clients retry
+/// (letta-protocol.md §3.9, kimi-loop.md §6).
+pub const PROVIDER_ERROR_STATUSES: [u16; 4] = [429, 500, 503, 529];
+
 /// The `provider` family: one model call (of those a fault-free run made, `provider_frames`
 /// frames each) fails with an error status, or its stream breaks at one of its frames with
 /// one of `actions`.
@@ -99,8 +103,7 @@ pub fn provider_fault(
     let calls = provider_frames.len().max(1) as u32;
     let call = rng.random_range(0..calls);
     if rng.random_range(0..2u32) == 0 {
-        let statuses = [429u16, 500, 503, 529];
-        let status = statuses[rng.random_range(0..statuses.len())];
+        let status = PROVIDER_ERROR_STATUSES[rng.random_range(0..PROVIDER_ERROR_STATUSES.len())];
         Fault::ProviderError {
             call,
             status,

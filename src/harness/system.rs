@@ -77,7 +77,8 @@ impl System {
         run: &WorldRun,
     ) -> Result<Vec<(&'static str, Vec<Violation>)>, InputError> {
         let Some(outcomes) = &run.outcomes else {
-            return Ok(Vec::new()); // `turn-terminates` judges a run that did not finish.
+            // `turn-terminates` judges a run that did not finish.
+            return Ok(vec![(RECOVERY_COMPLETES, Vec::new())]);
         };
         let (judged, settled) = match self {
             System::Letta => (letta::recovery_completes::judged(scenario)?, "stopped: "),
