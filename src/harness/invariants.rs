@@ -1,7 +1,11 @@
 //! The invariant framework: a [`Violation`] and the catalogue of stable invariant ids
 //! (DESIGN.md §5, docs/invariants.md). Each system's oracles live in its own folder
 //! (`letta::invariants`, `letta::client_invariants`, `kimi::invariants`); they return the
-//! violations they found, each pointing at the event that broke it.
+//! violations they found, each pointing at the event that broke it. The one oracle both
+//! systems share, `history-valid`, lives here: both talk to the same fake provider.
+
+use crate::harness::trace::TraceEvent;
+use crate::model::port::observe::Observation;
 
 /// One broken invariant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,3 +86,38 @@ pub const ALL: [&str; 21] = [
     LOCK_SAFETY,
     DETERMINISTIC,
 ];
+
+/// `history-valid`: every request the Letta server or the agent loop sent the provider was
+/// valid for it; the fake provider validates as the real API does (a tool use without its
+/// result, an empty conversation: a 400) and reports each refusal
+/// (`model::provider::validate`).
+pub fn history_valid(events: &[TraceEvent]) -> Vec<Violation> {
+    history_valid_except(events, |_| false)
+}
+
+/// `history-valid` with the refusals `expected` names left out: those a system's own contract
+/// sends on purpose and answers (the agent loop's normal projection leaves a trailing call
+/// unanswered and resends strictly on the API's refusal, kimi-loop.md §4.7).
+pub fn history_valid_except(
+    events: &[TraceEvent],
+    expected: impl Fn(&str) -> bool,
+) -> Vec<Violation> {
+    events
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match &e.obs {
+            Observation::ProviderRejected {
+                call,
+                status,
+                message,
+            } if !expected(message) => Some(Violation {
+                invariant: HISTORY_VALID,
+                event: Some(i),
+                message: format!(
+                    "the provider refused model call #{call} with {status}: {message}"
+                ),
+            }),
+            _ => None,
+        })
+        .collect()
+}

@@ -272,6 +272,10 @@ pub struct Planted {
     /// The loop's default attempt budget per step is 3, not 10 (breaks recovery-completes).
     #[serde(default)]
     pub loop_retry_default_of_three: bool,
+    /// The loop's host appends a turn's prompt to the context only when the turn has ended,
+    /// so the first model call carries an empty conversation (breaks history-valid).
+    #[serde(default)]
+    pub loop_prompt_appended_after_turn: bool,
     /// Server starts a second run for a duplicate request token (breaks one-run-per-request).
     #[serde(default)]
     pub server_ignores_request_token: bool,
@@ -331,6 +335,9 @@ impl Planted {
         }
         if self.loop_retry_default_of_three {
             v.push(super::invariants::RECOVERY_COMPLETES);
+        }
+        if self.loop_prompt_appended_after_turn {
+            v.push(super::invariants::HISTORY_VALID);
         }
         // Server defects.
         if self.server_ignores_request_token {

@@ -9,7 +9,7 @@ use crate::common::{load, repo, scenarios_in, violations, with_faults};
 use loopsim::harness::explore::{baseline, plan_of, with_swarm};
 use loopsim::harness::faults::When;
 use loopsim::harness::invariants::{
-    BUDGET_RESPECTED, DETERMINISTIC, ENDS_AS_DECLARED, LOCK_SAFETY, LOOP_ENVELOPE,
+    BUDGET_RESPECTED, DETERMINISTIC, ENDS_AS_DECLARED, HISTORY_VALID, LOCK_SAFETY, LOOP_ENVELOPE,
     RECOVERY_COMPLETES,
 };
 use loopsim::harness::report::{RunReport, Verdict, exit};
@@ -503,6 +503,36 @@ fn recovery_completes_fails_on_a_loop_that_gives_up_after_three_attempts() {
              within a budget"
         );
         assert!(violations(&report, BUDGET_RESPECTED).is_empty());
+    }
+}
+
+/// `history-valid` (agent loop) broken on purpose: a host that appends a turn's prompt only
+/// when the turn has ended sends its first model call with no message at all; the provider
+/// refuses it with Anthropic's text and the turn fails. The faithful host's run passes.
+#[test]
+fn history_valid_fails_on_a_loop_that_records_the_prompt_after_its_turn() {
+    let planted = load("scenarios/planted/loop_prompt_after_turn.toml");
+    assert_eq!(planted.planted.expected_failures(), [HISTORY_VALID]);
+    let mut faithful = planted.clone();
+    faithful.planted.loop_prompt_appended_after_turn = false;
+    let ok = run_scenario(&faithful, 1, 1).unwrap();
+    assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
+    assert_eq!(ok.turn_outcomes, ["completed: end_turn (2 steps)"]);
+
+    for seed in 0..4 {
+        let report = run_scenario(&planted, seed, 1).unwrap();
+        assert_eq!(report.verdict, Verdict::Correctness, "{}", report.render());
+        let v = violations(&report, HISTORY_VALID);
+        assert_eq!(v.len(), 1, "{}", report.render());
+        assert_eq!(
+            v[0].message,
+            "the provider refused model call #0 with 400: messages: at least one message is \
+             required"
+        );
+        assert_eq!(
+            report.turn_outcomes,
+            ["failed: APIStatusError: messages: at least one message is required"]
+        );
     }
 }
 

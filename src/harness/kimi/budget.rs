@@ -20,6 +20,12 @@ const STRICT_REJECTIONS: [&str; 4] = [
     "roles must alternate",
 ];
 
+/// Whether a 400/422 message is one of the request-structure rejections the loop answers with
+/// its strict projection ([`STRICT_REJECTIONS`]).
+pub fn is_request_structure_rejection(message: &str) -> bool {
+    STRICT_REJECTIONS.iter().any(|m| message.contains(m))
+}
+
 /// kimi-loop.md §6 backoff: retry `failed_attempt` (1-based) waits `base + U[0,1)·0.25·base`,
 /// `base = min(500·2^i, 32000)` for `i = failed_attempt − 1`. The window, both ends inclusive.
 pub fn backoff_window(failed_attempt: u32) -> (u64, u64) {
@@ -37,7 +43,7 @@ fn fallback_for(status: u16, message: &str) -> Option<&'static str> {
     match status {
         413 if !lower.contains("context") => Some("media-degraded"),
         400 if lower.contains("unsupported image format") => Some("media-stripped"),
-        400 | 422 if STRICT_REJECTIONS.iter().any(|m| message.contains(m)) => Some("strict"),
+        400 | 422 if is_request_structure_rejection(message) => Some("strict"),
         _ => None,
     }
 }

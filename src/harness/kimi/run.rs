@@ -1,7 +1,10 @@
 //! What an agent-loop run adds to the harness's run flow: its world run, its invariants
-//! (`loop-envelope`, `lock-safety`, `budget-respected`) and its liveness diagnosis.
+//! (`loop-envelope`, `lock-safety`, `budget-respected`, `history-valid`) and its liveness diagnosis.
 
-use crate::harness::invariants::{BUDGET_RESPECTED, LOCK_SAFETY, LOOP_ENVELOPE, Violation};
+use crate::harness::invariants::{
+    BUDGET_RESPECTED, HISTORY_VALID, LOCK_SAFETY, LOOP_ENVELOPE, Violation, history_valid_except,
+};
+use crate::harness::kimi::budget::is_request_structure_rejection;
 use crate::harness::kimi::invariants::{budget_respected, lock_safety, loop_envelope};
 use crate::harness::kimi::world::run_once;
 use crate::harness::scenario::{InputError, Scenario};
@@ -31,6 +34,12 @@ pub fn invariants(trace: &[TraceEvent]) -> Vec<(&'static str, Vec<Violation>)> {
         (LOOP_ENVELOPE, loop_envelope(trace)),
         (LOCK_SAFETY, lock_safety(trace)),
         (BUDGET_RESPECTED, budget_respected(trace)),
+        // A request-structure refusal is the loop's designed path to its strict projection
+        // (kimi-loop.md §4.7); `budget-respected` checks that it gets its one resend.
+        (
+            HISTORY_VALID,
+            history_valid_except(trace, is_request_structure_rejection),
+        ),
     ]
 }
 
@@ -98,4 +107,47 @@ pub fn liveness_diagnosis(out: &WorldRun, scenario: &Scenario) -> String {
             .map(|(i, _, _)| out.trace[*i].render().trim().to_string())
             .unwrap_or_else(|| "none".into())
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(message: &str) -> TraceEvent {
+        TraceEvent {
+            t_ms: 0,
+            host: "provider".into(),
+            obs: Observation::ProviderRejected {
+                call: 0,
+                status: 400,
+                message: message.into(),
+            },
+        }
+    }
+
+    /// The agent loop's `history-valid` leaves out the refusal its normal projection courts
+    /// (a trailing call without its result, answered by the strict resend) and keeps every
+    /// other.
+    #[test]
+    fn history_valid_of_the_agent_loop_leaves_out_only_request_structure_refusals() {
+        let judged = |message: &str| {
+            invariants(&[refusal(message)])
+                .into_iter()
+                .find(|(id, _)| *id == HISTORY_VALID)
+                .map(|(_, v)| v.len())
+        };
+        assert_eq!(
+            judged(
+                "messages.1: `tool_use` ids were found without `tool_result` blocks immediately \
+                 after: toolu_1. Each `tool_use` block must have a corresponding `tool_result` \
+                 block in the next message."
+            ),
+            Some(0)
+        );
+        assert_eq!(
+            judged("messages: at least one message is required"),
+            Some(1)
+        );
+        assert_eq!(judged("[] is too short - 'messages'"), Some(1));
+    }
 }

@@ -69,6 +69,7 @@ pub fn agent_config(
             results_in_completion_order: scenario.planted.loop_results_in_completion_order,
             scheduler_drain_ignores_active: scenario.planted.loop_scheduler_drain_ignores_active,
             retry_default_of_three: scenario.planted.loop_retry_default_of_three,
+            prompt_appended_after_turn: scenario.planted.loop_prompt_appended_after_turn,
             ..LoopBugs::default()
         },
         faults,

@@ -1,12 +1,12 @@
 //! The Letta server's oracles over the trace (DESIGN.md §5, docs/invariants.md):
-//! `tool-call-resolved`, `one-run-per-request`, `durable-ack`, `history-valid`,
-//! `stream-stays-in-conversation`, and the tool calls a run leaves awaiting approval. Pure: they read a finished trace and nothing else.
+//! `tool-call-resolved`, `one-run-per-request`, `durable-ack`,
+//! `stream-stays-in-conversation`, and the tool calls a run leaves awaiting approval
+//! (`history-valid`, which both systems share, is in `harness::invariants`). Pure: they read a finished trace and nothing else.
 
 use std::collections::BTreeMap;
 
 use crate::harness::invariants::{
-    DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, STREAM_STAYS_IN_CONVERSATION,
-    TOOL_CALL_RESOLVED, Violation,
+    DURABLE_ACK, ONE_RUN_PER_REQUEST, STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED, Violation,
 };
 use crate::harness::letta::compaction_safe::removed_history_units;
 use crate::harness::trace::TraceEvent;
@@ -240,30 +240,6 @@ pub fn durable_ack(events: &[TraceEvent]) -> Vec<Violation> {
         }
     }
     out
-}
-
-/// `history-valid`: every request the server sent the provider was valid for it; the fake
-/// provider validates as the real API does (a tool use without its result is a 400) and
-/// reports each refusal.
-pub fn history_valid(events: &[TraceEvent]) -> Vec<Violation> {
-    events
-        .iter()
-        .enumerate()
-        .filter_map(|(i, e)| match &e.obs {
-            Observation::ProviderRejected {
-                call,
-                status,
-                message,
-            } => Some(Violation {
-                invariant: HISTORY_VALID,
-                event: Some(i),
-                message: format!(
-                    "the provider refused model call #{call} with {status}: {message}"
-                ),
-            }),
-            _ => None,
-        })
-        .collect()
 }
 
 /// The conversation a send or conversation-stream request names: `/v1/conversations/{id}/

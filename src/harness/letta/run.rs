@@ -6,13 +6,14 @@ use crate::harness::faults::Fault;
 use crate::harness::invariants::{
     APPROVAL_CONFLICT_RECOVERED, COMPACTION_SAFE, DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST,
     PENDING_DENIED_AT_START, STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED, Violation,
+    history_valid,
 };
 use crate::harness::letta::client_invariants::client_invariants;
 use crate::harness::letta::compaction_safe::compaction_safe;
 use crate::harness::letta::conflict_recovered::approval_conflict_recovered;
 use crate::harness::letta::invariants::{
-    durable_ack, history_valid, one_run_per_request, pending_tool_calls,
-    stream_stays_in_conversation, tool_call_resolved,
+    durable_ack, one_run_per_request, pending_tool_calls, stream_stays_in_conversation,
+    tool_call_resolved,
 };
 use crate::harness::letta::pending_at_start::pending_denied_at_start;
 use crate::harness::letta::{findings, world};

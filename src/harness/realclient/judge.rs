@@ -18,15 +18,14 @@ use crate::harness::faults::Fault;
 use crate::harness::invariants::{
     APPROVAL_ATTRIBUTION, BUDGET_RESPECTED, COMPACTION_SAFE, HISTORY_VALID, NO_DOUBLE_EXECUTION,
     ONE_RUN_PER_REQUEST, RESULTS_ORDERED, STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED,
-    TURN_TERMINATES, Violation,
+    TURN_TERMINATES, Violation, history_valid,
 };
 use crate::harness::letta::client_invariants::{
     approval_attribution, no_double_execution, results_ordered,
 };
 use crate::harness::letta::compaction_safe::compaction_safe;
 use crate::harness::letta::invariants::{
-    history_valid, one_run_per_request, pending_tool_calls, stream_stays_in_conversation,
-    tool_call_resolved,
+    one_run_per_request, pending_tool_calls, stream_stays_in_conversation, tool_call_resolved,
 };
 use crate::harness::trace::TraceEvent;
 use crate::model::letta::client::policy as p;

@@ -18,6 +18,14 @@
 //!   response turn.", "Please ensure that function response turn comes immediately after a
 //!   function call turn." and "Please ensure that the number of function response parts is
 //!   equal to the number of function call parts of the function call turn."
+//!
+//! An empty conversation is refused by each of the three that carry one in a list, with the
+//! API's own text: Anthropic "messages: at least one message is required" (the text
+//! langchain-anthropic matches to warn of a system-only request), OpenAI Chat "[] is too short -
+//! 'messages'" (llama_index #9373), Gemini "* GenerateContentRequest.contents: contents is not
+//! specified" (the same text as a missing `contents`: langchain-google #1393, a request with a
+//! system instruction only). OpenAI Responses is not checked: an empty `input` beside a
+//! `previous_response_id` is how a client continues, and its text without one is not on record.
 
 use serde_json::{Value, json};
 
@@ -122,6 +130,13 @@ pub fn validate(format: ProviderFormat, body: &[u8]) -> Result<(), String> {
             let Some(messages) = v["messages"].as_array() else {
                 return Err("messages: Field required".into());
             };
+            if messages.is_empty() {
+                return Err(if format == ProviderFormat::Anthropic {
+                    "messages: at least one message is required".into()
+                } else {
+                    "[] is too short - 'messages'".into()
+                });
+            }
             if format == ProviderFormat::Anthropic {
                 anthropic(messages)
             } else {
@@ -137,12 +152,10 @@ pub fn validate(format: ProviderFormat, body: &[u8]) -> Result<(), String> {
                 _ => Ok(()),
             }
         }
-        ProviderFormat::Gemini => {
-            let Some(contents) = v["contents"].as_array() else {
-                return Err("* GenerateContentRequest.contents: contents is not specified".into());
-            };
-            gemini(contents)
-        }
+        ProviderFormat::Gemini => match v["contents"].as_array() {
+            Some(contents) if !contents.is_empty() => gemini(contents),
+            _ => Err("* GenerateContentRequest.contents: contents is not specified".into()),
+        },
     }
 }
 
@@ -258,6 +271,37 @@ mod tests {
         ]});
         assert_eq!(
             validate(ProviderFormat::Anthropic, ok.to_string().as_bytes()),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn an_empty_conversation_is_refused_with_each_api_text() {
+        let check = |format, body: Value| validate(format, body.to_string().as_bytes());
+        assert_eq!(
+            check(
+                ProviderFormat::Anthropic,
+                json!({"system": "s", "messages": []})
+            ),
+            Err("messages: at least one message is required".into())
+        );
+        assert_eq!(
+            check(ProviderFormat::OpenAiChat, json!({"messages": []})),
+            Err("[] is too short - 'messages'".into())
+        );
+        assert_eq!(
+            check(
+                ProviderFormat::Gemini,
+                json!({"systemInstruction": {"parts": [{"text": "s"}]}, "contents": []})
+            ),
+            Err("* GenerateContentRequest.contents: contents is not specified".into())
+        );
+        // A system message alone is a conversation to OpenAI Chat.
+        assert_eq!(
+            check(
+                ProviderFormat::OpenAiChat,
+                json!({"messages": [{"role": "system", "content": "s"}]})
+            ),
             Ok(())
         );
     }

@@ -26,4 +26,10 @@ pub struct LoopBugs {
     /// #1740, so a third retryable error in a row fails the turn. Caught by the harness
     /// invariant `recovery-completes` (agent loop).
     pub retry_default_of_three: bool,
+    /// Breaks kimi-loop.md §8.2 (`context.append_message`: "the user prompt (appended at turn
+    /// start)"): the host appends a turn's prompt to the context only once the turn has ended,
+    /// so each turn's model calls miss its own prompt and the first turn's first call carries
+    /// an empty conversation, which the API refuses. Caught by the harness invariant
+    /// `history-valid` (agent loop).
+    pub prompt_appended_after_turn: bool,
 }

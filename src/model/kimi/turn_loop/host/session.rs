@@ -379,7 +379,10 @@ impl Host {
             origin: Origin::User,
             time: self.parts.clock.now_ms(),
         });
-        self.append_message(ContextMessage::user(input));
+        let prompt = ContextMessage::user(input);
+        if !self.parts.bugs.prompt_appended_after_turn {
+            self.append_message(prompt.clone());
+        }
         let mut compactions = 0;
         let outcome = loop {
             let turn = self.turn_input(&turn_id, signal);
@@ -394,6 +397,9 @@ impl Host {
                 outcome => break outcome,
             }
         };
+        if self.parts.bugs.prompt_appended_after_turn {
+            self.append_message(prompt);
+        }
         let (status, result) = match outcome {
             Ok(result) => {
                 let status = match result.stop_reason {
