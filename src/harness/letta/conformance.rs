@@ -449,3 +449,47 @@ mod tests {
         assert!(parse_log_line("not json").is_none());
     }
 }
+
+/// The published client's run lookups after a failed run, run on the model itself (the fast
+/// test command of docs/finding-power.md reaches the `letta-code` profile only here).
+#[cfg(test)]
+mod published_client {
+    use super::*;
+    use crate::harness::run::run_scenario;
+    use crate::harness::scenario::Scenario;
+    use toml::Spanned;
+
+    fn steps(file: &str, mode: &str) -> Vec<String> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+        let mut s = Scenario::load(&path).unwrap();
+        s.scenario.client_profile = Spanned::new(0..0, "letta-code".into());
+        s.client.mode = Spanned::new(0..0, mode.into());
+        let report = run_scenario(&s, 1, 1).unwrap();
+        let log: Vec<RawRequest> = report.requests.iter().map(RawRequest::from).collect();
+        normalise(&log).iter().map(ToString::to_string).collect()
+    }
+
+    /// letta-protocol.md §3.10, headless order: "`llm_api_error` with budget → always retried
+    /// (no metadata check)". The published client still reads each failed run once for its
+    /// error detail (`fetchRunErrorDetail`, docs/client.md difference 17), and no more: one
+    /// lookup per run, then the resend with fresh otids (it ignores `retryable: false` here,
+    /// docs/findings.md#headless-ignores-retryable-false), until the provider's answers run out.
+    #[test]
+    fn headless_reads_a_run_that_stopped_on_llm_api_error_once() {
+        let log = steps(
+            "scenarios/letta/client_llm_error_nonretryable.toml",
+            "headless",
+        );
+        let mut want = vec![
+            "GET /v1/agents/{agent}/messages query=limit=50 order=desc types=8 -> 200".to_string(),
+            "GET /v1/messages/{m1} -> 200".to_string(),
+        ];
+        for run in 1..=4 {
+            want.push(format!(
+                "POST /v1/conversations/{{conv}}/messages items=user(o{run}) -> 200"
+            ));
+            want.push(format!("GET /v1/runs/{{r{run}}} -> 200"));
+        }
+        assert_eq!(log, want);
+    }
+}
