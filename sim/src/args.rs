@@ -258,7 +258,11 @@ pub struct CiArgs {
     /// The commit under test (adds a seed range derived from it).
     #[arg(long)]
     pub commit: Option<String>,
-    /// Seeds 0..N for every scenario. The defaults keep the gate near 5 minutes on 2 cores
+    /// Seeds 0..N for every scenario as written (its own faults only, held to its declared
+    /// outcomes by `ends-as-declared`); 0 leaves the stage out.
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    pub as_written_seeds: u64,
+    /// Seeds 0..N for every scenario, guided. The defaults keep the gate near 5 minutes on 2 cores
     /// with 68 scenarios (idle time skipped); long sweeps belong to `sim explore`
     /// (docs/explore.md).
     #[arg(long, default_value_t = 600)]

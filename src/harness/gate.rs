@@ -1,5 +1,6 @@
-//! `sim ci`: the regression gate. Every bundled scenario over a fixed seed list plus a seed
-//! range taken from the commit, guided (swarm plans and faults at protocol points) with a determinism sample; every planted
+//! `sim ci`: the regression gate. Every bundled scenario as written over a few seeds (held to
+//! its declared outcomes), then over a fixed seed list plus a seed range taken from the
+//! commit, guided (swarm plans and faults at protocol points) with a determinism sample; every planted
 //! canary must be caught by its invariant; trace snapshots must match; every bug cassette
 //! (cassettes/bugs/) must replay to its expected verdicts. Reports as JUnit XML and
 //! JSON; exit code as documented (docs/exit-codes.md).
@@ -23,7 +24,10 @@ use super::trace::first_divergence;
 pub struct GateOptions {
     /// The repository root (scenarios/ and the snapshots under tests/ are found from here).
     pub root: PathBuf,
-    /// Seeds `0..fixed_seeds` for every scenario.
+    /// Seeds `0..as_written_seeds` for every scenario as written: its own faults only, so
+    /// `ends-as-declared` holds each run to its `[scenario] outcomes` and probe statuses.
+    pub as_written_seeds: u64,
+    /// Seeds `0..fixed_seeds` for every scenario, guided.
     pub fixed_seeds: u64,
     /// The commit under test; it picks a further seed range so every commit explores new seeds.
     pub commit: Option<String>,
@@ -150,34 +154,49 @@ pub fn run_gate(
     // Each case, with the failure kinds it stands for when it fails (for the exit code).
     let mut cases: Vec<(Case, Vec<FailureKind>)> = Vec::new();
     let mut sweeps = Vec::new();
-    // 1. Sweeps: every bundled scenario, guided plans, must pass.
+    // 1. As written: every bundled scenario with its own faults only. A guided plan changes
+    //    the scenario, so its runs meet the declared outcomes only through fault-free twins;
+    //    these runs are held to them directly, and cost little (no plan, mostly no faults).
+    for (scenario, file) in &bundled {
+        if options.as_written_seeds == 0 {
+            break;
+        }
+        let range = [0, options.as_written_seeds];
+        let report = sweep(scenario, file, range, false, options, sweeper, progress)?;
+        cases.push((
+            sweep_case("as-written", &report, file, range),
+            report.failures.iter().map(|f| f.kind).collect(),
+        ));
+        sweeps.push(report);
+    }
+    // 2. Sweeps: every bundled scenario, guided plans, must pass.
     for (scenario, file) in &bundled {
         for range in &ranges {
-            let report = sweep(scenario, file, *range, options, sweeper, progress)?;
+            let report = sweep(scenario, file, *range, true, options, sweeper, progress)?;
             cases.push((
-                sweep_case(&report, file, *range),
+                sweep_case("sweep", &report, file, *range),
                 report.failures.iter().map(|f| f.kind).collect(),
             ));
             sweeps.push(report);
         }
     }
-    // 2. Canaries: each planted defect must be caught by exactly the invariants it names.
+    // 3. Canaries: each planted defect must be caught by exactly the invariants it names.
     for file in toml_files(&root.join("scenarios/planted")) {
         progress(&format!("canary {}", file.display()));
         let case = canary_case(&Scenario::load(&file)?, &file, options, sweeper)?;
         cases.push((case, vec![FailureKind::Correctness]));
     }
-    // 3. Snapshots: traces of bundled scenarios that insta snapshots pin.
+    // 4. Snapshots: traces of bundled scenarios that insta snapshots pin.
     for case in snapshot_cases(root, &bundled, progress)? {
         cases.push((case, vec![FailureKind::Correctness]));
     }
-    // 4. Bug cassettes: each recording replays to the verdicts its sidecar states.
+    // 5. Bug cassettes: each recording replays to the verdicts its sidecar states.
     for file in toml_files(&root.join("cassettes/bugs")) {
         progress(&format!("bug cassette {}", file.display()));
         cases.push((bug_cassette_case(&file)?, vec![FailureKind::Correctness]));
     }
 
-    // 5. The real client, when one is given.
+    // 6. The real client, when one is given.
     let mut skipped = Vec::new();
     match &options.real_client {
         Some(stage) => {
@@ -208,17 +227,19 @@ pub fn run_gate(
     })
 }
 
-/// One guided sweep of a bundled scenario over a seed range.
+/// One sweep of a bundled scenario over a seed range: guided, or as written.
 fn sweep(
     scenario: &Scenario,
     file: &Path,
     range: [u64; 2],
+    guided: bool,
     options: &GateOptions,
     sweeper: &Sweeper<'_>,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<ExploreReport, InputError> {
     progress(&format!(
-        "sweep {} seeds {}..{}",
+        "{} {} seeds {}..{}",
+        if guided { "sweep" } else { "as written" },
         file.display(),
         range[0],
         range[1]
@@ -234,14 +255,14 @@ fn sweep(
             // server behaviours and client interrupts and crashes, drawn from what is new.
             swarm: false,
             determinism_every: options.determinism_every,
-            guided: true,
+            guided,
         },
     )
 }
 
 /// A sweep's case: passed when no seed failed; the first failures with their reproduce lines,
-/// and the goals it never reached.
-fn sweep_case(report: &ExploreReport, file: &Path, range: [u64; 2]) -> Case {
+/// and the goals a guided sweep never reached.
+fn sweep_case(suite: &str, report: &ExploreReport, file: &Path, range: [u64; 2]) -> Case {
     let mut message = format!(
         "{} seeds, {} passed, {} failed",
         report.runs,
@@ -258,12 +279,17 @@ fn sweep_case(report: &ExploreReport, file: &Path, range: [u64; 2]) -> Case {
             f.reproduce
         );
     }
-    let unreached = report.unreached();
+    // Coverage goals are what a guided sweep aims at; a run as written aims at none.
+    let unreached = if report.guided {
+        report.unreached()
+    } else {
+        Vec::new()
+    };
     if !unreached.is_empty() {
         let _ = write!(message, "\nnever reached: {}", unreached.join(", "));
     }
     Case {
-        suite: "sweep".into(),
+        suite: suite.into(),
         name: format!("{} seeds {}..{}", file.display(), range[0], range[1]),
         ok: report.failures.is_empty(),
         message,

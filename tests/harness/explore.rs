@@ -134,6 +134,7 @@ fn the_gate_catches_every_canary_and_checks_snapshots() {
     let report = run_gate(
         &GateOptions {
             root: repo().to_path_buf(),
+            as_written_seeds: 2,
             fixed_seeds: 8,
             commit: Some("0123456789abcdef".into()),
             commit_seeds: 4,
@@ -165,6 +166,58 @@ fn the_gate_catches_every_canary_and_checks_snapshots() {
         report.skipped
     );
     assert!(report.render().contains("skip real-client"));
+}
+
+/// The gate's as-written stage holds each bundled scenario to its declared outcomes: a
+/// scenario that declares an ending its runs do not reach fails there, naming the line.
+#[test]
+fn the_gate_holds_each_scenario_as_written_to_its_declared_outcomes() {
+    let root = std::env::temp_dir().join(format!("loopsim-gate-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(root.join("scenarios/letta")).unwrap();
+    // The scenario names its cassettes relative to itself, as in the repository.
+    std::os::unix::fs::symlink(repo().join("cassettes"), root.join("cassettes")).unwrap();
+    let text = std::fs::read_to_string(repo().join("scenarios/letta/approval_turn.toml")).unwrap();
+    assert!(text.contains("outcomes = [\"stopped: end_turn\"]"));
+    let wrong = text.replace(
+        "outcomes = [\"stopped: end_turn\"]",
+        "outcomes = [\"stopped: requires_approval\"]",
+    );
+    std::fs::write(root.join("scenarios/letta/approval_turn.toml"), wrong).unwrap();
+    let report = run_gate(
+        &GateOptions {
+            root: root.clone(),
+            as_written_seeds: 2,
+            fixed_seeds: 0,
+            commit: None,
+            commit_seeds: 0,
+            canary_seeds: 0,
+            determinism_every: 2,
+            jobs: 1,
+            real_client: None,
+        },
+        &sweep_in_process,
+        &|_| {},
+    )
+    .unwrap();
+    let _ = std::fs::remove_dir_all(&root);
+    let case = report
+        .cases
+        .iter()
+        .find(|c| c.suite == "as-written")
+        .expect("an as-written check");
+    assert!(!case.ok, "{}", report.render());
+    assert!(
+        case.message.contains("ends-as-declared"),
+        "{}",
+        case.message
+    );
+    assert!(
+        case.message.contains("approval_turn.toml:14"),
+        "{}",
+        case.message
+    );
+    assert_eq!(report.exit_code, 129, "{}", report.render());
 }
 
 #[test]

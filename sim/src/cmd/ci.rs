@@ -22,6 +22,7 @@ pub fn run(a: CiArgs) -> CmdResult {
     loopsim::harness::warp::set_warp_by_default(!a.no_warp);
     let options = GateOptions {
         root: a.root,
+        as_written_seeds: a.as_written_seeds,
         fixed_seeds: a.fixed_seeds,
         commit: a.commit,
         commit_seeds: a.commit_seeds,
