@@ -423,7 +423,9 @@ fn retry_breaks(
         "empty_response" => (2, false),
         "shutdown_503" => (3, false),
         "quota_swap" => (1, false),
-        "resume" => (if headless { 20 } else { 1 }, false),
+        // A resume retry is the wait *between* attempts (letta-protocol.md §4.4 step 7), so
+        // the last of the 20 headless attempts (the one interactive attempt) has none.
+        "resume" => (if headless { 19 } else { 0 }, false),
         _ => (u32::MAX, false),
     };
     if shared_kind {
@@ -702,4 +704,65 @@ pub fn client_lock_safety(events: &[TraceEvent]) -> Vec<Violation> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(t_ms: u64, obs: Observation) -> TraceEvent {
+        TraceEvent {
+            t_ms,
+            host: "client".into(),
+            obs,
+        }
+    }
+
+    /// Headless resume waits after attempts 1 to `last`, the documented delays apart.
+    fn resume_waits(last: u32) -> Vec<TraceEvent> {
+        let mut events = vec![
+            client(
+                0,
+                Observation::ClientStarted {
+                    restart: 0,
+                    profile: "reference".into(),
+                    mode: "headless".into(),
+                },
+            ),
+            client(
+                0,
+                Observation::TurnStart {
+                    turn: 1,
+                    text: "go".into(),
+                },
+            ),
+        ];
+        for attempt in 1..=last {
+            let delay_ms = (250u64 << (attempt - 1).min(10)).min(2000);
+            events.push(client(
+                u64::from(attempt) * 10_000,
+                Observation::ClientRetry {
+                    kind: "resume".into(),
+                    attempt,
+                    delay_ms,
+                    detail: String::new(),
+                    retry_after_ms: None,
+                },
+            ));
+        }
+        events
+    }
+
+    /// letta-protocol.md §4.4 step 7: headless makes 20 resume attempts and waits only between
+    /// them, so a wait after the 20th is one the budget does not have.
+    #[test]
+    fn a_resume_wait_after_the_last_headless_attempt_breaks_the_budget() {
+        assert_eq!(budget_respected(&resume_waits(19)), []);
+        let v = budget_respected(&resume_waits(20));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(
+            v[0].message,
+            "resume retry attempt 20 (previous 19) breaks its budget of 19"
+        );
+    }
 }
