@@ -120,8 +120,13 @@ async fn provider_only_answers_catalogs_without_consuming_a_response_and_logs_ev
     let first = post("/v1/chat/completions", user.clone()).await;
     assert_eq!(first.status, 200);
     assert!(first.text().contains("call_fake0001"), "{}", first.text());
-    // Another API's path: refused, nothing consumed.
-    let wrong = post("/v1/messages", serde_json::json!({"messages": []})).await;
+    // Another API's path: refused, nothing consumed (a body valid for that API, or its own
+    // validation would refuse it first).
+    let wrong = post(
+        "/v1/messages",
+        serde_json::json!({"messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
     assert_eq!(wrong.status, 404, "{}", wrong.text());
     // Call 1 is the scenario's provider_error; the cassette answers call 2; then none is left.
     assert_eq!(post("/v1/chat/completions", user.clone()).await.status, 529);
