@@ -48,6 +48,7 @@ fn every_agent_loop_scenario_passes_and_checks_both_oracles() {
                 LOOP_ENVELOPE,
                 LOCK_SAFETY,
                 BUDGET_RESPECTED,
+                HISTORY_VALID,
                 ENDS_AS_DECLARED,
                 RECOVERY_COMPLETES,
                 "turn-terminates"
