@@ -320,6 +320,10 @@ fn retry_streak(rng: &mut ChaCha8Rng, root: &Root) -> Vec<Fault> {
 /// wrongly past the first retry shows.
 const BUSY_STREAK_MAX: u64 = 3;
 
+/// The longest 503 streak a server draw makes: one more than the client's shutdown retries
+/// (letta-protocol.md §3.3: 3), so the last 503 reaches the turn's transient retry.
+const SHUTDOWN_STREAK_MAX: u64 = 4;
+
 /// A server behaviour of the Letta server (docs/faults.md), on one of the sends the root made;
 /// or one the swarm's single draws cannot make: busy answers to two or three consecutive sends
 /// (the busy budget and backoff past the first retry), or a call left pending on the client's
@@ -340,7 +344,27 @@ fn server_faults(rng: &mut ChaCha8Rng, root: &Root) -> Vec<Fault> {
             tool: super::faults::plan::default_stale_tool(),
             arguments: super::faults::plan::default_stale_args(),
         },
-        1 => Fault::ShuttingDownOnSend { send },
+        1 => {
+            // One 503, or a streak that spends the client's 3 shutdown retries and reaches its
+            // transient retry (letta-protocol.md §3.3); each with no `Retry-After`, one in
+            // seconds or one as an HTTP date (§3.8), the client's only reads of the header.
+            let streak = if rng.random_range(0..2u32) == 0 {
+                1
+            } else {
+                rng.random_range(2..=SHUTDOWN_STREAK_MAX)
+            };
+            let (retry_after_s, retry_after_date) = match rng.random_range(0..3u32) {
+                0 => (None, false),
+                form => (Some(rng.random_range(1..=5)), form == 2),
+            };
+            return (send..send + streak)
+                .map(|send| Fault::ShuttingDownOnSend {
+                    send,
+                    retry_after_s,
+                    retry_after_date,
+                })
+                .collect();
+        }
         2 => {
             let sends: &[u64] = if root.user_sends.is_empty() {
                 &[1]

@@ -573,21 +573,30 @@ fn interrupt_while_streaming_cancels_the_run_and_recovers() {
 }
 
 #[test]
-fn shutdown_503_is_retried_inside_the_send_with_the_same_otid() {
+fn shutdown_503_is_retried_inside_the_send_with_the_same_otid_after_its_retry_after() {
     let r = pass(&scenario("client_shutdown_503"), 1);
     let rs = retries(&r);
+    let kinds: Vec<(&str, u32)> = rs.iter().map(|(_, k, a, _)| (k.as_str(), *a)).collect();
     assert_eq!(
-        rs.iter()
-            .map(|(_, k, a, d)| (k.as_str(), *a, *d))
-            .collect::<Vec<_>>(),
-        vec![("shutdown_503", 1, 1000), ("shutdown_503", 2, 1000)]
+        kinds,
+        vec![
+            ("shutdown_503", 1),
+            ("shutdown_503", 2),
+            ("shutdown_503", 3),
+            ("transient", 1)
+        ]
     );
+    let delays: Vec<u64> = rs.iter().map(|(_, _, _, d)| *d).collect();
+    // No header: 1000 ms; `Retry-After: 2`: 2000 ms; an HTTP date 3 s ahead, cut to whole
+    // seconds and read a few ms after it was written: between 2 s and 3 s.
+    assert_eq!((delays[0], delays[1], delays[3]), (1000, 2000, 2000));
+    assert!((2000..3000).contains(&delays[2]), "{delays:?}");
     assert_eq!(
         steps(&r)
             .iter()
             .filter(|s| s.contains("items=user(o1)"))
             .count(),
-        3
+        5
     );
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::plan::Fault;
 use crate::harness::trace::Trace;
-use crate::model::letta::server::{SendFault, StoredToolCall, StreamHooks};
+use crate::model::letta::server::{RetryAfter, SendFault, StoredToolCall, StreamHooks};
 use crate::model::port::inject::{ProviderHooks, ProviderOverride, StreamFault};
 use crate::model::port::observe::Observation;
 
@@ -66,8 +66,18 @@ impl StreamHooks for PlanHooks {
         for f in &self.faults {
             match f {
                 Fault::BusyOnSend { send: n } if *n == send => return SendFault::Busy,
-                Fault::ShuttingDownOnSend { send: n } if *n == send => {
-                    return SendFault::ShuttingDown;
+                Fault::ShuttingDownOnSend {
+                    send: n,
+                    retry_after_s,
+                    retry_after_date,
+                } if *n == send => {
+                    return SendFault::ShuttingDown(retry_after_s.map(|s| {
+                        if *retry_after_date {
+                            RetryAfter::DateIn(s)
+                        } else {
+                            RetryAfter::Seconds(s)
+                        }
+                    }));
                 }
                 Fault::ApprovalPendingOnSend {
                     send: n,

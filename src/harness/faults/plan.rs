@@ -144,8 +144,16 @@ pub enum Fault {
     // ---- server behaviour (`sim serve` applies these too) ----------------------------------
     /// Answer the `send`-th message send (1-based, counted by the server) with 409 busy.
     BusyOnSend { send: u64 },
-    /// Answer the `send`-th message send with 503 `cloud_api_shutting_down`.
-    ShuttingDownOnSend { send: u64 },
+    /// Answer the `send`-th message send with 503 `cloud_api_shutting_down`, with a
+    /// `Retry-After` of `retry_after_s` seconds when given, written as an HTTP date that far
+    /// ahead when `retry_after_date` is set.
+    ShuttingDownOnSend {
+        send: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_after_s: Option<u64>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        retry_after_date: bool,
+    },
     /// When the `send`-th message send arrives, a pending approval appears on its
     /// conversation and the send gets the 409 approval-pending conflict (reference B.5.3).
     ApprovalPendingOnSend {
@@ -381,7 +389,7 @@ impl Fault {
                 Some("response numbers start at 1".into())
             }
             Fault::BusyOnSend { send: 0 }
-            | Fault::ShuttingDownOnSend { send: 0 }
+            | Fault::ShuttingDownOnSend { send: 0, .. }
             | Fault::ApprovalPendingOnSend { send: 0, .. }
             | Fault::BusyOwnRun { send: 0 }
             | Fault::ApprovalPendingInBand { send: 0, .. } => {
@@ -398,6 +406,14 @@ impl Fault {
                 action: StreamFault::Pass,
                 ..
             } => Some("action \"pass\" does nothing; remove the fault".into()),
+            Fault::ShuttingDownOnSend {
+                retry_after_s: None,
+                retry_after_date: true,
+                ..
+            } => Some(
+                "retry_after_date = true writes retry_after_s as a date: give retry_after_s too"
+                    .into(),
+            ),
             Fault::ProviderError { status, .. } if !(400..=599).contains(status) => {
                 Some(format!("status {status} is not an error status (400-599)"))
             }
@@ -485,7 +501,7 @@ impl Fault {
                 ))
             }
             Fault::BusyOnSend { send }
-            | Fault::ShuttingDownOnSend { send }
+            | Fault::ShuttingDownOnSend { send, .. }
             | Fault::ApprovalPendingOnSend { send, .. }
             | Fault::BusyOwnRun { send }
             | Fault::ApprovalPendingInBand { send, .. }
@@ -672,9 +688,19 @@ impl fmt::Display for Fault {
                 nth.map_or("every".to_string(), |n| n.to_string()),
                 how.as_str()
             ),
-            Fault::BusyOnSend { send }
-            | Fault::ShuttingDownOnSend { send }
-            | Fault::BusyOwnRun { send } => write!(f, " send={send}"),
+            Fault::BusyOnSend { send } | Fault::BusyOwnRun { send } => write!(f, " send={send}"),
+            Fault::ShuttingDownOnSend {
+                send,
+                retry_after_s,
+                retry_after_date,
+            } => {
+                write!(f, " send={send}")?;
+                retry_after_s.map_or(Ok(()), |r| write!(f, " retry_after_s={r}"))?;
+                if *retry_after_date {
+                    f.write_str(" retry_after_date=true")?;
+                }
+                Ok(())
+            }
             Fault::ApprovalPendingOnSend {
                 send, tool_call_id, ..
             }

@@ -120,8 +120,20 @@ fn every_kind_prints_its_line_and_round_trips_through_toml() {
         ),
         (Fault::BusyOnSend { send: 1 }, "busy_on_send send=1"),
         (
-            Fault::ShuttingDownOnSend { send: 3 },
+            Fault::ShuttingDownOnSend {
+                send: 3,
+                retry_after_s: None,
+                retry_after_date: false,
+            },
             "shutting_down_on_send send=3",
+        ),
+        (
+            Fault::ShuttingDownOnSend {
+                send: 2,
+                retry_after_s: Some(4),
+                retry_after_date: true,
+            },
+            "shutting_down_on_send send=2 retry_after_s=4 retry_after_date=true",
         ),
         (
             Fault::ApprovalPendingOnSend {

@@ -309,11 +309,32 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
     let mut shared = 0u32;
     let mut last: BTreeMap<String, u32> = BTreeMap::new();
     let mut pending_wait: Option<(usize, u64, u64)> = None; // (event, t, delay)
+    // Each `Retry-After` the server sent, by its text; the one on the client's latest answer.
+    let mut promised: BTreeMap<&str, Promise> = BTreeMap::new();
+    let mut answered_retry_after: Option<&str> = None;
     for (i, e) in events.iter().enumerate() {
+        if let Observation::ServerRetryAfter {
+            header,
+            wait_ms,
+            dated,
+            ..
+        } = &e.obs
+        {
+            let promise = Promise {
+                t_ms: e.t_ms,
+                wait_ms: *wait_ms,
+                dated: *dated,
+            };
+            promised.insert(header, promise);
+        }
         if e.host != "client" {
             continue;
         }
         match &e.obs {
+            Observation::ClientResponse { retry_after, .. } => {
+                answered_retry_after = retry_after.as_deref();
+            }
+            Observation::ClientConnectError { .. } => answered_retry_after = None,
             Observation::ClientStarted { mode, .. } => {
                 headless = mode == "headless";
                 pending_wait = None;
@@ -324,6 +345,7 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
                 pending_wait = None;
             }
             Observation::ClientSend { .. } | Observation::ClientRequest { .. } => {
+                answered_retry_after = None;
                 if let Some((at, t, delay)) = pending_wait.take()
                     && e.t_ms < t + delay
                 {
@@ -377,12 +399,61 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
                 };
                 let broken = retry_breaks(&retry, headless, &mut shared, &mut last);
                 out.extend(broken.into_iter().map(|m| v(BUDGET_RESPECTED, i, m)));
+                // The two retries that read the answer's `Retry-After` (letta-protocol.md
+                // §3.3, §3.4 retry_transient).
+                if matches!(kind.as_str(), "shutdown_503" | "transient")
+                    && let Some(header) = answered_retry_after.take()
+                    && let Some(promise) = promised.get(header)
+                    && let Some(m) = retry_after_misread(header, promise, *retry_after_ms, e.t_ms)
+                {
+                    out.push(v(BUDGET_RESPECTED, i, m));
+                }
                 pending_wait = Some((i, e.t_ms, *delay_ms));
             }
             _ => {}
         }
     }
     out
+}
+
+/// A `Retry-After` the server sent at `t_ms`, asking for `wait_ms`.
+struct Promise {
+    t_ms: u64,
+    wait_ms: u64,
+    dated: bool,
+}
+
+/// Whether the client read the server's `Retry-After` as the wait it asked for
+/// (letta-protocol.md §3.8): a number of seconds exactly; an HTTP date less the time since the
+/// server wrote it and less its cut to whole seconds (under 1 s), never below 0.
+fn retry_after_misread(
+    header: &str,
+    promise: &Promise,
+    read_ms: Option<u64>,
+    now_ms: u64,
+) -> Option<String> {
+    let latest = promise
+        .wait_ms
+        .saturating_sub(now_ms.saturating_sub(promise.t_ms));
+    let earliest = if promise.dated {
+        latest.saturating_sub(1000)
+    } else {
+        latest
+    };
+    let ok = match read_ms {
+        Some(ms) if promise.dated => (earliest..=latest).contains(&ms),
+        Some(ms) => ms == promise.wait_ms,
+        None => false,
+    };
+    (!ok).then(|| {
+        let want = if promise.dated {
+            format!("{earliest}-{latest} ms")
+        } else {
+            format!("{} ms", promise.wait_ms)
+        };
+        let read = read_ms.map_or("no wait".to_string(), |ms| format!("{ms} ms"));
+        format!("the answer said `Retry-After: {header}` ({want}), but the client read {read}")
+    })
 }
 
 /// One retry the client announced.
@@ -751,6 +822,83 @@ mod tests {
             ));
         }
         events
+    }
+
+    /// A 503 with `Retry-After: header` written at 1,000 ms, asking for `wait_ms`, and the
+    /// client's shutdown retry 25 ms later having read `read_ms` from it.
+    fn retry_after_read(
+        header: &str,
+        wait_ms: u64,
+        dated: bool,
+        read_ms: Option<u64>,
+    ) -> Vec<TraceEvent> {
+        vec![
+            TraceEvent {
+                t_ms: 1_000,
+                host: "server".into(),
+                obs: Observation::ServerRetryAfter {
+                    status: 503,
+                    header: header.into(),
+                    wait_ms,
+                    dated,
+                },
+            },
+            client(
+                1_025,
+                Observation::ClientResponse {
+                    status: 503,
+                    retry_after: Some(header.into()),
+                },
+            ),
+            client(
+                1_025,
+                Observation::ClientRetry {
+                    kind: "shutdown_503".into(),
+                    attempt: 1,
+                    delay_ms: read_ms.unwrap_or(1000),
+                    detail: String::new(),
+                    retry_after_ms: read_ms,
+                },
+            ),
+        ]
+    }
+
+    /// letta-protocol.md §3.8: a number is seconds, a date is that instant less now. The
+    /// checker holds the client's reading to what the server asked for.
+    #[test]
+    fn a_misread_retry_after_breaks_the_budget() {
+        let date = "Thu, 01 Jan 2026 00:00:04 GMT";
+        assert_eq!(
+            budget_respected(&retry_after_read("3", 3000, false, Some(3000))),
+            []
+        );
+        assert_eq!(
+            budget_respected(&retry_after_read(date, 3000, true, Some(2975))),
+            []
+        );
+        assert_eq!(
+            budget_respected(&retry_after_read(date, 3000, true, Some(1975))),
+            []
+        );
+        let cases = [
+            (
+                retry_after_read("3", 3000, false, Some(3)),
+                "the answer said `Retry-After: 3` (3000 ms), but the client read 3 ms",
+            ),
+            (
+                retry_after_read(date, 3000, true, None),
+                "the answer said `Retry-After: Thu, 01 Jan 2026 00:00:04 GMT` (1975-2975 ms), but the client read no wait",
+            ),
+            (
+                retry_after_read(date, 3000, true, Some(86_402_975)),
+                "the answer said `Retry-After: Thu, 01 Jan 2026 00:00:04 GMT` (1975-2975 ms), but the client read 86402975 ms",
+            ),
+        ];
+        for (events, want) in cases {
+            let v = budget_respected(&events);
+            assert_eq!(v.len(), 1, "{v:?}");
+            assert_eq!(v[0].message, want);
+        }
     }
 
     /// letta-protocol.md §4.4 step 7: headless makes 20 resume attempts and waits only between

@@ -164,7 +164,7 @@ pub fn approval_conflict_recovered(events: &[TraceEvent]) -> Vec<Violation> {
                     client_saw_it: false,
                 });
             }
-            Observation::ClientResponse { status } => {
+            Observation::ClientResponse { status, .. } => {
                 let Some(t) = turns.get_mut(host) else {
                     continue;
                 };

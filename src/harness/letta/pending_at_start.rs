@@ -75,7 +75,7 @@ pub fn pending_denied_at_start(events: &[TraceEvent]) -> Vec<Violation> {
                     s.unanswered += 1;
                 }
             }
-            Observation::ClientResponse { status } => {
+            Observation::ClientResponse { status, .. } => {
                 if let Some(s) = starts.get_mut(host) {
                     s.unanswered = s.unanswered.saturating_sub(1);
                     s.read_failed |= !(200..300).contains(status);

@@ -101,8 +101,12 @@ pub fn plan(seed: u64, baseline: &RealBaseline) -> Vec<Fault> {
             send: rng.random_range(1..=sends),
         },
         "approval_pending" => stale_approval_on(user_sends[rng.random_range(0..user_sends.len())]),
+        // The real client dates an HTTP-date `Retry-After` against the machine's clock, not
+        // the simulated one, so this family sends none.
         "shutdown_503" => Fault::ShuttingDownOnSend {
             send: rng.random_range(1..=sends),
+            retry_after_s: None,
+            retry_after_date: false,
         },
         _ => Fault::RunStreamFail {
             times: rng.random_range(1..=3),

@@ -49,6 +49,26 @@ impl StreamFault {
     }
 }
 
+/// A `Retry-After` header a server puts on an error answer (RFC 9110 §10.2.3): a wait of whole
+/// seconds, written either as the number or as the HTTP date that far ahead. A client reads both
+/// (letta-protocol.md §3.8: "numeric → seconds × 1000; otherwise an HTTP date minus now").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryAfter {
+    /// `Retry-After: 5`.
+    Seconds(u64),
+    /// `Retry-After: Fri, 04 Dec 2026 11:22:24 GMT`, that many seconds after the answer.
+    DateIn(u64),
+}
+
+impl RetryAfter {
+    /// The wait the header asks for, in ms.
+    pub fn wait_ms(self) -> u64 {
+        match self {
+            RetryAfter::Seconds(s) | RetryAfter::DateIn(s) => s.saturating_mul(1000),
+        }
+    }
+}
+
 /// How the fake provider answers one model call instead of replaying its cassette.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderOverride {

@@ -54,9 +54,12 @@ pub enum Observation {
         items: String,
         otids: Vec<String>,
     },
-    /// The HTTP status the client got (or the connection error).
+    /// The HTTP status the client got (or the connection error), and the `Retry-After` header
+    /// of an error answer that carried one.
     ClientResponse {
         status: u16,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        retry_after: Option<String>,
     },
     ClientConnectError {
         error: String,
@@ -165,6 +168,15 @@ pub enum Observation {
         method: String,
         path: String,
         status: u16,
+    },
+    /// The server put `Retry-After: header` on an error answer, asking for a wait of `wait_ms`.
+    /// An HTTP date has whole seconds, so a client reading it later reads up to a second, plus
+    /// the answer's transit, less (`dated`).
+    ServerRetryAfter {
+        status: u16,
+        header: String,
+        wait_ms: u64,
+        dated: bool,
     },
     RunStarted {
         run_id: String,

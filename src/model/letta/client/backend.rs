@@ -263,7 +263,15 @@ impl<E: Env> HttpBackend<E> {
         };
         let status = resp.status().as_u16();
         self.set_status(idx, status);
-        self.env.observe(Observation::ClientResponse { status });
+        let retry_after = (!resp.status().is_success())
+            .then(|| resp.headers().get(hyper::header::RETRY_AFTER))
+            .flatten()
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        self.env.observe(Observation::ClientResponse {
+            status,
+            retry_after,
+        });
         if resp.status().is_success() {
             return Ok(resp);
         }

@@ -46,16 +46,60 @@ pub fn request_token(otids: &[&str]) -> Option<String> {
     Some(digest.iter().take(8).map(|b| format!("{b:02x}")).collect())
 }
 
-/// `YYYY-MM-DDTHH:MM:SS+00:00`, whole seconds, as the real server stamps `date`.
-pub fn iso_date(unix_ms: u64) -> String {
+/// A UTC instant broken into its calendar parts, whole seconds.
+struct Civil {
+    /// Days since 1970-01-01.
+    days: u64,
+    year: i64,
+    month: u32,
+    day: u32,
+    hour: u64,
+    minute: u64,
+    second: u64,
+}
+
+fn civil(unix_ms: u64) -> Civil {
     let secs = unix_ms / 1000;
     let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
+    let (year, month, day) = civil_from_days(days as i64);
+    Civil {
+        days,
+        year,
+        month,
+        day,
+        hour: rem / 3600,
+        minute: (rem % 3600) / 60,
+        second: rem % 60,
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS+00:00`, whole seconds, as the real server stamps `date`.
+pub fn iso_date(unix_ms: u64) -> String {
+    let c = civil(unix_ms);
     format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}+00:00",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}+00:00",
+        c.year, c.month, c.day, c.hour, c.minute, c.second
+    )
+}
+
+/// The IMF-fixdate of an HTTP `Date` or `Retry-After` header, whole seconds:
+/// `Fri, 04 Dec 2026 11:22:24 GMT` (RFC 9110 §5.6.7).
+pub fn http_date(unix_ms: u64) -> String {
+    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let c = civil(unix_ms);
+    // 1970-01-01 was a Thursday.
+    format!(
+        "{}, {:02} {} {:04} {:02}:{:02}:{:02} GMT",
+        WEEKDAYS[(c.days % 7) as usize],
+        c.day,
+        MONTHS[(c.month as usize).saturating_sub(1).min(11)],
+        c.year,
+        c.hour,
+        c.minute,
+        c.second
     )
 }
 
@@ -129,6 +173,17 @@ mod tests {
             "2dc54175-e0d8-4433-838b-5c87a66a8b00"
         );
         assert!(assistant_otid("message-x-b294", 0).ends_with("b280"));
+    }
+
+    #[test]
+    fn http_dates_are_imf_fixdates() {
+        // RFC 9110 §5.6.7's example.
+        assert_eq!(http_date(784_111_777_000), "Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(
+            http_date(1_795_998_450_999),
+            "Mon, 30 Nov 2026 00:27:30 GMT"
+        );
+        assert_eq!(http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
     }
 
     #[test]

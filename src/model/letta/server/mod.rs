@@ -215,7 +215,7 @@ pub trait StreamHooks: Send + Sync + 'static {
     }
 }
 
-pub use crate::model::port::inject::StreamFault;
+pub use crate::model::port::inject::{RetryAfter, StreamFault};
 
 /// What happens to a message send before the server looks at it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -223,8 +223,9 @@ pub enum SendFault {
     Pass,
     /// Answer 409 busy (letta-protocol.md §3.2, without a lock holder).
     Busy,
-    /// Answer 503 `cloud_api_shutting_down` (letta-protocol.md §3.3).
-    ShuttingDown,
+    /// Answer 503 `cloud_api_shutting_down` (letta-protocol.md §3.3), with a `Retry-After`
+    /// header when one is given (the client waits what it says, else 1000 ms).
+    ShuttingDown(Option<RetryAfter>),
     /// A pending approval appears on the conversation now (as if another client had left one),
     /// and this send is answered with the 409 approval-pending conflict (reference B.5.3).
     ApprovalAppears(StoredToolCall),
