@@ -18,9 +18,12 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 log=$(mktemp)
 export DEBIAN_FRONTEND=noninteractive
-if ! { $sudo apt-get install -y --no-install-recommends chromium >"$log" 2>&1 ||
-       { $sudo apt-get update >>"$log" 2>&1 &&
-         $sudo apt-get install -y --no-install-recommends chromium >>"$log" 2>&1; }; }; then
+# Another installer (a second test binary, the machine's own updates) may hold dpkg's lock:
+# wait for it rather than fail.
+apt=(apt-get -o DPkg::Lock::Timeout=600)
+if ! { $sudo "${apt[@]}" install -y --no-install-recommends chromium >"$log" 2>&1 ||
+       { $sudo "${apt[@]}" update >>"$log" 2>&1 &&
+         $sudo "${apt[@]}" install -y --no-install-recommends chromium >>"$log" 2>&1; }; }; then
   if grep -qiE 'Temporary failure|Could not resolve|Failed to fetch|Unable to connect|Could not connect' "$log"; then
     echo "browser setup: the Debian archive is unreachable: $(tail -n 2 "$log")" >&2; exit 75
   fi

@@ -59,8 +59,15 @@ fn the_page_names_the_broken_event_for_each_failing_invariant() {
 }
 
 /// Headless Chromium's path, installing it when missing; None (with the reason printed) when
-/// it cannot be installed here.
+/// it cannot be installed here. The setup runs once per test binary: two tests installing at
+/// once would race for dpkg's lock.
 fn chromium() -> Option<PathBuf> {
+    static CHROMIUM: std::sync::Mutex<Option<Option<PathBuf>>> = std::sync::Mutex::new(None);
+    let mut once = CHROMIUM.lock().unwrap_or_else(|e| e.into_inner());
+    once.get_or_insert_with(install_chromium).clone()
+}
+
+fn install_chromium() -> Option<PathBuf> {
     let out = Command::new("bash")
         .arg(common::repo().join("tests/browser/setup.sh"))
         .output()
