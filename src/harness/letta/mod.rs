@@ -2,6 +2,7 @@
 //! invariants, liveness diagnosis, swarm families, coverage goals and conformance logs.
 
 pub mod bare;
+pub mod budget_respected;
 pub mod client_invariants;
 pub mod compaction_safe;
 pub mod conflict_recovered;

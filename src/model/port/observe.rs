@@ -467,7 +467,7 @@ impl Serialize for AccessList {
 
 impl Observation {
     /// Every name [`Observation::name`] can return, one per variant, in declaration order.
-    pub const NAMES: [&'static str; 55] = [
+    pub const NAMES: [&'static str; 56] = [
         "turn_start",
         "client_send",
         "client_response",
@@ -488,6 +488,7 @@ impl Observation {
         "tool_started",
         "tool_aborted",
         "server_request",
+        "server_retry_after",
         "run_started",
         "chunk_recorded",
         "history",

@@ -1,0 +1,405 @@
+//! `budget-respected` for the Letta client (docs/invariants.md): each retry against its budget
+//! and its documented delay, each wait against the next request, and each `Retry-After` the
+//! client read against what the server asked for.
+
+use std::collections::BTreeMap;
+
+use crate::harness::invariants::{BUDGET_RESPECTED, Violation};
+use crate::harness::trace::TraceEvent;
+use crate::model::port::observe::Observation;
+
+use super::client_invariants::v;
+
+/// The documented delay of a retry (letta-protocol.md §3.3, §3.8, §4.4), independent of the
+/// client's code: the oracle's own copy of the formulas.
+fn documented_delay(
+    kind: &str,
+    attempt: u32,
+    detail: &str,
+    retry_after: Option<u64>,
+    headless: bool,
+) -> Option<u64> {
+    let exp = |base: u64| base.saturating_mul(1u64 << attempt.saturating_sub(1).min(40));
+    Some(match kind {
+        "transient" | "post_stream" => match retry_after {
+            Some(ms) => ms,
+            None if crate::model::letta::client::policy::is_cloudflare_edge_52x(detail) => {
+                exp(5000)
+            }
+            None => exp(1000),
+        },
+        "busy" => exp(10_000),
+        "empty_response" => 500 * u64::from(attempt),
+        "shutdown_503" => retry_after.unwrap_or(1000),
+        "approval_pending" | "quota_swap" => 0,
+        "resume" if headless => exp(250).min(2000),
+        "resume" => 0,
+        _ => return None,
+    })
+}
+
+/// `budget-respected`: retries stay within their budgets and their delays follow the
+/// documented formulas (letta-protocol.md §3.3, §3.8, §3.9, §4.4), and the client really waits
+/// that long before its next request.
+pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut headless = false;
+    // Per turn: the shared LLM counter, the last attempt per kind.
+    let mut shared = 0u32;
+    let mut last: BTreeMap<String, u32> = BTreeMap::new();
+    let mut pending_wait: Option<(usize, u64, u64)> = None; // (event, t, delay)
+    // Each `Retry-After` the server sent, by its text; the one on the client's latest answer.
+    let mut promised: BTreeMap<&str, Promise> = BTreeMap::new();
+    let mut answered_retry_after: Option<&str> = None;
+    for (i, e) in events.iter().enumerate() {
+        if let Observation::ServerRetryAfter {
+            header,
+            wait_ms,
+            dated,
+            ..
+        } = &e.obs
+        {
+            let promise = Promise {
+                t_ms: e.t_ms,
+                wait_ms: *wait_ms,
+                dated: *dated,
+            };
+            promised.insert(header, promise);
+        }
+        if e.host != "client" {
+            continue;
+        }
+        match &e.obs {
+            Observation::ClientResponse { retry_after, .. } => {
+                answered_retry_after = retry_after.as_deref();
+            }
+            Observation::ClientConnectError { .. } => answered_retry_after = None,
+            Observation::ClientStarted { mode, .. } => {
+                headless = mode == "headless";
+                pending_wait = None;
+            }
+            Observation::TurnStart { .. } => {
+                shared = 0;
+                last.clear();
+                pending_wait = None;
+            }
+            Observation::ClientSend { .. } | Observation::ClientRequest { .. } => {
+                answered_retry_after = None;
+                if let Some((at, t, delay)) = pending_wait.take()
+                    && e.t_ms < t + delay
+                {
+                    out.push(v(
+                        BUDGET_RESPECTED,
+                        i,
+                        format!(
+                            "the retry at event {} announced a {delay} ms wait, but the next request came after {} ms",
+                            at + 1,
+                            e.t_ms - t
+                        ),
+                    ));
+                }
+            }
+            // A busy answer the client recovered from by attaching to its run: the TUI counted
+            // it (`busyRetries += 1` before the attach) and keeps the count across the turn's
+            // continuations; headless resets it on success (letta-protocol.md §3.4).
+            Observation::ClientRecovery { kind, .. } if kind == "busy_attach" => {
+                if headless {
+                    last.remove("busy");
+                } else {
+                    *last.entry("busy".to_string()).or_insert(0) += 1;
+                }
+            }
+            Observation::ClientResume { attempt, .. } => {
+                let max = if headless { 20 } else { 1 };
+                if *attempt > max {
+                    out.push(v(
+                        BUDGET_RESPECTED,
+                        i,
+                        format!(
+                            "resume attempt {attempt} exceeds the {} budget of {max}",
+                            if headless { "headless" } else { "interactive" }
+                        ),
+                    ));
+                }
+            }
+            Observation::ClientRetry {
+                kind,
+                attempt,
+                delay_ms,
+                detail,
+                retry_after_ms,
+            } => {
+                let retry = Retry {
+                    kind,
+                    attempt: *attempt,
+                    delay_ms: *delay_ms,
+                    detail,
+                    retry_after_ms: *retry_after_ms,
+                };
+                let broken = retry_breaks(&retry, headless, &mut shared, &mut last);
+                out.extend(broken.into_iter().map(|m| v(BUDGET_RESPECTED, i, m)));
+                // The two retries that read the answer's `Retry-After` (letta-protocol.md
+                // §3.3, §3.4 retry_transient).
+                if matches!(kind.as_str(), "shutdown_503" | "transient")
+                    && let Some(header) = answered_retry_after.take()
+                    && let Some(promise) = promised.get(header)
+                    && let Some(m) = retry_after_misread(header, promise, *retry_after_ms, e.t_ms)
+                {
+                    out.push(v(BUDGET_RESPECTED, i, m));
+                }
+                pending_wait = Some((i, e.t_ms, *delay_ms));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A `Retry-After` the server sent at `t_ms`, asking for `wait_ms`.
+struct Promise {
+    t_ms: u64,
+    wait_ms: u64,
+    dated: bool,
+}
+
+/// Whether the client read the server's `Retry-After` as the wait it asked for
+/// (letta-protocol.md §3.8): a number of seconds exactly; an HTTP date less the time since the
+/// server wrote it and less its cut to whole seconds (under 1 s), never below 0.
+fn retry_after_misread(
+    header: &str,
+    promise: &Promise,
+    read_ms: Option<u64>,
+    now_ms: u64,
+) -> Option<String> {
+    let latest = promise
+        .wait_ms
+        .saturating_sub(now_ms.saturating_sub(promise.t_ms));
+    let earliest = if promise.dated {
+        latest.saturating_sub(1000)
+    } else {
+        latest
+    };
+    let ok = match read_ms {
+        Some(ms) if promise.dated => (earliest..=latest).contains(&ms),
+        Some(ms) => ms == promise.wait_ms,
+        None => false,
+    };
+    (!ok).then(|| {
+        let want = if promise.dated {
+            format!("{earliest}-{latest} ms")
+        } else {
+            format!("{} ms", promise.wait_ms)
+        };
+        let read = read_ms.map_or("no wait".to_string(), |ms| format!("{ms} ms"));
+        format!("the answer said `Retry-After: {header}` ({want}), but the client read {read}")
+    })
+}
+
+/// One retry the client announced.
+struct Retry<'a> {
+    kind: &'a str,
+    attempt: u32,
+    delay_ms: u64,
+    detail: &'a str,
+    retry_after_ms: Option<u64>,
+}
+
+/// What a retry broke: its attempt against its budget (the turn's shared LLM budget, or its
+/// kind's own), its delay against the documented formula. `shared` and `last` are the turn's
+/// counters.
+fn retry_breaks(
+    retry: &Retry<'_>,
+    headless: bool,
+    shared: &mut u32,
+    last: &mut BTreeMap<String, u32>,
+) -> Vec<String> {
+    let Retry {
+        kind,
+        attempt,
+        delay_ms,
+        detail,
+        retry_after_ms,
+    } = *retry;
+    let mut out = Vec::new();
+    // The busy counter resets on a transient retry (letta-protocol.md §3.4, §3.9), so a busy
+    // answer the client then attaches through counts from zero again.
+    if kind == "transient" {
+        last.remove("busy");
+    }
+    let (budget, shared_kind) = match kind {
+        "transient" | "post_stream" => (3, true),
+        "approval_pending" => (3, true),
+        "busy" => (3, false),
+        "empty_response" => (2, false),
+        "shutdown_503" => (3, false),
+        "quota_swap" => (1, false),
+        // A resume retry is the wait *between* attempts (letta-protocol.md §4.4 step 7), so
+        // the last of the 20 headless attempts (the one interactive attempt) has none.
+        "resume" => (if headless { 19 } else { 0 }, false),
+        _ => (u32::MAX, false),
+    };
+    if shared_kind {
+        *shared += 1;
+        if attempt != *shared || *shared > 3 {
+            out.push(format!(
+                "{kind} retry is attempt {attempt}, but it is retry {shared} of the turn's shared LLM budget of 3"
+            ));
+        }
+    } else {
+        let prev = last.get(kind).copied().unwrap_or(0);
+        // Counters may restart at 1 (busy resets on other pre-stream errors; 503 retries count
+        // per send), never skip or exceed their budget.
+        if attempt > budget || !(attempt == 1 || attempt == prev + 1) {
+            out.push(format!(
+                "{kind} retry attempt {attempt} (previous {prev}) breaks its budget of {budget}"
+            ));
+        }
+        last.insert(kind.to_string(), attempt);
+    }
+    if let Some(want) = documented_delay(kind, attempt, detail, retry_after_ms, headless)
+        && want != delay_ms
+    {
+        out.push(format!(
+            "{kind} retry attempt {attempt} waits {delay_ms} ms; the documented delay is {want} ms"
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(t_ms: u64, obs: Observation) -> TraceEvent {
+        TraceEvent {
+            t_ms,
+            host: "client".into(),
+            obs,
+        }
+    }
+
+    /// Headless resume waits after attempts 1 to `last`, the documented delays apart.
+    fn resume_waits(last: u32) -> Vec<TraceEvent> {
+        let mut events = vec![
+            client(
+                0,
+                Observation::ClientStarted {
+                    restart: 0,
+                    profile: "reference".into(),
+                    mode: "headless".into(),
+                },
+            ),
+            client(
+                0,
+                Observation::TurnStart {
+                    turn: 1,
+                    text: "go".into(),
+                },
+            ),
+        ];
+        for attempt in 1..=last {
+            let delay_ms = (250u64 << (attempt - 1).min(10)).min(2000);
+            events.push(client(
+                u64::from(attempt) * 10_000,
+                Observation::ClientRetry {
+                    kind: "resume".into(),
+                    attempt,
+                    delay_ms,
+                    detail: String::new(),
+                    retry_after_ms: None,
+                },
+            ));
+        }
+        events
+    }
+
+    /// A 503 with `Retry-After: header` written at 1,000 ms, asking for `wait_ms`, and the
+    /// client's shutdown retry 25 ms later having read `read_ms` from it.
+    fn retry_after_read(
+        header: &str,
+        wait_ms: u64,
+        dated: bool,
+        read_ms: Option<u64>,
+    ) -> Vec<TraceEvent> {
+        vec![
+            TraceEvent {
+                t_ms: 1_000,
+                host: "server".into(),
+                obs: Observation::ServerRetryAfter {
+                    status: 503,
+                    header: header.into(),
+                    wait_ms,
+                    dated,
+                },
+            },
+            client(
+                1_025,
+                Observation::ClientResponse {
+                    status: 503,
+                    retry_after: Some(header.into()),
+                },
+            ),
+            client(
+                1_025,
+                Observation::ClientRetry {
+                    kind: "shutdown_503".into(),
+                    attempt: 1,
+                    delay_ms: read_ms.unwrap_or(1000),
+                    detail: String::new(),
+                    retry_after_ms: read_ms,
+                },
+            ),
+        ]
+    }
+
+    /// letta-protocol.md §3.8: a number is seconds, a date is that instant less now. The
+    /// checker holds the client's reading to what the server asked for.
+    #[test]
+    fn a_misread_retry_after_breaks_the_budget() {
+        let date = "Thu, 01 Jan 2026 00:00:04 GMT";
+        assert_eq!(
+            budget_respected(&retry_after_read("3", 3000, false, Some(3000))),
+            []
+        );
+        assert_eq!(
+            budget_respected(&retry_after_read(date, 3000, true, Some(2975))),
+            []
+        );
+        assert_eq!(
+            budget_respected(&retry_after_read(date, 3000, true, Some(1975))),
+            []
+        );
+        let cases = [
+            (
+                retry_after_read("3", 3000, false, Some(3)),
+                "the answer said `Retry-After: 3` (3000 ms), but the client read 3 ms",
+            ),
+            (
+                retry_after_read(date, 3000, true, None),
+                "the answer said `Retry-After: Thu, 01 Jan 2026 00:00:04 GMT` (1975-2975 ms), but the client read no wait",
+            ),
+            (
+                retry_after_read(date, 3000, true, Some(86_402_975)),
+                "the answer said `Retry-After: Thu, 01 Jan 2026 00:00:04 GMT` (1975-2975 ms), but the client read 86402975 ms",
+            ),
+        ];
+        for (events, want) in cases {
+            let v = budget_respected(&events);
+            assert_eq!(v.len(), 1, "{v:?}");
+            assert_eq!(v[0].message, want);
+        }
+    }
+
+    /// letta-protocol.md §4.4 step 7: headless makes 20 resume attempts and waits only between
+    /// them, so a wait after the 20th is one the budget does not have.
+    #[test]
+    fn a_resume_wait_after_the_last_headless_attempt_breaks_the_budget() {
+        assert_eq!(budget_respected(&resume_waits(19)), []);
+        let v = budget_respected(&resume_waits(20));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(
+            v[0].message,
+            "resume retry attempt 20 (previous 19) breaks its budget of 19"
+        );
+    }
+}
