@@ -152,6 +152,76 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
             _ => {}
         }
     }
+    out.extend(sdk_retries_break(events));
+    out
+}
+
+/// The SDK's own retries of one request (letta-protocol.md §2.8): `maxRetries = 2`, kept by
+/// every call but the send in the published client; the reference keeps it for reads (`GET`)
+/// only (docs/client.md). The oracle's own copy of that rule.
+fn sdk_retry_budget(profile: &str, method: &str) -> u32 {
+    match (profile, method) {
+        ("letta-code", _) | (_, "GET") => 2,
+        _ => 0,
+    }
+}
+
+/// The SDK's retries of each request (`client_request`'s `retry`): retry `n` of a request is
+/// within its budget and follows a failed attempt `n - 1` of the same request, the attempt
+/// before it. Whether the SDK gave up early is not judged: a request can be dropped in flight
+/// (a stream's lookup when the stream ends), which the trace does not tell from giving up.
+fn sdk_retries_break(events: &[TraceEvent]) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut profile = "reference";
+    // The latest request: (method, path, retry, answered successfully).
+    let mut latest: Option<(&str, &str, u32, bool)> = None;
+    for (i, e) in events.iter().enumerate() {
+        if e.host != "client" {
+            continue;
+        }
+        match &e.obs {
+            Observation::ClientStarted { profile: p, .. } => {
+                profile = p;
+                latest = None;
+            }
+            Observation::ClientSend { .. } => latest = None,
+            Observation::ClientResponse { status, .. } => {
+                if let Some(l) = latest.as_mut() {
+                    l.3 = (200..300).contains(status);
+                }
+            }
+            Observation::ClientRequest {
+                method,
+                path,
+                retry,
+            } => {
+                let budget = sdk_retry_budget(profile, method);
+                let follows = latest.is_some_and(|(m, p, r, ok)| {
+                    m == method && p == path && r + 1 == *retry && !ok
+                });
+                if *retry > budget {
+                    out.push(v(
+                        BUDGET_RESPECTED,
+                        i,
+                        format!(
+                            "the SDK's retry {retry} of {method} {path} exceeds its {budget} retries ({profile})"
+                        ),
+                    ));
+                } else if *retry > 0 && !follows {
+                    out.push(v(
+                        BUDGET_RESPECTED,
+                        i,
+                        format!(
+                            "the SDK's retry {retry} of {method} {path} does not follow a failed attempt {}",
+                            retry - 1
+                        ),
+                    ));
+                }
+                latest = Some((method, path, *retry, false));
+            }
+            _ => {}
+        }
+    }
     out
 }
 
@@ -381,6 +451,94 @@ mod tests {
             (
                 retry_after_read(date, 3000, true, Some(86_402_975)),
                 "the answer said `Retry-After: Thu, 01 Jan 2026 00:00:04 GMT` (1975-2975 ms), but the client read 86402975 ms",
+            ),
+        ];
+        for (events, want) in cases {
+            let v = budget_respected(&events);
+            assert_eq!(v.len(), 1, "{v:?}");
+            assert_eq!(v[0].message, want);
+        }
+    }
+
+    /// letta-protocol.md §2.8: the SDK retries a failed read twice, the reference nothing else.
+    #[test]
+    fn the_sdks_retries_stay_within_two_and_follow_a_failed_attempt() {
+        let start = client(
+            0,
+            Observation::ClientStarted {
+                restart: 0,
+                profile: "reference".into(),
+                mode: "interactive".into(),
+            },
+        );
+        let request = |method: &str, retry: u32| {
+            client(
+                0,
+                Observation::ClientRequest {
+                    method: method.into(),
+                    path: "/v1/runs/run-1".into(),
+                    retry,
+                },
+            )
+        };
+        let answer = |status: u16| {
+            client(
+                0,
+                Observation::ClientResponse {
+                    status,
+                    retry_after: None,
+                },
+            )
+        };
+        let refused = || {
+            client(
+                0,
+                Observation::ClientConnectError {
+                    error: "refused".into(),
+                },
+            )
+        };
+        let ok = vec![
+            start.clone(),
+            request("GET", 0),
+            answer(502),
+            request("GET", 1),
+            refused(),
+            request("GET", 2),
+            answer(200),
+        ];
+        assert_eq!(budget_respected(&ok), []);
+        let cases = [
+            (
+                vec![
+                    start.clone(),
+                    request("GET", 0),
+                    refused(),
+                    request("GET", 4294967295),
+                ],
+                "the SDK's retry 4294967295 of GET /v1/runs/run-1 exceeds its 2 retries (reference)",
+            ),
+            (
+                vec![
+                    start.clone(),
+                    request("GET", 0),
+                    answer(200),
+                    request("GET", 1),
+                ],
+                "the SDK's retry 1 of GET /v1/runs/run-1 does not follow a failed attempt 0",
+            ),
+            (
+                vec![
+                    start.clone(),
+                    request("GET", 0),
+                    refused(),
+                    request("GET", 2),
+                ],
+                "the SDK's retry 2 of GET /v1/runs/run-1 does not follow a failed attempt 1",
+            ),
+            (
+                vec![start, request("POST", 0), answer(500), request("POST", 1)],
+                "the SDK's retry 1 of POST /v1/runs/run-1 exceeds its 0 retries (reference)",
             ),
         ];
         for (events, want) in cases {
