@@ -80,23 +80,31 @@ fn the_summariser_overflow_walks_the_ladder_trying_its_first_budget_then_the_fir
     let r = passing("compaction_summariser_overflow.toml");
     let calls = lines_with(&r, "summariser_call");
     assert_eq!(calls.len(), 3, "{}", r.trace_text);
+    let chars = |line: &str| -> u64 {
+        let at = line.find("transcript_chars=").unwrap() + "transcript_chars=".len();
+        line[at..].split(' ').next().unwrap().parse().unwrap()
+    };
     assert!(
-        calls[0].contains("budget=- outcome=\"overflow:"),
+        calls[0].contains("budget=- ") && calls[0].contains("outcome=\"overflow:"),
         "{}",
         calls[0]
     );
     // 120000 leaves the transcript whole and is tried anyway; 90000 … 4000 leave it as the
-    // 120000 step did and are skipped.
+    // 120000 step did and are skipped; 2000 cuts it in the middle to 30 % + 30 % of 2000 and
+    // the marker.
     assert!(
-        calls[1].contains("budget=120000 outcome=\"overflow:"),
+        calls[1].contains("budget=120000 ") && calls[1].contains("outcome=\"overflow:"),
         "{}",
         calls[1]
     );
+    assert_eq!(chars(&calls[1]), chars(&calls[0]));
     assert!(
-        calls[2].contains("budget=2000 outcome=\"ok"),
+        calls[2].contains("budget=2000 ") && calls[2].contains("outcome=\"ok"),
         "{}",
         calls[2]
     );
+    assert!(chars(&calls[0]) > 2000, "{}", calls[0]);
+    assert!((1200..1300).contains(&chars(&calls[2])), "{}", calls[2]);
     assert!(compaction_line(&r).contains("laddered=true"));
 }
 

@@ -2,7 +2,8 @@
 //! a compaction never separates a tool call from its result, cuts only at an assistant
 //! message, summarises exactly the messages it removes (none lost, none twice), and brings the
 //! estimate under the threshold, or the turn ends with the documented error (the run ends
-//! `error`). Pure: it reads a finished trace.
+//! `error`); each step of the overflow ladder offers the summariser no more than its budget.
+//! Pure: it reads a finished trace.
 
 use std::collections::BTreeSet;
 
@@ -147,5 +148,65 @@ pub fn compaction_safe(events: &[TraceEvent]) -> Vec<Violation> {
             }
         }
     }
+    out.extend(ladder_overruns(events));
     out
+}
+
+/// Each step of the overflow ladder offers the summariser at most its budget of characters
+/// (letta-protocol.md §8.2: the transcript is "rebuilt with a middle truncation budget").
+fn ladder_overruns(events: &[TraceEvent]) -> Vec<Violation> {
+    events
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match &e.obs {
+            Observation::SummariserCall {
+                budget: Some(budget),
+                transcript_chars,
+                ..
+            } if transcript_chars > budget => Some(Violation {
+                invariant: COMPACTION_SAFE,
+                event: Some(i),
+                message: format!(
+                    "the overflow ladder's {budget}-character step offered the summariser {transcript_chars} characters"
+                ),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summariser_call(budget: Option<u64>, transcript_chars: u64) -> TraceEvent {
+        TraceEvent {
+            t_ms: 0,
+            host: "server".into(),
+            obs: Observation::SummariserCall {
+                conversation_id: "conv-1".into(),
+                budget,
+                transcript_chars,
+                outcome: "ok chars=12".into(),
+            },
+        }
+    }
+
+    /// A ladder step whose middle truncation kept the whole budget as its head and then added
+    /// the marker (a 30 % split that became 100 %) offers more than the budget.
+    #[test]
+    fn a_ladder_step_over_its_budget_breaks_compaction_safety() {
+        let fine = [
+            summariser_call(None, 250_000),
+            summariser_call(Some(2000), 1270),
+            summariser_call(Some(2000), 2000),
+        ];
+        assert_eq!(compaction_safe(&fine), []);
+        let v = compaction_safe(&[summariser_call(Some(2000), 2070)]);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(
+            v[0].message,
+            "the overflow ladder's 2000-character step offered the summariser 2070 characters"
+        );
+    }
 }

@@ -236,6 +236,9 @@ pub enum Observation {
     SummariserCall {
         conversation_id: String,
         budget: Option<u64>,
+        /// The transcript's length in JavaScript characters (UTF-16 units), what a ladder
+        /// `budget` bounds (letta-protocol.md §8.2).
+        transcript_chars: u64,
         outcome: String,
     },
 

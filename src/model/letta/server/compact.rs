@@ -522,6 +522,9 @@ async fn summarise<E: Env>(
     env.observe(Observation::SummariserCall {
         conversation_id: conv_id.to_string(),
         budget: req.budget.map(|b| b as u64),
+        transcript_chars: crate::model::letta::server::compaction::estimate::js_len(
+            &req.transcript,
+        ),
         outcome: match &result {
             Ok(s) => format!("ok chars={}", s.chars().count()),
             Err(SummariserError::Overflow(e)) => format!("overflow: {e}"),
