@@ -64,3 +64,27 @@ pub(crate) fn body_json(bytes: &[u8]) -> Result<Value, String> {
     }
     serde_json::from_slice(bytes).map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A peer's request target is untrusted: an escape cut short at the end of a segment, or
+    /// one that is not hex, stays as written instead of reading past the end.
+    #[test]
+    fn percent_escapes_decode_and_a_cut_or_bad_one_stays_as_written() {
+        assert_eq!(percent_decode("conv%2D1+x"), "conv-1 x");
+        assert_eq!(percent_decode("run%41"), "runA");
+        for raw in ["run%4", "run%", "%", "%zz", "a%é"] {
+            assert_eq!(percent_decode(raw), raw);
+        }
+        assert_eq!(
+            query_pairs(Some("limit=5&order=desc&x%3Dy=%")),
+            vec![
+                ("limit".to_string(), "5".to_string()),
+                ("order".to_string(), "desc".to_string()),
+                ("x=y".to_string(), "%".to_string()),
+            ]
+        );
+    }
+}
