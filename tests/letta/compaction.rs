@@ -97,14 +97,14 @@ fn the_summariser_overflow_walks_the_ladder_trying_its_first_budget_then_the_fir
         "{}",
         calls[1]
     );
-    assert_eq!(chars(&calls[1]), chars(&calls[0]));
+    assert_eq!(chars(calls[1]), chars(calls[0]));
     assert!(
         calls[2].contains("budget=2000 ") && calls[2].contains("outcome=\"ok"),
         "{}",
         calls[2]
     );
-    assert!(chars(&calls[0]) > 2000, "{}", calls[0]);
-    assert!((1200..1300).contains(&chars(&calls[2])), "{}", calls[2]);
+    assert!(chars(calls[0]) > 2000, "{}", calls[0]);
+    assert!((1200..1300).contains(&chars(calls[2])), "{}", calls[2]);
     assert!(compaction_line(&r).contains("laddered=true"));
 }
 

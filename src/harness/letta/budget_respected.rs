@@ -2,7 +2,7 @@
 //! and its documented delay, each wait against the next request, and each `Retry-After` the
 //! client read against what the server asked for.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::harness::invariants::{BUDGET_RESPECTED, Violation};
 use crate::harness::trace::TraceEvent;
@@ -153,8 +153,105 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
         }
     }
     out.extend(sdk_retries_break(events));
+    out.extend(resumes_given_up_early(events));
     out
 }
+
+/// Where a headless resume attempt stands (letta-protocol.md §4.4 step 7).
+enum ResumeStep<'a> {
+    Idle,
+    /// Attempt `k` began; its request has not failed (yet).
+    Attempted(u32),
+    /// Attempt `k`'s request failed.
+    Failed(u32),
+    /// After the failure, the client asked for run `run`.
+    Checking(u32, &'a str),
+    /// ... and the server answered 200 while the run was still going.
+    Checked(u32, &'a str),
+}
+
+/// The headless resume budget (§4.4 step 7): 20 attempts, the run checked between failed ones,
+/// and the loop given up early only on a run that is no longer replayable (`isReplayableRun`,
+/// step 6). Judged where the trace says the run was still going when the server answered the
+/// check (not ended, no restart since, so `running`): the client must try again. A run that
+/// ended is left unjudged, its replayability depending on its stop reason and metadata.
+fn resumes_given_up_early(events: &[TraceEvent]) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut headless = false;
+    let mut step = ResumeStep::Idle;
+    // Runs the server ended, and whether it restarted: both make a run's status unknown here.
+    let mut ended: BTreeSet<&str> = BTreeSet::new();
+    let mut restarted = false;
+    for (i, e) in events.iter().enumerate() {
+        match &e.obs {
+            Observation::RunEnded { run_id, .. } | Observation::RunCancelled { run_id } => {
+                ended.insert(run_id);
+            }
+            Observation::ServerRecovered { .. } => restarted = true,
+            _ => {}
+        }
+        if e.host != "client" {
+            continue;
+        }
+        step = match (&e.obs, step) {
+            (Observation::ClientStarted { mode, .. }, _) => {
+                headless = mode == "headless";
+                ResumeStep::Idle
+            }
+            (Observation::ClientResume { attempt, .. }, _) => ResumeStep::Attempted(*attempt),
+            (Observation::ClientRequest { .. }, s @ ResumeStep::Attempted(_)) => s,
+            (Observation::ClientResponse { status, .. }, ResumeStep::Attempted(k))
+                if !(200..300).contains(status) =>
+            {
+                ResumeStep::Failed(k)
+            }
+            (Observation::ClientConnectError { .. }, ResumeStep::Attempted(k)) => {
+                ResumeStep::Failed(k)
+            }
+            (Observation::ClientRequest { method, path, .. }, ResumeStep::Failed(k))
+                if method == "GET" =>
+            {
+                match path.strip_prefix("/v1/runs/") {
+                    Some(run) if !run.contains(['/', '?']) => ResumeStep::Checking(k, run),
+                    _ => ResumeStep::Idle,
+                }
+            }
+            (Observation::ClientResponse { status: 200, .. }, ResumeStep::Checking(k, run))
+                if !ended.contains(run) && !restarted =>
+            {
+                ResumeStep::Checked(k, run)
+            }
+            (Observation::ClientRetry { kind, .. }, s @ ResumeStep::Checked(..))
+                if kind == "resume" =>
+            {
+                s
+            }
+            (Observation::ClientInterrupt { .. }, _) => ResumeStep::Idle,
+            // Anything else the client does next gives the loop up.
+            (_, ResumeStep::Checked(k, run)) if headless && k < HEADLESS_RESUME_ATTEMPTS => {
+                out.push(v(
+                    BUDGET_RESPECTED,
+                    i,
+                    format!(
+                        "headless resume stopped after attempt {k} of {HEADLESS_RESUME_ATTEMPTS}, though run {run} was still going when the client checked it"
+                    ),
+                ));
+                ResumeStep::Idle
+            }
+            (
+                Observation::ClientChunk { .. }
+                | Observation::ClientStreamEnd { .. }
+                | Observation::ClientDrained { .. },
+                s,
+            ) => s,
+            _ => ResumeStep::Idle,
+        };
+    }
+    out
+}
+
+/// Resume attempts of a headless client (letta-protocol.md §4.4 step 7).
+const HEADLESS_RESUME_ATTEMPTS: u32 = 20;
 
 /// The SDK's own retries of one request (letta-protocol.md §2.8): `maxRetries = 2`, kept by
 /// every call but the send in the published client; the reference keeps it for reads (`GET`)
@@ -546,6 +643,102 @@ mod tests {
             assert_eq!(v.len(), 1, "{v:?}");
             assert_eq!(v[0].message, want);
         }
+    }
+
+    /// letta-protocol.md §4.4 steps 6-7: a failed headless resume attempt is followed by a
+    /// check of the run, and by the next attempt while the run is still going.
+    #[test]
+    fn a_headless_resume_given_up_on_a_running_run_breaks_the_budget() {
+        let run = "/v1/runs/run-1";
+        let tail = |then: Vec<TraceEvent>, ended: bool| {
+            let mut events = vec![
+                client(
+                    0,
+                    Observation::ClientStarted {
+                        restart: 0,
+                        profile: "reference".into(),
+                        mode: "headless".into(),
+                    },
+                ),
+                client(
+                    0,
+                    Observation::ClientResume {
+                        attempt: 1,
+                        source: "run".into(),
+                        id: "run-1".into(),
+                        starting_after: 2,
+                    },
+                ),
+                client(
+                    0,
+                    Observation::ClientRequest {
+                        method: "POST".into(),
+                        path: format!("{run}/stream"),
+                        retry: 0,
+                    },
+                ),
+                client(
+                    5,
+                    Observation::ClientResponse {
+                        status: 500,
+                        retry_after: None,
+                    },
+                ),
+                client(
+                    5,
+                    Observation::ClientRequest {
+                        method: "GET".into(),
+                        path: run.into(),
+                        retry: 0,
+                    },
+                ),
+            ];
+            if ended {
+                events.push(TraceEvent {
+                    t_ms: 7,
+                    host: "server".into(),
+                    obs: Observation::RunEnded {
+                        run_id: "run-1".into(),
+                        stop_reason: "error".into(),
+                    },
+                });
+            }
+            events.push(client(
+                9,
+                Observation::ClientResponse {
+                    status: 200,
+                    retry_after: None,
+                },
+            ));
+            events.extend(then);
+            events
+        };
+        let retry = client(
+            9,
+            Observation::ClientRetry {
+                kind: "resume".into(),
+                attempt: 1,
+                delay_ms: 250,
+                detail: String::new(),
+                retry_after_ms: None,
+            },
+        );
+        let give_up = client(
+            9,
+            Observation::TurnEnd {
+                turn: 1,
+                outcome: "error: stop_reason=error".into(),
+            },
+        );
+        assert_eq!(budget_respected(&tail(vec![retry], false)), []);
+        // A run that ended is not judged: its replayability is the run object's.
+        assert_eq!(budget_respected(&tail(vec![give_up.clone()], true)), []);
+        let v = budget_respected(&tail(vec![give_up], false));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(
+            v[0].message,
+            "headless resume stopped after attempt 1 of 20, though run run-1 was still going when the client checked it"
+        );
     }
 
     /// letta-protocol.md §4.4 step 7: headless makes 20 resume attempts and waits only between
