@@ -150,6 +150,22 @@ fn the_sliding_window_cuts_beside_parallel_calls_and_keeps_both_results_with_the
     assert!(kept.contains("[toolu_01SyntheticReadTwo02]\"]"), "{kept}");
 }
 
+/// letta-protocol.md §7.7: at most 3 overflow compactions per turn; the fourth overflow is the
+/// turn's error (the scenario declares it, so a fourth compaction fails `ends-as-declared`).
+#[test]
+fn a_turn_compacts_on_overflow_at_most_three_times_then_the_overflow_ends_it() {
+    let r = passing("compaction_overflow_limit.toml");
+    let compactions = lines_with(&r, " compaction ");
+    assert_eq!(compactions.len(), 3, "{}", r.trace_text);
+    assert!(
+        compactions
+            .iter()
+            .all(|c| c.contains("trigger=context_window_overflow")),
+        "{compactions:?}"
+    );
+    assert_eq!(lines_with(&r, "cassette=\"<fault>\" status=400").len(), 4);
+}
+
 #[test]
 fn a_model_call_overflow_compacts_with_the_overflow_trigger_and_retries() {
     let r = passing("compaction_provider_overflow.toml");
