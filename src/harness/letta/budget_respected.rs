@@ -445,17 +445,29 @@ mod tests {
         }
     }
 
+    /// The reference client's start in `mode`.
+    fn started(mode: &str) -> TraceEvent {
+        client(
+            0,
+            Observation::ClientStarted {
+                restart: 0,
+                profile: "reference".into(),
+                mode: mode.into(),
+            },
+        )
+    }
+
+    /// `budget-respected` fails `events` once, saying `want`.
+    fn assert_one_violation(events: &[TraceEvent], want: &str) {
+        let v = budget_respected(events);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v[0].message, want);
+    }
+
     /// Headless resume waits after attempts 1 to `last`, the documented delays apart.
     fn resume_waits(last: u32) -> Vec<TraceEvent> {
         let mut events = vec![
-            client(
-                0,
-                Observation::ClientStarted {
-                    restart: 0,
-                    profile: "reference".into(),
-                    mode: "headless".into(),
-                },
-            ),
+            started("headless"),
             client(
                 0,
                 Observation::TurnStart {
@@ -551,23 +563,14 @@ mod tests {
             ),
         ];
         for (events, want) in cases {
-            let v = budget_respected(&events);
-            assert_eq!(v.len(), 1, "{v:?}");
-            assert_eq!(v[0].message, want);
+            assert_one_violation(&events, want);
         }
     }
 
     /// letta-protocol.md §2.8: the SDK retries a failed read twice, the reference nothing else.
     #[test]
     fn the_sdks_retries_stay_within_two_and_follow_a_failed_attempt() {
-        let start = client(
-            0,
-            Observation::ClientStarted {
-                restart: 0,
-                profile: "reference".into(),
-                mode: "interactive".into(),
-            },
-        );
+        let start = started("interactive");
         let request = |method: &str, retry: u32| {
             client(
                 0,
@@ -639,9 +642,7 @@ mod tests {
             ),
         ];
         for (events, want) in cases {
-            let v = budget_respected(&events);
-            assert_eq!(v.len(), 1, "{v:?}");
-            assert_eq!(v[0].message, want);
+            assert_one_violation(&events, want);
         }
     }
 
@@ -652,14 +653,7 @@ mod tests {
         let run = "/v1/runs/run-1";
         let tail = |then: Vec<TraceEvent>, ended: bool| {
             let mut events = vec![
-                client(
-                    0,
-                    Observation::ClientStarted {
-                        restart: 0,
-                        profile: "reference".into(),
-                        mode: "headless".into(),
-                    },
-                ),
+                started("headless"),
                 client(
                     0,
                     Observation::ClientResume {
@@ -733,11 +727,9 @@ mod tests {
         assert_eq!(budget_respected(&tail(vec![retry], false)), []);
         // A run that ended is not judged: its replayability is the run object's.
         assert_eq!(budget_respected(&tail(vec![give_up.clone()], true)), []);
-        let v = budget_respected(&tail(vec![give_up], false));
-        assert_eq!(v.len(), 1, "{v:?}");
-        assert_eq!(
-            v[0].message,
-            "headless resume stopped after attempt 1 of 20, though run run-1 was still going when the client checked it"
+        assert_one_violation(
+            &tail(vec![give_up], false),
+            "headless resume stopped after attempt 1 of 20, though run run-1 was still going when the client checked it",
         );
     }
 
@@ -746,11 +738,9 @@ mod tests {
     #[test]
     fn a_resume_wait_after_the_last_headless_attempt_breaks_the_budget() {
         assert_eq!(budget_respected(&resume_waits(19)), []);
-        let v = budget_respected(&resume_waits(20));
-        assert_eq!(v.len(), 1, "{v:?}");
-        assert_eq!(
-            v[0].message,
-            "resume retry attempt 20 (previous 19) breaks its budget of 19"
+        assert_one_violation(
+            &resume_waits(20),
+            "resume retry attempt 20 (previous 19) breaks its budget of 19",
         );
     }
 }
