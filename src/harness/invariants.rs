@@ -16,6 +16,17 @@ pub struct Violation {
     pub message: String,
 }
 
+impl Violation {
+    /// A violation of `invariant` at trace event `event`.
+    pub fn at(invariant: &'static str, event: usize, message: String) -> Violation {
+        Violation {
+            invariant,
+            event: Some(event),
+            message,
+        }
+    }
+}
+
 /// Every tool call the server asked about gets exactly one resolution.
 pub const TOOL_CALL_RESOLVED: &str = "tool-call-resolved";
 /// The same (scenario, seed, build) gives the same trace.

@@ -8,8 +8,6 @@ use crate::harness::invariants::{BUDGET_RESPECTED, Violation};
 use crate::harness::trace::TraceEvent;
 use crate::model::port::observe::Observation;
 
-use super::client_invariants::v;
-
 /// The documented delay of a retry (letta-protocol.md §3.3, §3.8, §4.4), independent of the
 /// client's code: the oracle's own copy of the formulas.
 fn documented_delay(
@@ -88,7 +86,7 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
                 if let Some((at, t, delay)) = pending_wait.take()
                     && e.t_ms < t + delay
                 {
-                    out.push(v(
+                    out.push(Violation::at(
                         BUDGET_RESPECTED,
                         i,
                         format!(
@@ -112,7 +110,7 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
             Observation::ClientResume { attempt, .. } => {
                 let max = if headless { 20 } else { 1 };
                 if *attempt > max {
-                    out.push(v(
+                    out.push(Violation::at(
                         BUDGET_RESPECTED,
                         i,
                         format!(
@@ -137,7 +135,11 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
                     retry_after_ms: *retry_after_ms,
                 };
                 let broken = retry_breaks(&retry, headless, &mut shared, &mut last);
-                out.extend(broken.into_iter().map(|m| v(BUDGET_RESPECTED, i, m)));
+                out.extend(
+                    broken
+                        .into_iter()
+                        .map(|m| Violation::at(BUDGET_RESPECTED, i, m)),
+                );
                 // The two retries that read the answer's `Retry-After` (letta-protocol.md
                 // §3.3, §3.4 retry_transient).
                 if matches!(kind.as_str(), "shutdown_503" | "transient")
@@ -145,7 +147,7 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
                     && let Some(promise) = promised.get(header)
                     && let Some(m) = retry_after_misread(header, promise, *retry_after_ms, e.t_ms)
                 {
-                    out.push(v(BUDGET_RESPECTED, i, m));
+                    out.push(Violation::at(BUDGET_RESPECTED, i, m));
                 }
                 pending_wait = Some((i, e.t_ms, *delay_ms));
             }
@@ -229,7 +231,7 @@ fn resumes_given_up_early(events: &[TraceEvent]) -> Vec<Violation> {
             (Observation::ClientInterrupt { .. }, _) => ResumeStep::Idle,
             // Anything else the client does next gives the loop up.
             (_, ResumeStep::Checked(k, run)) if headless && k < HEADLESS_RESUME_ATTEMPTS => {
-                out.push(v(
+                out.push(Violation::at(
                     BUDGET_RESPECTED,
                     i,
                     format!(
@@ -297,7 +299,7 @@ fn sdk_retries_break(events: &[TraceEvent]) -> Vec<Violation> {
                     m == method && p == path && r + 1 == *retry && !ok
                 });
                 if *retry > budget {
-                    out.push(v(
+                    out.push(Violation::at(
                         BUDGET_RESPECTED,
                         i,
                         format!(
@@ -305,7 +307,7 @@ fn sdk_retries_break(events: &[TraceEvent]) -> Vec<Violation> {
                         ),
                     ));
                 } else if *retry > 0 && !follows {
-                    out.push(v(
+                    out.push(Violation::at(
                         BUDGET_RESPECTED,
                         i,
                         format!(

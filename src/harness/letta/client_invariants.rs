@@ -31,12 +31,8 @@ pub fn client_invariants() -> [(&'static str, Checker); 8] {
     ]
 }
 
-pub(super) fn v(invariant: &'static str, event: usize, message: String) -> Violation {
-    Violation {
-        invariant,
-        event: Some(event),
-        message,
-    }
+fn v(invariant: &'static str, event: usize, message: String) -> Violation {
+    Violation::at(invariant, event, message)
 }
 
 /// `no-double-execution`: a tool call's side effect happens at most once, across resume, 409
