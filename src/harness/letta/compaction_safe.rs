@@ -5,7 +5,7 @@
 //! `error`); each step of the overflow ladder offers the summariser no more than its budget.
 //! Pure: it reads a finished trace.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::harness::invariants::{COMPACTION_SAFE, Violation};
 use crate::harness::trace::TraceEvent;
@@ -52,6 +52,8 @@ pub fn removed_history_units(removed: &[String]) -> u64 {
 /// `compaction-safe`.
 pub fn compaction_safe(events: &[TraceEvent]) -> Vec<Violation> {
     let mut out = Vec::new();
+    // What each summary message written so far stands for: the ids its compaction summarised.
+    let mut summaries: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for (i, e) in events.iter().enumerate() {
         let Observation::Compaction {
             conversation_id,
@@ -120,16 +122,32 @@ pub fn compaction_safe(events: &[TraceEvent]) -> Vec<Violation> {
             ));
         }
         // 3. Summarised exactly what it removed: none lost, none twice.
-        let removed_ids: BTreeSet<&str> = removed_d.iter().map(|m| m.id).collect();
         let summarized_ids: BTreeSet<&str> = summarized.iter().map(|s| parse(s).id).collect();
-        for id in removed_ids.difference(&summarized_ids) {
+        // Two compactions of one conversation can plan from the same list (a cancelled run's
+        // compaction still applies, and the local backend's summariser call takes no abort
+        // signal: letta-protocol.md §7.4, §8.6); the one that applies later replaces the
+        // other's summary. That loses nothing when every message the replaced summary stood
+        // for, unfolding the summaries it summarised in turn, is one this compaction
+        // summarises or keeps, directly or through a summary.
+        let kept_ids: BTreeSet<&str> = kept.iter().map(|m| m.id).collect();
+        let accounted = originals(&summaries, summarized_ids.union(&kept_ids).copied());
+        let covered = |id: &str| {
+            summaries.contains_key(id) && originals(&summaries, [id]).is_subset(&accounted)
+        };
+        for m in removed_d.iter().filter(|m| !summarized_ids.contains(m.id)) {
+            if m.role == "summary" && covered(m.id) {
+                continue;
+            }
             violation(format!(
-                "{id} was removed from context without being summarised"
+                "{} was removed from context without being summarised",
+                m.id
             ));
         }
-        let kept_ids: BTreeSet<&str> = kept.iter().map(|m| m.id).collect();
         for id in summarized_ids.intersection(&kept_ids) {
             violation(format!("{id} was summarised and also kept"));
+        }
+        if let Some(new_summary) = kept.iter().find(|m| m.role == "summary") {
+            summaries.insert(new_summary.id, summarized_ids.clone());
         }
         // 4. Under the threshold, or the run ends with the documented error.
         if let Some(t) = threshold
@@ -149,6 +167,26 @@ pub fn compaction_safe(events: &[TraceEvent]) -> Vec<Violation> {
         }
     }
     out.extend(ladder_overruns(events));
+    out
+}
+
+/// The messages `ids` stand for: a summary stands for what its compaction summarised, in turn
+/// unfolded; any other message for itself. A summary only summarises messages written before
+/// it, so the unfolding ends.
+fn originals<'a>(
+    summaries: &BTreeMap<&'a str, BTreeSet<&'a str>>,
+    ids: impl IntoIterator<Item = &'a str>,
+) -> BTreeSet<&'a str> {
+    let mut out = BTreeSet::new();
+    let mut todo: Vec<&str> = ids.into_iter().collect();
+    while let Some(id) = todo.pop() {
+        match summaries.get(id) {
+            Some(stood_for) => todo.extend(stood_for.iter().copied()),
+            None => {
+                out.insert(id);
+            }
+        }
+    }
     out
 }
 
@@ -190,6 +228,67 @@ mod tests {
                 outcome: "ok chars=12".into(),
             },
         }
+    }
+
+    fn compaction(removed: &[&str], summarized: &[&str], kept: &[&str]) -> TraceEvent {
+        let list = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
+        TraceEvent {
+            t_ms: 0,
+            host: "server".into(),
+            obs: Observation::Compaction {
+                conversation_id: "conv-1".into(),
+                run_id: None,
+                trigger: "context_window_overflow".into(),
+                mode: "sliding_window".into(),
+                removed: list(removed),
+                summarized: list(summarized),
+                kept: list(kept),
+                appended: Vec::new(),
+                tokens_after: 10,
+                threshold: Some(100),
+                fell_back: false,
+                laddered: false,
+            },
+        }
+    }
+
+    /// Two compactions planned from one list (a cancelled run's and the next run's): the one
+    /// that applies later replaces the other's summary, which stood for what it summarises too,
+    /// directly or through an earlier summary of the same messages. Replacing a summary that
+    /// stood for more loses what it stood for.
+    #[test]
+    fn a_summary_replaced_by_one_of_the_same_messages_is_not_lost() {
+        let first = compaction(
+            &["user:m1", "assistant:m2", "user:m3"],
+            &["user:m1", "assistant:m2", "user:m3"],
+            &["summary:s1", "assistant:m4", "user:m5"],
+        );
+        let second_of_the_same = compaction(
+            &["summary:s1"],
+            &["user:m1", "assistant:m2", "user:m3"],
+            &["summary:s2", "assistant:m4", "user:m5"],
+        );
+        let ok = [first.clone(), second_of_the_same];
+        assert_eq!(compaction_safe(&ok), []);
+        // A third, planned before the second applied, summarised s1 and replaces s2.
+        let third_through_s1 = compaction(
+            &["summary:s2"],
+            &["summary:s1"],
+            &["summary:s3", "assistant:m4", "user:m5"],
+        );
+        let ok3 = [ok[0].clone(), ok[1].clone(), third_through_s1];
+        assert_eq!(compaction_safe(&ok3), []);
+        let second_of_less = compaction(
+            &["summary:s1"],
+            &["user:m1", "assistant:m2"],
+            &["summary:s2", "assistant:m4", "user:m5"],
+        );
+        let v = compaction_safe(&[first, second_of_less]);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(
+            v[0].message,
+            "compaction of conv-1: s1 was removed from context without being summarised"
+        );
     }
 
     /// A ladder step whose middle truncation kept the whole budget as its head and then added
