@@ -392,9 +392,20 @@ fn server_faults(rng: &mut ChaCha8Rng, root: &Root) -> Vec<Fault> {
                 }
             }
         }
-        3 => Fault::RunStreamFail {
-            times: rng.random_range(1..=3),
-        },
+        3 => {
+            // The resume stream's 500s, each with no `Retry-After`, one in seconds or one as an
+            // HTTP date: the published client's SDK retries read it (letta-protocol.md §2.8).
+            let times = rng.random_range(1..=3);
+            let (retry_after_s, retry_after_date) = match rng.random_range(0..3u32) {
+                0 => (None, false),
+                form => (Some(rng.random_range(1..=3)), form == 2),
+            };
+            Fault::RunStreamFail {
+                times,
+                retry_after_s,
+                retry_after_date,
+            }
+        }
         _ => Fault::BusyOwnRun { send },
     }]
 }

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use super::plan::Fault;
 use crate::harness::trace::Trace;
-use crate::model::letta::server::{RetryAfter, SendFault, StoredToolCall, StreamHooks};
+use crate::model::letta::server::{
+    RetryAfter, RunStreamFault, SendFault, StoredToolCall, StreamHooks,
+};
 use crate::model::port::inject::{ProviderHooks, ProviderOverride, StreamFault};
 use crate::model::port::observe::Observation;
 
@@ -71,13 +73,7 @@ impl StreamHooks for PlanHooks {
                     retry_after_s,
                     retry_after_date,
                 } if *n == send => {
-                    return SendFault::ShuttingDown(retry_after_s.map(|s| {
-                        if *retry_after_date {
-                            RetryAfter::DateIn(s)
-                        } else {
-                            RetryAfter::Seconds(s)
-                        }
-                    }));
+                    return SendFault::ShuttingDown(retry_after(*retry_after_s, *retry_after_date));
                 }
                 Fault::ApprovalPendingOnSend {
                     send: n,
@@ -110,11 +106,31 @@ impl StreamHooks for PlanHooks {
         SendFault::Pass
     }
 
-    fn fail_run_stream(&self, n: u64) -> bool {
-        self.faults
-            .iter()
-            .any(|f| matches!(f, Fault::RunStreamFail { times } if n <= *times))
+    fn fail_run_stream(&self, n: u64) -> RunStreamFault {
+        for f in &self.faults {
+            if let Fault::RunStreamFail {
+                times,
+                retry_after_s,
+                retry_after_date,
+            } = f
+                && n <= *times
+            {
+                return RunStreamFault::Fail500(retry_after(*retry_after_s, *retry_after_date));
+            }
+        }
+        RunStreamFault::Pass
     }
+}
+
+/// A fault's `retry_after_s` / `retry_after_date` as the header the server writes.
+fn retry_after(seconds: Option<u64>, as_date: bool) -> Option<RetryAfter> {
+    seconds.map(|s| {
+        if as_date {
+            RetryAfter::DateIn(s)
+        } else {
+            RetryAfter::Seconds(s)
+        }
+    })
 }
 
 impl ProviderHooks for PlanHooks {

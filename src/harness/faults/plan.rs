@@ -176,8 +176,17 @@ pub enum Fault {
         #[serde(default = "default_stale_args")]
         arguments: String,
     },
-    /// Answer the first `times` `POST /v1/runs/{id}/stream` requests with 500.
-    RunStreamFail { times: u64 },
+    /// Answer the first `times` `POST /v1/runs/{id}/stream` requests with 500, with a
+    /// `Retry-After` of `retry_after_s` seconds when given (as a proxy in front of the server
+    /// may add), written as an HTTP date that far ahead when `retry_after_date` is set. The
+    /// SDK's retries of the resume stream read it (letta-protocol.md §2.8).
+    RunStreamFail {
+        times: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_after_s: Option<u64>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        retry_after_date: bool,
+    },
     /// The `send`-th message send starts its run, then is answered 409 busy naming that run
     /// (a duplicate the server does not dedupe: the client can attach by otid).
     BusyOwnRun { send: u64 },
@@ -407,6 +416,11 @@ impl Fault {
                 ..
             } => Some("action \"pass\" does nothing; remove the fault".into()),
             Fault::ShuttingDownOnSend {
+                retry_after_s: None,
+                retry_after_date: true,
+                ..
+            }
+            | Fault::RunStreamFail {
                 retry_after_s: None,
                 retry_after_date: true,
                 ..
@@ -715,7 +729,18 @@ impl fmt::Display for Fault {
                 f,
                 " conversation={conversation} tool_call_id={tool_call_id}"
             ),
-            Fault::RunStreamFail { times } => write!(f, " times={times}"),
+            Fault::RunStreamFail {
+                times,
+                retry_after_s,
+                retry_after_date,
+            } => {
+                write!(f, " times={times}")?;
+                retry_after_s.map_or(Ok(()), |r| write!(f, " retry_after_s={r}"))?;
+                if *retry_after_date {
+                    f.write_str(" retry_after_date=true")?;
+                }
+                Ok(())
+            }
             Fault::Interrupt {
                 turn,
                 during,

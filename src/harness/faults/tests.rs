@@ -153,7 +153,22 @@ fn every_kind_prints_its_line_and_round_trips_through_toml() {
             },
             "stale_approval conversation=default tool_call_id=toolu_1",
         ),
-        (Fault::RunStreamFail { times: 2 }, "run_stream_fail times=2"),
+        (
+            Fault::RunStreamFail {
+                times: 2,
+                retry_after_s: None,
+                retry_after_date: false,
+            },
+            "run_stream_fail times=2",
+        ),
+        (
+            Fault::RunStreamFail {
+                times: 1,
+                retry_after_s: Some(3),
+                retry_after_date: true,
+            },
+            "run_stream_fail times=1 retry_after_s=3 retry_after_date=true",
+        ),
         (Fault::BusyOwnRun { send: 1 }, "busy_own_run send=1"),
         (
             Fault::ApprovalPendingInBand {

@@ -94,7 +94,7 @@ pub fn plan_heals(plan: &[&Fault], mode: Mode, server: ServerProfile) -> bool {
         }
         match fault {
             Fault::DropConnection { .. } | Fault::ServerStream { .. } => connection += 1,
-            Fault::RunStreamFail { times } => connection += times,
+            Fault::RunStreamFail { times, .. } => connection += times,
             // A busy answer naming the send's own run spends a busy retry too: the client
             // counts it before it tries the busy-resume stream (§3.4).
             Fault::BusyOnSend { .. } | Fault::BusyOwnRun { .. } => busy += 1,

@@ -110,6 +110,8 @@ pub fn plan(seed: u64, baseline: &RealBaseline) -> Vec<Fault> {
         },
         _ => Fault::RunStreamFail {
             times: rng.random_range(1..=3),
+            retry_after_s: None,
+            retry_after_date: false,
         },
     })
 }

@@ -18,16 +18,16 @@ use serde_json::{Value, json};
 use super::cancel::{cancel_conversation, cancel_runs};
 use super::compact::compact;
 use super::errors::{
-    detail, method_not_allowed, not_found, not_found_agent, not_found_conversation, not_found_run,
-    unprocessable,
+    add_retry_after, detail, method_not_allowed, not_found, not_found_agent,
+    not_found_conversation, not_found_run, unprocessable,
 };
 use super::parse::{body_json, percent_decode, q, q_all, query_pairs};
 use super::send::{Endpoint, is_sdk_client, send_message};
 use super::store::{Agent, Conversation, DEFAULT_SYSTEM, IdKind};
 use super::views::{agent_json, conversation_json, model_json, project_in, strip_variant};
 use super::{
-    NOT_BACKGROUND_DETAIL, OTID_ATTACH_POLLS_MS, Profile, Run, ServerConfig, SharedStore, Store,
-    no_run_for_otid, stream,
+    NOT_BACKGROUND_DETAIL, OTID_ATTACH_POLLS_MS, Profile, Run, RunStreamFault, ServerConfig,
+    SharedStore, Store, no_run_for_otid, stream,
 };
 use crate::model::port::env::Env;
 use crate::model::port::http::{self as mhttp, Body};
@@ -525,15 +525,19 @@ fn replay_run<E: Env>(
         st.run_streams += 1;
         st.run_streams
     };
-    if config.hooks.fail_run_stream(n) {
+    if let RunStreamFault::Fail500(retry_after) = config.hooks.fail_run_stream(n) {
         env.observe(Observation::Fault {
             fault: format!("run_stream_500 request={n}"),
         });
-        return Response::builder()
+        let mut answer = Response::builder()
             .status(StatusCode::INTERNAL_SERVER_ERROR)
             .header("content-type", "text/plain; charset=utf-8")
             .body(mhttp::full("Internal Server Error"))
             .expect("valid response");
+        if let Some(retry_after) = retry_after {
+            add_retry_after(env, &mut answer, retry_after, env.now_ms());
+        }
+        return answer;
     }
     let after = body["starting_after"].as_u64().unwrap_or(0);
     {

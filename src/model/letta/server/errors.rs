@@ -5,10 +5,13 @@
 use hyper::{Response, StatusCode};
 use serde_json::{Value, json};
 
+use super::RetryAfter;
 use super::ServerConfig;
 use super::ids;
 use super::store::DEFAULT_USER;
+use crate::model::port::env::Env;
 use crate::model::port::http::{self, Body};
+use crate::model::port::observe::Observation;
 
 /// `{"detail": text}` with `status`.
 pub(crate) fn detail(status: StatusCode, text: &str) -> Response<Body> {
@@ -119,4 +122,30 @@ pub(crate) fn not_found() -> Response<Body> {
 
 pub(crate) fn method_not_allowed() -> Response<Body> {
     detail(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed")
+}
+
+/// Writes `Retry-After` on an error answer, in seconds or as an HTTP date that far after
+/// `now_ms` (letta-protocol.md §3.8 reads both), and reports what it asked for
+/// (`server_retry_after`), the oracle of the client's reading.
+pub(crate) fn add_retry_after<E: Env>(
+    env: &E,
+    answer: &mut Response<Body>,
+    retry_after: RetryAfter,
+    now_ms: u64,
+) {
+    let header = match retry_after {
+        RetryAfter::Seconds(s) => s.to_string(),
+        RetryAfter::DateIn(_) => ids::http_date(env.epoch_ms() + now_ms + retry_after.wait_ms()),
+    };
+    env.observe(Observation::ServerRetryAfter {
+        status: answer.status().as_u16(),
+        header: header.clone(),
+        wait_ms: retry_after.wait_ms(),
+        dated: matches!(retry_after, RetryAfter::DateIn(_)),
+    });
+    if let Ok(value) = hyper::header::HeaderValue::from_str(&header) {
+        answer
+            .headers_mut()
+            .insert(hyper::header::RETRY_AFTER, value);
+    }
 }

@@ -209,10 +209,19 @@ pub trait StreamHooks: Send + Sync + 'static {
     fn on_send(&self, _send: u64) -> SendFault {
         SendFault::Pass
     }
-    /// `n` numbers the `POST /v1/runs/{id}/stream` requests (1-based). `true`: answer 500.
-    fn fail_run_stream(&self, _n: u64) -> bool {
-        false
+    /// `n` numbers the `POST /v1/runs/{id}/stream` requests (1-based).
+    fn fail_run_stream(&self, _n: u64) -> RunStreamFault {
+        RunStreamFault::Pass
     }
+}
+
+/// What happens to a `POST /v1/runs/{id}/stream` before the server looks at the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStreamFault {
+    Pass,
+    /// Answer 500 `Internal Server Error` as uvicorn writes it, with a `Retry-After` header
+    /// when one is given.
+    Fail500(Option<RetryAfter>),
 }
 
 pub use crate::model::port::inject::{RetryAfter, StreamFault};

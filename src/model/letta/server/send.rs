@@ -24,15 +24,17 @@ use crate::model::port::signal;
 use hyper::{Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::errors::{conflict, detail, not_found_agent, not_found_conversation, unprocessable};
+use super::errors::{
+    add_retry_after, conflict, detail, not_found_agent, not_found_conversation, unprocessable,
+};
 use super::history::{echo_tool_results, write_history};
 use super::provider_call::{self, request::RunJob};
 use super::store::{Conversation, IdKind, Message, MessageBody, Run};
 use super::{
     APPROVAL_PENDING_DETAIL, ApprovalConflict, BUSY_DETAIL, NOTHING_PENDING_DETAIL, Profile,
-    RetryAfter, STREAM_INCOMPLETE_MESSAGE, SendFault, ServerConfig, SharedStore, Store,
-    StoredToolCall, TURN_DID_NOT_COMPLETE, busy_detail, fail_run, ids, plant_pending_approval,
-    planted_history, record, settle_unresolved, shutting_down_body, stream,
+    STREAM_INCOMPLETE_MESSAGE, SendFault, ServerConfig, SharedStore, Store, StoredToolCall,
+    TURN_DID_NOT_COMPLETE, busy_detail, fail_run, ids, plant_pending_approval, planted_history,
+    record, settle_unresolved, shutting_down_body, stream,
 };
 use crate::model::port::env::Env;
 use crate::model::port::http::{self, Body};
@@ -446,23 +448,7 @@ fn inject_send_fault<E: Env>(
             let mut answer =
                 http::json_response(StatusCode::SERVICE_UNAVAILABLE, &shutting_down_body());
             if let Some(retry_after) = retry_after {
-                let header = match retry_after {
-                    RetryAfter::Seconds(s) => s.to_string(),
-                    RetryAfter::DateIn(_) => {
-                        ids::http_date(env.epoch_ms() + now + retry_after.wait_ms())
-                    }
-                };
-                env.observe(Observation::ServerRetryAfter {
-                    status: StatusCode::SERVICE_UNAVAILABLE.as_u16(),
-                    header: header.clone(),
-                    wait_ms: retry_after.wait_ms(),
-                    dated: matches!(retry_after, RetryAfter::DateIn(_)),
-                });
-                if let Ok(value) = hyper::header::HeaderValue::from_str(&header) {
-                    answer
-                        .headers_mut()
-                        .insert(hyper::header::RETRY_AFTER, value);
-                }
+                add_retry_after(env, &mut answer, retry_after, now);
             }
             Err(Box::new(answer))
         }
