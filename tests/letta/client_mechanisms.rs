@@ -459,6 +459,67 @@ fn resume_failing_headless_spends_20_attempts_then_cancels_the_running_run() {
     assert!(!steps(&r).iter().any(|s| s.contains("/cancel")));
 }
 
+/// letta-protocol.md §2.8: the published client's SDK retries the resume stream twice and
+/// waits what each 500's `Retry-After` says: until the HTTP date (3 s after the answer, cut to
+/// whole seconds), then 2 s after the next answer; its third failure fails the attempt, and
+/// headless tries again 250 ms after the run check. The reference does not retry the stream.
+#[test]
+fn the_sdk_waits_what_retry_after_says_before_retrying_a_resume_stream() {
+    let stream_requests = |r: &RunReport| -> Vec<(u64, String)> {
+        r.trace_text
+            .lines()
+            .filter(|l| l.contains(" client_request method=POST path=/v1/runs/"))
+            .map(|l| {
+                let t: u64 = l.split_whitespace().next().unwrap().parse().unwrap();
+                (t, l.rsplit(' ').next().unwrap().to_string())
+            })
+            .collect()
+    };
+    let answers = |r: &RunReport| -> Vec<u64> {
+        r.trace_text
+            .lines()
+            .filter(|l| l.contains(" client_response status=500 retry_after="))
+            .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+            .collect()
+    };
+    let published = pass(
+        &with_profile(scenario("client_sdk_retry_after"), "letta-code"),
+        1,
+    );
+    let posts = stream_requests(&published);
+    let retry_numbers: Vec<&str> = posts.iter().map(|(_, r)| r.as_str()).collect();
+    assert_eq!(
+        retry_numbers,
+        ["retry=0", "retry=1", "retry=2", "retry=0"],
+        "{}",
+        published.trace_text
+    );
+    let failed = answers(&published);
+    assert_eq!(failed.len(), 3, "{}", published.trace_text);
+    // The date is 3 s after the first answer (the server wrote it a moment before), cut to
+    // whole seconds.
+    let date_due = (failed[0] + 3000) / 1000 * 1000;
+    assert!(
+        (date_due.saturating_sub(1000)..=date_due).contains(&posts[1].0),
+        "retry 1 at {} ms, the date at {date_due} ms",
+        posts[1].0
+    );
+    assert_eq!(posts[2].0, failed[1] + 2000, "{}", published.trace_text);
+    assert_eq!(retries_of(&published, "resume"), [(1, 250)]);
+    let reference = pass(&scenario("client_sdk_retry_after"), 1);
+    assert!(
+        stream_requests(&reference)
+            .iter()
+            .all(|(_, r)| r == "retry=0"),
+        "{}",
+        reference.trace_text
+    );
+    assert_eq!(
+        retries_of(&reference, "resume"),
+        [(1, 250), (2, 500), (3, 1000)]
+    );
+}
+
 #[test]
 fn interrupt_while_tools_run_queues_the_result_and_recovers_on_the_next_message() {
     let r = pass(&scenario("client_interrupt_tools"), 1);
