@@ -21,6 +21,17 @@ pub fn scenario_path(name: &str) -> PathBuf {
     repo().join("scenarios/letta").join(name)
 }
 
+/// `s` with the faults of a reproduce command's `--plan` arguments added.
+pub fn with_plan(mut s: Scenario, plan: &[&str]) -> Scenario {
+    s.faults.extend(plan.iter().map(|f| {
+        Spanned::new(
+            0..0,
+            loopsim::harness::guidance::parse_plan_fault(f).expect("a plan fault"),
+        )
+    }));
+    s
+}
+
 /// Loads a scenario; a relative path is taken from the crate root. Panics with the load error.
 pub fn load(path: impl AsRef<Path>) -> Scenario {
     Scenario::load(&repo().join(path)).unwrap_or_else(|e| panic!("{e}"))

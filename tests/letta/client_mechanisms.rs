@@ -4,7 +4,7 @@
 //! profiles differ, both sides of the difference.
 
 use crate::common::{
-    failed_invariants, load, outcomes, run, scenario_path, with_mode, with_profile,
+    failed_invariants, load, outcomes, run, scenario_path, with_mode, with_plan, with_profile,
 };
 use loopsim::harness::invariants::{APPROVAL_CONFLICT_RECOVERED, RECOVERY_COMPLETES};
 use loopsim::harness::letta::conformance::{RawRequest, normalise};
@@ -31,17 +31,6 @@ fn steps(r: &RunReport) -> Vec<String> {
             )
         })
         .collect()
-}
-
-/// `s` with the faults of a reproduce command's `--plan` arguments added.
-fn with_plan(mut s: Scenario, plan: &[&str]) -> Scenario {
-    s.faults.extend(plan.iter().map(|f| {
-        Spanned::new(
-            0..0,
-            loopsim::harness::guidance::parse_plan_fault(f).expect("a plan fault"),
-        )
-    }));
-    s
 }
 
 fn pass(s: &Scenario, seed: u64) -> RunReport {

@@ -1,7 +1,7 @@
 //! Compaction end to end (letta-protocol.md §8): the compaction scenarios in simulation, with
 //! their chunks in the trace, and the four planted defects of `compaction-safe`, each caught.
 
-use crate::common::{lines_with, load, run, scenario_path, violations};
+use crate::common::{lines_with, load, run, scenario_path, violations, with_plan};
 use loopsim::harness::invariants::COMPACTION_SAFE;
 use loopsim::harness::report::{RunReport, Verdict};
 
@@ -313,6 +313,43 @@ fn a_message_written_while_the_summariser_runs_follows_the_cut() {
     let c = compaction_line(&r);
     assert!(c.contains(r#"appended=["user:"#), "{c}");
     assert!(c.contains(r#"kept=["summary:"#), "{c}");
+}
+
+/// The commit gate's failure (`sim ci`, seed 123 of the overflow-limit scenario's guided
+/// sweep): turn 6 is interrupted while its run compacts on overflow; the cancelled run's
+/// summariser call (no abort signal) goes on, and the next turn's run compacts from the same
+/// transcript. The later swap replaces the cancelled run's summary with one of the same
+/// messages, which loses nothing.
+#[test]
+fn a_cancelled_runs_compaction_replaced_by_the_next_runs_loses_nothing() {
+    let plan = [
+        r#"{ kind = "partition", between = ["client", "server"], at_ms = 478, duration_ms = 2210 }"#,
+        r#"{ kind = "provider_error", call = 6, status = 529 }"#,
+        r#"{ kind = "server_stream", response = 3, frame = 6, action = "drop" }"#,
+        r#"{ kind = "interrupt", turn = 6, during = "stream", after_chunk = 2 }"#,
+    ];
+    let s = with_plan(load(scenario_path("compaction_overflow_limit.toml")), &plan);
+    let r = run(&s, 123, 1);
+    assert_eq!(r.verdict, Verdict::Pass, "{}", r.render());
+    assert_eq!(
+        lines_with(&r, " run_cancelled ").len(),
+        1,
+        "{}",
+        r.trace_text
+    );
+    // The swap that removed nothing but the other run's summary.
+    let replaced: Vec<&str> = lines_with(&r, " compaction conversation_id=")
+        .into_iter()
+        .filter(|l| {
+            let removed = l
+                .split(" removed=")
+                .nth(1)
+                .and_then(|rest| rest.split(" summarized=").next())
+                .unwrap_or("");
+            removed.starts_with(r#"["summary:"#) && !removed.contains(',')
+        })
+        .collect();
+    assert_eq!(replaced.len(), 1, "{}", r.trace_text);
 }
 
 /// The ×10-latency sweep's seed 1537 of the pending-approval scenario: on the local backend the
