@@ -625,6 +625,19 @@ impl Fault {
     }
 }
 
+/// A fault's optional `Retry-After` keys, as the trace line writes them.
+fn write_retry_after(
+    f: &mut fmt::Formatter<'_>,
+    retry_after_s: Option<u64>,
+    retry_after_date: bool,
+) -> fmt::Result {
+    retry_after_s.map_or(Ok(()), |r| write!(f, " retry_after_s={r}"))?;
+    if retry_after_date {
+        f.write_str(" retry_after_date=true")?;
+    }
+    Ok(())
+}
+
 impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The fault's keys without braces and quotes: `drop_connection response=1 after_frame=4`.
@@ -709,11 +722,7 @@ impl fmt::Display for Fault {
                 retry_after_date,
             } => {
                 write!(f, " send={send}")?;
-                retry_after_s.map_or(Ok(()), |r| write!(f, " retry_after_s={r}"))?;
-                if *retry_after_date {
-                    f.write_str(" retry_after_date=true")?;
-                }
-                Ok(())
+                write_retry_after(f, *retry_after_s, *retry_after_date)
             }
             Fault::ApprovalPendingOnSend {
                 send, tool_call_id, ..
@@ -735,11 +744,7 @@ impl fmt::Display for Fault {
                 retry_after_date,
             } => {
                 write!(f, " times={times}")?;
-                retry_after_s.map_or(Ok(()), |r| write!(f, " retry_after_s={r}"))?;
-                if *retry_after_date {
-                    f.write_str(" retry_after_date=true")?;
-                }
-                Ok(())
+                write_retry_after(f, *retry_after_s, *retry_after_date)
             }
             Fault::Interrupt {
                 turn,

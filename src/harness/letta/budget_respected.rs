@@ -50,18 +50,7 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
     let mut promised: BTreeMap<&str, Promise> = BTreeMap::new();
     let mut answered_retry_after: Option<&str> = None;
     for (i, e) in events.iter().enumerate() {
-        if let Observation::ServerRetryAfter {
-            header,
-            wait_ms,
-            dated,
-            ..
-        } = &e.obs
-        {
-            let promise = Promise {
-                t_ms: e.t_ms,
-                wait_ms: *wait_ms,
-                dated: *dated,
-            };
+        if let Some((header, promise)) = Promise::of(e) {
             promised.insert(header, promise);
         }
         if e.host != "client" {
@@ -279,18 +268,7 @@ fn sdk_retries_break(events: &[TraceEvent]) -> Vec<Violation> {
     let mut failed: Option<(u64, Option<&str>)> = None;
     let mut promised: BTreeMap<&str, Promise> = BTreeMap::new();
     for (i, e) in events.iter().enumerate() {
-        if let Observation::ServerRetryAfter {
-            header,
-            wait_ms,
-            dated,
-            ..
-        } = &e.obs
-        {
-            let promise = Promise {
-                t_ms: e.t_ms,
-                wait_ms: *wait_ms,
-                dated: *dated,
-            };
+        if let Some((header, promise)) = Promise::of(e) {
             promised.insert(header, promise);
         }
         if e.host != "client" {
@@ -412,6 +390,28 @@ struct Promise {
     t_ms: u64,
     wait_ms: u64,
     dated: bool,
+}
+
+impl Promise {
+    /// The header and what it asked for, when `e` is the server's `server_retry_after`.
+    fn of(e: &TraceEvent) -> Option<(&str, Promise)> {
+        match &e.obs {
+            Observation::ServerRetryAfter {
+                header,
+                wait_ms,
+                dated,
+                ..
+            } => Some((
+                header,
+                Promise {
+                    t_ms: e.t_ms,
+                    wait_ms: *wait_ms,
+                    dated: *dated,
+                },
+            )),
+            _ => None,
+        }
+    }
 }
 
 /// Whether the client read the server's `Retry-After` as the wait it asked for
