@@ -416,6 +416,22 @@ mod tests {
         );
     }
 
+    /// Ajv v8's array length keywords: `maxItems` admits up to the limit, `minItems` from it.
+    #[test]
+    fn array_length_limits_admit_the_limit_itself() {
+        let schema = json!({"type": "array", "maxItems": 2, "minItems": 1});
+        assert_eq!(validation_text(&schema, &json!([1, 2])), None);
+        assert_eq!(validation_text(&schema, &json!([1])), None);
+        assert_eq!(
+            validation_text(&schema, &json!([1, 2, 3])).as_deref(),
+            Some("must NOT have more than 2 items")
+        );
+        assert_eq!(
+            validation_text(&schema, &json!([])).as_deref(),
+            Some("must NOT have fewer than 1 items")
+        );
+    }
+
     #[test]
     fn integer_bounds_show_the_limit_as_the_schema_wrote_it() {
         let schema = json!({"type": "integer", "exclusiveMaximum": 3, "minimum": 1});

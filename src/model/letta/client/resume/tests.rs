@@ -417,6 +417,15 @@ fn a22_discovery() {
         ms("2026-01-01T10:01:10.500+01:00"),
         ms("2026-01-01T09:01:10.500Z")
     );
+    // An offset with minutes (India's +05:30, Newfoundland's -03:30).
+    assert_eq!(
+        ms("2026-01-01T10:01:10.500+05:30"),
+        ms("2026-01-01T04:31:10.500Z")
+    );
+    assert_eq!(
+        ms("2026-01-01T10:01:10.500-03:30"),
+        ms("2026-01-01T13:31:10.500Z")
+    );
     assert_eq!(parse_iso8601_ms("nope"), None);
 }
 
