@@ -532,11 +532,15 @@ mod tests {
 
     /// The reference client's start in `mode`.
     fn started(mode: &str) -> TraceEvent {
+        started_as("reference", mode)
+    }
+
+    fn started_as(profile: &str, mode: &str) -> TraceEvent {
         client(
             0,
             Observation::ClientStarted {
                 restart: 0,
-                profile: "reference".into(),
+                profile: profile.into(),
                 mode: mode.into(),
             },
         )
@@ -754,14 +758,7 @@ mod tests {
             },
         };
         let date = "Thu, 01 Jan 2026 00:00:03 GMT";
-        let published = client(
-            0,
-            Observation::ClientStarted {
-                restart: 0,
-                profile: "letta-code".into(),
-                mode: "headless".into(),
-            },
-        );
+        let published = started_as("letta-code", "headless");
         let with = |header: &str, dated: bool, retry_at: u64| {
             vec![
                 published.clone(),
