@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::sdk_retries::{Promise, sdk_retries_break};
 use crate::harness::invariants::{BUDGET_RESPECTED, Violation};
 use crate::harness::trace::TraceEvent;
 use crate::model::port::observe::Observation;
@@ -70,6 +71,12 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
                 last.clear();
                 pending_wait = None;
             }
+            // Not the retried request: a cancel, which the published client sends beside its
+            // send when the user interrupts (its eager cancel), and the SDK's retry of a request
+            // already in flight when the client announced its wait (the SDK retries within one
+            // exchange; the client's own retry begins a new one, at attempt 0).
+            Observation::ClientRequest { retry, path, .. }
+                if *retry > 0 || path.ends_with("/cancel") => {}
             Observation::ClientSend { .. } | Observation::ClientRequest { .. } => {
                 answered_retry_after = None;
                 if let Some((at, t, delay)) = pending_wait.take()
@@ -243,176 +250,6 @@ fn resumes_given_up_early(events: &[TraceEvent]) -> Vec<Violation> {
 
 /// Resume attempts of a headless client (letta-protocol.md §4.4 step 7).
 const HEADLESS_RESUME_ATTEMPTS: u32 = 20;
-
-/// The SDK's own retries of one request (letta-protocol.md §2.8): `maxRetries = 2`, kept by
-/// every call but the send in the published client; the reference keeps it for reads (`GET`)
-/// only (docs/client.md). The oracle's own copy of that rule.
-fn sdk_retry_budget(profile: &str, method: &str) -> u32 {
-    match (profile, method) {
-        ("letta-code", _) | (_, "GET") => 2,
-        _ => 0,
-    }
-}
-
-/// The SDK's retries of each request (`client_request`'s `retry`): retry `n` of a request is
-/// within its budget, follows a failed attempt `n - 1` of the same request, the attempt
-/// before it, and waits at least what the SDK's delay allows after that failure. Whether the
-/// SDK gave up early is not judged: a request can be dropped in flight (a stream's lookup when
-/// the stream ends), which the trace does not tell from giving up.
-fn sdk_retries_break(events: &[TraceEvent]) -> Vec<Violation> {
-    let mut out = Vec::new();
-    let mut profile = "reference";
-    // The latest request: (method, path, retry, answered successfully).
-    let mut latest: Option<(&str, &str, u32, bool)> = None;
-    // When the latest attempt failed, and the `Retry-After` its answer carried.
-    let mut failed: Option<(u64, Option<&str>)> = None;
-    let mut promised: BTreeMap<&str, Promise> = BTreeMap::new();
-    for (i, e) in events.iter().enumerate() {
-        if let Some((header, promise)) = Promise::of(e) {
-            promised.insert(header, promise);
-        }
-        if e.host != "client" {
-            continue;
-        }
-        match &e.obs {
-            Observation::ClientStarted { profile: p, .. } => {
-                profile = p;
-                latest = None;
-                failed = None;
-            }
-            Observation::ClientSend { .. } => {
-                latest = None;
-                failed = None;
-            }
-            Observation::ClientResponse {
-                status,
-                retry_after,
-            } => {
-                if let Some(l) = latest.as_mut() {
-                    l.3 = (200..300).contains(status);
-                    failed = (!l.3).then_some((e.t_ms, retry_after.as_deref()));
-                }
-            }
-            Observation::ClientConnectError { .. } if latest.is_some() => {
-                failed = Some((e.t_ms, None));
-            }
-            Observation::ClientRequest {
-                method,
-                path,
-                retry,
-            } => {
-                let budget = sdk_retry_budget(profile, method);
-                let follows = latest.is_some_and(|(m, p, r, ok)| {
-                    m == method && p == path && r + 1 == *retry && !ok
-                });
-                if *retry > budget {
-                    out.push(Violation::at(
-                        BUDGET_RESPECTED,
-                        i,
-                        format!(
-                            "the SDK's retry {retry} of {method} {path} exceeds its {budget} retries ({profile})"
-                        ),
-                    ));
-                } else if *retry > 0 && !follows {
-                    out.push(Violation::at(
-                        BUDGET_RESPECTED,
-                        i,
-                        format!(
-                            "the SDK's retry {retry} of {method} {path} does not follow a failed attempt {}",
-                            retry - 1
-                        ),
-                    ));
-                } else if *retry > 0
-                    && let Some((t_failed, header)) = failed
-                    && let Some((earliest, why)) =
-                        sdk_earliest_retry(*retry, t_failed, header, &promised)
-                    && e.t_ms < earliest
-                {
-                    out.push(Violation::at(
-                        BUDGET_RESPECTED,
-                        i,
-                        format!(
-                            "the SDK's retry {retry} of {method} {path} came {} ms after the failure at {t_failed} ms; {why}",
-                            e.t_ms - t_failed
-                        ),
-                    ));
-                }
-                latest = Some((method, path, *retry, false));
-                failed = None;
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
-/// The earliest time the SDK's retry `retry` may go out after the failure at `t_failed`
-/// (letta-protocol.md §2.8), and why: a `Retry-After` in seconds that long after the failure;
-/// an HTTP date at that date, less its cut to whole seconds; without one, the backoff
-/// `min(0.5 s · 2^n, 8 s)` less its 25 % jitter. The SDK reads the answer's body first, so the
-/// retry may come later, never earlier. `None` for a header the server did not write.
-fn sdk_earliest_retry(
-    retry: u32,
-    t_failed: u64,
-    header: Option<&str>,
-    promised: &BTreeMap<&str, Promise>,
-) -> Option<(u64, String)> {
-    match header {
-        Some(h) => {
-            let p = promised.get(h)?;
-            Some(if p.dated {
-                let at = (p.t_ms + p.wait_ms).saturating_sub(1000);
-                (
-                    at,
-                    format!("`Retry-After: {h}` asks for no retry before {at} ms"),
-                )
-            } else {
-                (
-                    t_failed + p.wait_ms,
-                    format!("`Retry-After: {h}` asks for {} ms", p.wait_ms),
-                )
-            })
-        }
-        None => {
-            let n = retry.saturating_sub(1).min(30);
-            let base = (500u64 << n).min(8000);
-            let least = base * 3 / 4;
-            Some((
-                t_failed + least,
-                format!("its backoff is at least {least} ms (of {base} ms, less 25 % jitter)"),
-            ))
-        }
-    }
-}
-
-/// A `Retry-After` the server sent at `t_ms`, asking for `wait_ms`.
-struct Promise {
-    t_ms: u64,
-    wait_ms: u64,
-    dated: bool,
-}
-
-impl Promise {
-    /// The header and what it asked for, when `e` is the server's `server_retry_after`.
-    fn of(e: &TraceEvent) -> Option<(&str, Promise)> {
-        match &e.obs {
-            Observation::ServerRetryAfter {
-                header,
-                wait_ms,
-                dated,
-                ..
-            } => Some((
-                header,
-                Promise {
-                    t_ms: e.t_ms,
-                    wait_ms: *wait_ms,
-                    dated: *dated,
-                },
-            )),
-            _ => None,
-        }
-    }
-}
 
 /// Whether the client read the server's `Retry-After` as the wait it asked for
 /// (letta-protocol.md §3.8): a number of seconds exactly; an HTTP date less the time since the
@@ -603,6 +440,8 @@ mod tests {
             client(
                 1_025,
                 Observation::ClientResponse {
+                    method: "POST".into(),
+                    path: "/v1/conversations/default/messages".into(),
                     status: 503,
                     retry_after: Some(header.into()),
                 },
@@ -656,143 +495,6 @@ mod tests {
         }
     }
 
-    /// letta-protocol.md §2.8: the SDK retries a failed read twice, the reference nothing else.
-    #[test]
-    fn the_sdks_retries_stay_within_two_and_follow_a_failed_attempt() {
-        let start = started("interactive");
-        let request = |method: &str, retry: u32| sdk_request(0, method, retry);
-        let answer = |status: u16| sdk_answer(0, status, None);
-        let refused = || sdk_refused(0);
-        // The backoff: at least 375 ms before retry 1, 750 ms before retry 2.
-        let ok = vec![
-            start.clone(),
-            sdk_request(0, "GET", 0),
-            sdk_answer(10, 502, None),
-            sdk_request(385, "GET", 1),
-            sdk_refused(400),
-            sdk_request(1150, "GET", 2),
-            sdk_answer(1160, 200, None),
-        ];
-        assert_eq!(budget_respected(&ok), []);
-        let cases = [
-            (
-                vec![
-                    start.clone(),
-                    request("GET", 0),
-                    refused(),
-                    request("GET", 4294967295),
-                ],
-                "the SDK's retry 4294967295 of GET /v1/runs/run-1 exceeds its 2 retries (reference)",
-            ),
-            (
-                vec![
-                    start.clone(),
-                    request("GET", 0),
-                    answer(200),
-                    request("GET", 1),
-                ],
-                "the SDK's retry 1 of GET /v1/runs/run-1 does not follow a failed attempt 0",
-            ),
-            (
-                vec![
-                    start.clone(),
-                    request("GET", 0),
-                    refused(),
-                    request("GET", 2),
-                ],
-                "the SDK's retry 2 of GET /v1/runs/run-1 does not follow a failed attempt 1",
-            ),
-            (
-                vec![start, request("POST", 0), answer(500), request("POST", 1)],
-                "the SDK's retry 1 of POST /v1/runs/run-1 exceeds its 0 retries (reference)",
-            ),
-        ];
-        for (events, want) in cases {
-            assert_one_violation(&events, want);
-        }
-    }
-
-    fn sdk_request(t_ms: u64, method: &str, retry: u32) -> TraceEvent {
-        client(
-            t_ms,
-            Observation::ClientRequest {
-                method: method.into(),
-                path: "/v1/runs/run-1".into(),
-                retry,
-            },
-        )
-    }
-
-    fn sdk_answer(t_ms: u64, status: u16, retry_after: Option<&str>) -> TraceEvent {
-        client(
-            t_ms,
-            Observation::ClientResponse {
-                status,
-                retry_after: retry_after.map(str::to_string),
-            },
-        )
-    }
-
-    fn sdk_refused(t_ms: u64) -> TraceEvent {
-        client(
-            t_ms,
-            Observation::ClientConnectError {
-                error: "refused".into(),
-            },
-        )
-    }
-
-    /// letta-protocol.md §2.8: the SDK's retry waits what the failed answer's `Retry-After`
-    /// asks for (seconds from the answer; a date, less its cut to whole seconds), else its
-    /// backoff less the jitter. Earlier is a broken budget.
-    #[test]
-    fn an_sdk_retry_before_its_wait_breaks_the_budget() {
-        let promise = |t_ms: u64, header: &str, wait_ms: u64, dated: bool| TraceEvent {
-            t_ms,
-            host: "server".into(),
-            obs: Observation::ServerRetryAfter {
-                status: 500,
-                header: header.into(),
-                wait_ms,
-                dated,
-            },
-        };
-        let date = "Thu, 01 Jan 2026 00:00:03 GMT";
-        let published = started_as("letta-code", "headless");
-        let with = |header: &str, dated: bool, retry_at: u64| {
-            vec![
-                published.clone(),
-                sdk_request(39, "POST", 0),
-                promise(42, header, if dated { 3000 } else { 2000 }, dated),
-                sdk_answer(44, 500, Some(header)),
-                sdk_request(retry_at, "POST", 1),
-            ]
-        };
-        assert_eq!(budget_respected(&with("2", false, 2044)), []);
-        assert_eq!(budget_respected(&with(date, true, 2042)), []);
-        assert_one_violation(
-            &with("2", false, 2043),
-            "the SDK's retry 1 of POST /v1/runs/run-1 came 1999 ms after the failure at 44 ms; `Retry-After: 2` asks for 2000 ms",
-        );
-        assert_one_violation(
-            &with(date, true, 2041),
-            "the SDK's retry 1 of POST /v1/runs/run-1 came 1997 ms after the failure at 44 ms; `Retry-After: Thu, 01 Jan 2026 00:00:03 GMT` asks for no retry before 2042 ms",
-        );
-        let backoff = vec![
-            started("headless"),
-            sdk_request(0, "GET", 0),
-            sdk_refused(100),
-            sdk_request(849, "GET", 1),
-        ];
-        let mut early = backoff.clone();
-        early[3].t_ms = 474;
-        assert_eq!(budget_respected(&backoff), []);
-        assert_one_violation(
-            &early,
-            "the SDK's retry 1 of GET /v1/runs/run-1 came 374 ms after the failure at 100 ms; its backoff is at least 375 ms (of 500 ms, less 25 % jitter)",
-        );
-    }
-
     /// letta-protocol.md §4.4 steps 6-7: a failed headless resume attempt is followed by a
     /// check of the run, and by the next attempt while the run is still going.
     #[test]
@@ -821,6 +523,8 @@ mod tests {
                 client(
                     5,
                     Observation::ClientResponse {
+                        method: "POST".into(),
+                        path: format!("{run}/stream"),
                         status: 500,
                         retry_after: None,
                     },
@@ -847,6 +551,8 @@ mod tests {
             events.push(client(
                 9,
                 Observation::ClientResponse {
+                    method: "GET".into(),
+                    path: run.into(),
                     status: 200,
                     retry_after: None,
                 },
@@ -888,6 +594,63 @@ mod tests {
         assert_one_violation(
             &resume_waits(20),
             "resume retry attempt 20 (previous 19) breaks its budget of 19",
+        );
+    }
+
+    /// letta-protocol.md §3.3: a transient retry waits its delay before the client's next
+    /// request. The SDK's retry of the published client's eager cancel, in flight beside the
+    /// send, may come within that wait (client_interrupt_approval.toml seed 2 in that
+    /// profile); the retried send may not.
+    #[test]
+    fn the_next_request_after_a_retry_waits_its_delay_and_an_sdk_retry_in_flight_is_not_it() {
+        let cancel = |t_ms: u64, retry: u32| {
+            client(
+                t_ms,
+                Observation::ClientRequest {
+                    method: "POST".into(),
+                    path: "/v1/conversations/agent-1/cancel".into(),
+                    retry,
+                },
+            )
+        };
+        let send = |t_ms: u64| {
+            client(
+                t_ms,
+                Observation::ClientSend {
+                    turn: 2,
+                    method: "POST".into(),
+                    path: "/v1/conversations/default/messages".into(),
+                    items: "user".into(),
+                    otids: vec!["otid-1".into()],
+                },
+            )
+        };
+        let events = |send_at: u64| {
+            vec![
+                started_as("letta-code", "interactive"),
+                send(90),
+                cancel(90, 0),
+                client(
+                    1_909,
+                    Observation::ClientRetry {
+                        kind: "transient".into(),
+                        attempt: 1,
+                        delay_ms: 1000,
+                        detail: "Connection error: connect failed: ConnectionRefused".into(),
+                        retry_after_ms: None,
+                    },
+                ),
+                cancel(2_389, 1),
+                // The cancel's own attempt 0 may come within the wait too (its send failed at
+                // once, client_interrupt_tools.toml seed 20).
+                cancel(2_400, 0),
+                send(send_at),
+            ]
+        };
+        assert_eq!(budget_respected(&events(2_909)), []);
+        assert_one_violation(
+            &events(2_500),
+            "the retry at event 4 announced a 1000 ms wait, but the next request came after 591 ms",
         );
     }
 }

@@ -15,5 +15,6 @@ pub mod probe;
 pub mod recovery_completes;
 pub mod run;
 pub mod scenario;
+pub mod sdk_retries;
 pub mod swarm;
 pub mod world;

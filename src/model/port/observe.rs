@@ -54,14 +54,21 @@ pub enum Observation {
         items: String,
         otids: Vec<String>,
     },
-    /// The HTTP status the client got (or the connection error), and the `Retry-After` header
-    /// of an error answer that carried one.
+    /// The HTTP status the client got for the request `method path`, and the `Retry-After`
+    /// header of an error answer that carried one. The request is named because a client may
+    /// have two in flight (the published client's eager cancel beside its send), whose answers
+    /// interleave.
     ClientResponse {
+        method: String,
+        path: String,
         status: u16,
         #[serde(skip_serializing_if = "Option::is_none")]
         retry_after: Option<String>,
     },
+    /// Why the request `method path` got no answer.
     ClientConnectError {
+        method: String,
+        path: String,
         error: String,
     },
     /// A chunk the client's stream processor handled.

@@ -256,6 +256,8 @@ impl<E: Env> HttpBackend<E> {
             Ok(r) => r,
             Err(e) => {
                 self.env.observe(Observation::ClientConnectError {
+                    method: method.into(),
+                    path: path.into(),
                     error: e.to_string(),
                 });
                 return Err(transport_error(&format!("Connection error: {e}")));
@@ -269,6 +271,8 @@ impl<E: Env> HttpBackend<E> {
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
         self.env.observe(Observation::ClientResponse {
+            method: method.into(),
+            path: path.into(),
             status,
             retry_after,
         });
