@@ -123,6 +123,12 @@ pub struct RunArgs {
     /// slower network (docs/explore.md). The reproduce command carries it.
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub latency_scale: Option<u64>,
+    /// Run each Letta scenario with this client profile instead of its own: `letta-code` is
+    /// the published client's model (docs/client.md). Its declared outcomes then do not apply;
+    /// its `[[expect]]` entries for that profile and the profile's known findings do
+    /// (docs/findings.md). The reproduce command carries it.
+    #[arg(long, value_enum, value_name = "NAME")]
+    pub client_profile: Option<ClientProfileArg>,
     /// Also write the run as one self-contained HTML page: a sequence diagram with the faults
     /// and the event each failing invariant tripped on (docs/trace.md).
     #[arg(long, value_name = "FILE")]
@@ -182,6 +188,12 @@ pub struct ExploreArgs {
     /// slower network (docs/explore.md). The reproduce command carries it.
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub latency_scale: Option<u64>,
+    /// Run each Letta scenario with this client profile instead of its own: `letta-code` is
+    /// the published client's model (docs/client.md). Its declared outcomes then do not apply;
+    /// its `[[expect]]` entries for that profile and the profile's known findings do
+    /// (docs/findings.md). The reproduce command carries it.
+    #[arg(long, value_enum, value_name = "NAME")]
+    pub client_profile: Option<ClientProfileArg>,
     /// Also write the sweep as one self-contained HTML page: failures grouped by invariant,
     /// the coverage goals, the reproduce commands (docs/trace.md).
     #[arg(long, value_name = "FILE")]
@@ -438,6 +450,25 @@ pub enum Colour {
     Auto,
     Always,
     Never,
+}
+
+/// A Letta client profile (docs/client.md).
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ClientProfileArg {
+    /// The reference client: letta-protocol.md as written, with its deliberate differences.
+    Reference,
+    /// The published Letta Code client, with its findings.
+    LettaCode,
+}
+
+impl ClientProfileArg {
+    /// The profile's name in a scenario file.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClientProfileArg::Reference => "reference",
+            ClientProfileArg::LettaCode => "letta-code",
+        }
+    }
 }
 
 /// Which side of the recording is played by loopsim's models.

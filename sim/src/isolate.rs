@@ -32,6 +32,7 @@ pub struct Child {
     pub scenarios: Vec<PathBuf>,
     pub tick_ms: Option<u64>,
     pub latency_scale: Option<u64>,
+    pub client_profile: Option<&'static str>,
     pub no_warp: bool,
 }
 
@@ -41,6 +42,7 @@ impl From<&ExploreArgs> for Child {
             scenarios: a.scenarios.clone(),
             tick_ms: a.tick_ms,
             latency_scale: a.latency_scale,
+            client_profile: a.client_profile.map(|p| p.name()),
             no_warp: a.no_warp,
         }
     }
@@ -196,6 +198,9 @@ fn run_child(
     }
     if let Some(k) = a.latency_scale {
         cmd.arg("--latency-scale").arg(k.to_string());
+    }
+    if let Some(p) = a.client_profile {
+        cmd.arg("--client-profile").arg(p);
     }
     if a.no_warp {
         cmd.arg("--no-warp");

@@ -662,6 +662,52 @@ fn latency_scale_slows_every_hop_and_the_reproduce_line_carries_it() {
 }
 
 #[test]
+fn client_profile_runs_the_published_clients_model_and_the_reproduce_line_carries_it() {
+    // The scenario's own letta-code finding is expected.
+    let o = sim(&[
+        "run",
+        "scenarios/letta/client_lost_frame.toml",
+        "--client-profile",
+        "letta-code",
+    ]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert!(
+        out.contains("XFAIL (expected for this profile: docs/findings.md#lost-and-duplicated-frames-go-unnoticed)"),
+        "{out}"
+    );
+    // A violation no finding explains fails, and reproduces with the flag, from a sweep's
+    // worker children too.
+    let file = "scenarios/planted/client_resume_from_zero.toml";
+    let o = sim(&["run", file, "--client-profile", "letta-code"]);
+    assert_eq!(o.status.code(), Some(129), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains(&format!("run {file} --seed 0 --client-profile letta-code")),
+        "{}",
+        stdout(&o)
+    );
+    let o = sim(&[
+        "explore",
+        file,
+        "--seeds",
+        "0..1",
+        "--client-profile",
+        "letta-code",
+        "--format",
+        "json",
+    ]);
+    assert!(
+        stdout(&o).contains("--seed 0 --client-profile letta-code"),
+        "{}",
+        stdout(&o)
+    );
+    // An unknown profile is refused with the names that exist.
+    let o = sim(&["run", file, "--client-profile", "letta"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("letta-code"), "{}", stderr(&o));
+}
+
+#[test]
 fn a_guided_failure_reproduces_from_its_plan_flags_and_a_bad_plan_exits_2() {
     // A fault placed at a protocol point, as a guided sweep's reproduce command gives it.
     let o = sim(&[

@@ -80,6 +80,9 @@ pub struct Scenario {
     /// ([`Scenario::runs_as_written`]).
     #[serde(skip)]
     as_written: String,
+    /// The faults as the file wrote them, serialised ([`Scenario::keeps_its_faults`]).
+    #[serde(skip)]
+    faults_as_written: String,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -455,6 +458,8 @@ pub struct Retune {
     pub tick_ms: Option<u64>,
     /// `[network] latency_ms` multiplied by this (`--latency-scale`).
     pub latency_scale: Option<u64>,
+    /// The Letta client profile instead of `[scenario] client_profile` (`--client-profile`).
+    pub client_profile: Option<&'static str>,
 }
 
 impl Scenario {
@@ -484,6 +489,23 @@ impl Scenario {
     pub fn retuned(self, r: &Retune) -> Scenario {
         self.with_tick(r.tick_ms)
             .with_latency_scale(r.latency_scale)
+            .with_client_profile(r.client_profile)
+    }
+
+    /// A Letta scenario run with another client profile (`--client-profile`): the same
+    /// scenario against the published client's model, say. Its `[scenario] outcomes` were
+    /// declared for the profile it names, so they do not apply (the scenario no longer runs as
+    /// written); its `[[expect]]` entries for that profile do. An agent-loop scenario has one
+    /// client and is left as it is. The reproduce command carries the flag.
+    pub fn with_client_profile(mut self, profile: Option<&str>) -> Scenario {
+        if let Some(p) = profile
+            && self.scenario.system.get_ref() == "letta"
+        {
+            let span = self.scenario.client_profile.span();
+            self.scenario.client_profile = Spanned::new(span, p.to_string());
+            self.repro_flags.push_str(&format!(" --client-profile {p}"));
+        }
+        self
     }
 
     /// The scenario on a network `k` times slower (`--latency-scale`): every hop's latency
@@ -526,6 +548,7 @@ impl Scenario {
         s.path = path.to_path_buf();
         s.source = source.to_string();
         s.as_written = s.fingerprint();
+        s.faults_as_written = s.faults_fingerprint();
         s.check_core()?;
         Ok(s)
     }
@@ -540,6 +563,17 @@ impl Scenario {
     /// cassette edited. Its `[scenario] outcomes` apply to such a run only.
     pub fn runs_as_written(&self) -> bool {
         self.cassette_overrides.is_empty() && self.fingerprint() == self.as_written
+    }
+
+    /// The scenario's faults are the ones its file wrote: no plan added, none shrunk away (its
+    /// profile, mode or network may have changed). An `[[expect]]` that does not happen is a
+    /// failure only on such a run: a plan may keep the finding from showing.
+    pub fn keeps_its_faults(&self) -> bool {
+        self.faults_fingerprint() == self.faults_as_written
+    }
+
+    fn faults_fingerprint(&self) -> String {
+        serde_json::to_string(&self.faults).unwrap_or_default()
     }
 
     /// The text the scenario was read from, for errors that point into it.

@@ -263,7 +263,7 @@ fn scenario_errors_name_file_line_and_what_was_expected() {
         "{MINIMAL}{expect}server = \"local\"\nsometimes = true\n"
     ));
     assert!(
-        e.contains("\"f\" has no signature (known: local-turns-interleave)"),
+        e.contains("\"f\" has no signature (known: local-turns-interleave, threshold-not-reset-for-new-runs,"),
         "{e}"
     );
 }

@@ -65,6 +65,7 @@ fn isolated(
         scenarios: vec![file.to_path_buf()],
         tick_ms: None,
         latency_scale: None,
+        client_profile: None,
         no_warp: !loopsim::harness::warp::warp_by_default(),
     };
     isolate::explore(&child, std::slice::from_ref(scenario), options, &|_, _| {})

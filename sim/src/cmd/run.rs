@@ -25,6 +25,7 @@ pub fn run(a: RunArgs) -> CmdResult {
         &Retune {
             tick_ms: a.tick_ms,
             latency_scale: a.latency_scale,
+            client_profile: a.client_profile.map(|p| p.name()),
         },
         runs,
     )?;

@@ -9,6 +9,10 @@
 
 use crate::model::port::observe::{HistoryEntry, Observation};
 
+use crate::harness::invariants::{
+    APPROVAL_CONFLICT_RECOVERED, ARGS_INTACT, HISTORY_VALID, NO_DOUBLE_EXECUTION,
+    RECOVERY_COMPLETES, STOP_REASON_CONSISTENT, STREAM_GAPLESS,
+};
 use crate::harness::trace::TraceEvent;
 
 /// docs/findings.md#local-turns-interleave: the local backend takes no lock (letta-protocol.md
@@ -16,15 +20,178 @@ use crate::harness::trace::TraceEvent;
 /// two turns of one conversation can run at once and write the transcript interleaved.
 pub const LOCAL_TURNS_INTERLEAVE: &str = "local-turns-interleave";
 
+/// docs/findings.md#threshold-not-reset-for-new-runs: the TUI keeps the last drain's
+/// `highestSeqIdSeen` into a new run's stream (letta-protocol.md §4.5, §10.3 item 1).
+pub const THRESHOLD_NOT_RESET: &str = "threshold-not-reset-for-new-runs";
+
+/// docs/findings.md#lost-and-duplicated-frames-go-unnoticed: the published stream processor
+/// compares a chunk's `seq_id` with the resume threshold only (§4.1 rule 1).
+pub const LOST_AND_DUPLICATED_FRAMES: &str = "lost-and-duplicated-frames-go-unnoticed";
+
+/// docs/findings.md#resume-drops-approvals-completed-before-the-cut: after a resume the
+/// published client keeps only the approvals the resumed stream mentioned (§4.4 step 8 case 2).
+pub const RESUME_DROPS_APPROVALS: &str = "resume-drops-approvals-completed-before-the-cut";
+
+/// docs/findings.md#in-band-approval-conflict-is-a-dead-end-headless: headless, the published
+/// client treats the conflict Letta 0.16.8 answers in band (HTTP 200, an `event: error`) as a
+/// plain stream error and ends the turn (captures/letta_e2e flow d3).
+pub const IN_BAND_CONFLICT_DEAD_END: &str = "in-band-approval-conflict-is-a-dead-end-headless";
+
 /// The findings with a signature (the ones `sometimes = true` may name).
-pub const WITH_SIGNATURE: [&str; 1] = [LOCAL_TURNS_INTERLEAVE];
+pub const WITH_SIGNATURE: [&str; 5] = [
+    LOCAL_TURNS_INTERLEAVE,
+    THRESHOLD_NOT_RESET,
+    LOST_AND_DUPLICATED_FRAMES,
+    RESUME_DROPS_APPROVALS,
+    IN_BAND_CONFLICT_DEAD_END,
+];
+
+/// The findings a client profile shows wherever its trace has their signature, whatever the
+/// scenario, and the invariants each breaks: a sweep of any scenario with that profile
+/// (`--client-profile letta-code`) expects them on the seeds that show them, as a scenario's
+/// `sometimes = true` entry would, and fails on every other violation.
+pub const OF_PROFILE: [(&str, &str, &[&str]); 4] = [
+    ("letta-code", THRESHOLD_NOT_RESET, &[STREAM_GAPLESS]),
+    (
+        "letta-code",
+        LOST_AND_DUPLICATED_FRAMES,
+        // A fragment lost or doubled breaks the arguments; a lost approval request leaves the
+        // run acted on without it and the call without a result.
+        &[
+            STREAM_GAPLESS,
+            ARGS_INTACT,
+            STOP_REASON_CONSISTENT,
+            HISTORY_VALID,
+        ],
+    ),
+    (
+        "letta-code",
+        RESUME_DROPS_APPROVALS,
+        // A dropped call left without a result: the cloud server refuses the answer ("Invalid
+        // tool call IDs"), the local backend sends the model a `tool_use` with no result.
+        &[STOP_REASON_CONSISTENT, NO_DOUBLE_EXECUTION, HISTORY_VALID],
+    ),
+    (
+        "letta-code",
+        IN_BAND_CONFLICT_DEAD_END,
+        &[APPROVAL_CONFLICT_RECOVERED, RECOVERY_COMPLETES],
+    ),
+];
 
 /// Whether the trace shows the finding's signature (false for a finding without one).
 pub fn shows(finding: &str, events: &[TraceEvent]) -> bool {
     match finding {
         LOCAL_TURNS_INTERLEAVE => turns_interleaved(events),
+        THRESHOLD_NOT_RESET => threshold_kept_into_a_new_run(events),
+        LOST_AND_DUPLICATED_FRAMES => frame_lost_or_duplicated(events),
+        RESUME_DROPS_APPROVALS => resume_dropped_approvals(events),
+        IN_BAND_CONFLICT_DEAD_END => headless_send_refused_in_band(events),
         _ => false,
     }
+}
+
+/// A run's first chunk the client processed is not its first (`seq_id` k > 1), and the chunks
+/// it skipped are all at or below the last drain's highest `seq_id`, which belonged to another
+/// run: the threshold the client carried over dropped them as replays.
+fn threshold_kept_into_a_new_run(events: &[TraceEvent]) -> bool {
+    // The highest seq_id of the last drain that read one, and the run it was acted on as.
+    let mut threshold: Option<u64> = None;
+    let mut carried: Option<(&str, u64)> = None;
+    let mut seen: Vec<&str> = Vec::new();
+    for e in events.iter().filter(|e| e.host == "client") {
+        match &e.obs {
+            Observation::ClientStarted { .. } => {
+                threshold = None;
+                carried = None;
+            }
+            // A drain that read no numbered chunk leaves the threshold as it was.
+            Observation::ClientDrained {
+                last_seq_id: Some(t),
+                ..
+            } => threshold = Some(*t),
+            Observation::ClientActedOn {
+                run_id: Some(run), ..
+            } => carried = threshold.map(|t| (run.as_str(), t)),
+            Observation::ClientChunk {
+                run_id: Some(run),
+                seq_id: Some(k),
+                ..
+            } if !seen.contains(&run.as_str()) => {
+                seen.push(run);
+                if *k > 1 && carried.is_some_and(|(r, t)| r != run && *k <= t + 1) {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+/// A `server_stream` fault dropped or duplicated one SSE event while the connection stayed up.
+fn frame_lost_or_duplicated(events: &[TraceEvent]) -> bool {
+    events.iter().any(|e| match &e.obs {
+        Observation::Fault { fault } => {
+            fault.starts_with("server_stream ")
+                && (fault.ends_with(" action=drop") || fault.ends_with(" action=duplicate"))
+        }
+        _ => false,
+    })
+}
+
+/// A drain collected approvals, the client resumed the run, and acted on it as
+/// `requires_approval` without one of them: an approval whose chunks all came before the cut.
+fn resume_dropped_approvals(events: &[TraceEvent]) -> bool {
+    // The approvals the drains before the resume collected.
+    let mut collected: Vec<&str> = Vec::new();
+    let mut resumed = false;
+    for e in events.iter().filter(|e| e.host == "client") {
+        match &e.obs {
+            Observation::ClientResume { .. } => resumed = true,
+            Observation::ClientDrained { approvals, .. } if !resumed => {
+                collected.extend(approvals.iter().map(String::as_str));
+            }
+            Observation::ClientActedOn {
+                stop_reason,
+                approvals,
+                ..
+            } => {
+                if resumed
+                    && stop_reason == "requires_approval"
+                    && collected.iter().any(|a| !approvals.iter().any(|b| b == a))
+                {
+                    return true;
+                }
+                collected.clear();
+                resumed = false;
+            }
+            Observation::TurnStart { .. } | Observation::ClientStarted { .. } => {
+                collected.clear();
+                resumed = false;
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+/// A headless client's send was answered with the approval-pending conflict in band: the
+/// server's `approval_pending_in_band` fault fired. (A server profile that answers so by itself,
+/// `letta-oss-0.16`, leaves no such mark; its runs are not recognised.)
+fn headless_send_refused_in_band(events: &[TraceEvent]) -> bool {
+    let mut headless = false;
+    for e in events {
+        match &e.obs {
+            Observation::ClientStarted { mode, .. } => headless = mode == "headless",
+            Observation::Fault { fault }
+                if headless && fault.starts_with("approval_pending_in_band ") =>
+            {
+                return true;
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 /// Two runs of one conversation were open at once, and the transcript got an assistant

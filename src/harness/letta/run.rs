@@ -74,8 +74,10 @@ pub fn invariants(
 
 /// The scenario's `[[expect]]` entries that apply to its client profile, mode and server
 /// profile, held against the invariants: an expected failure is reported, not counted, and one
-/// that does not happen is itself a failure (the finding no longer reproduces). A `sometimes`
-/// entry is expected only on a run whose trace shows the finding's signature.
+/// that does not happen is itself a failure (the finding no longer reproduces) on a run of the
+/// scenario's own faults; under a sweep's plan it may simply not show. A `sometimes` entry is
+/// expected only on a run whose trace shows the finding's signature, and so is each of the
+/// profile's own findings (`findings::OF_PROFILE`) in any scenario.
 pub fn expectations(
     scenario: &Scenario,
     invariants: &[(&'static str, Vec<Violation>)],
@@ -103,8 +105,20 @@ pub fn expectations(
             }
             continue;
         }
-        out.unexpected_pass |= !failed;
+        out.unexpected_pass |= !failed && scenario.keeps_its_faults();
         out.expected.push((id, e.finding.clone(), failed));
+    }
+    // The profile's own findings, wherever the trace shows them.
+    for (p, finding, broken) in findings::OF_PROFILE {
+        if p != profile || !findings::shows(finding, trace) {
+            continue;
+        }
+        for (id, violations) in invariants {
+            let already = out.expected.iter().any(|(e, _, _)| e == id);
+            if broken.contains(id) && !violations.is_empty() && !already {
+                out.expected.push((id, finding.to_string(), true));
+            }
+        }
     }
     out
 }

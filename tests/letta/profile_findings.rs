@@ -1,0 +1,96 @@
+//! The published client's findings recognised in any scenario (`findings::OF_PROFILE`): a run
+//! with the `letta-code` profile expects each where its trace shows the finding's signature, so
+//! `sim explore --client-profile letta-code` can sweep every bundled scenario, and still fails
+//! on a violation no signature explains.
+
+use crate::common::{failed_invariants, load, run, scenario_path, with_plan, with_profile};
+use loopsim::harness::invariants::{NO_DOUBLE_EXECUTION, STOP_REASON_CONSISTENT, STREAM_GAPLESS};
+use loopsim::harness::letta::findings::{
+    LOST_AND_DUPLICATED_FRAMES, RESUME_DROPS_APPROVALS, THRESHOLD_NOT_RESET,
+};
+use loopsim::harness::report::{RunReport, Verdict};
+
+/// The invariants a run expected, each with the finding that explained it.
+fn explained(r: &RunReport) -> Vec<(&str, &str)> {
+    r.expected
+        .iter()
+        .filter(|(_, _, failed)| *failed)
+        .map(|(id, finding, _)| (*id, finding.as_str()))
+        .collect()
+}
+
+/// A scenario, a seed, the plan's faults, and the (invariant, finding) pairs the run expects.
+type Case = (
+    &'static str,
+    u64,
+    &'static [&'static str],
+    &'static [(&'static str, &'static str)],
+);
+
+/// Plans a letta-code sweep met (guided, seeds 0..50), in scenarios whose own `[[expect]]`
+/// entries do not name the finding: each violation is the profile finding's, and the
+/// reference client passes the same run.
+#[test]
+fn each_profile_finding_is_expected_where_the_published_client_meets_it() {
+    let cases: [Case; 3] = [
+        (
+            // The busy retry's new run starts at seq 1; the TUI still holds the first run's 1.
+            "server_busy.toml",
+            1,
+            &[r#"{ kind = "busy_on_send", send = 1 }"#],
+            &[(STREAM_GAPLESS, THRESHOLD_NOT_RESET)],
+        ),
+        (
+            "approval_denied.toml",
+            24,
+            &[r#"{ kind = "server_stream", response = 1, frame = 3, action = "drop" }"#],
+            &[(STREAM_GAPLESS, LOST_AND_DUPLICATED_FRAMES)],
+        ),
+        (
+            // The cut after Bash is complete and Write has begun (the finding's own shape).
+            "client_lock_safety.toml",
+            23,
+            &[r#"{ kind = "server_stream", response = 1, frame = 5, action = "close" }"#],
+            &[
+                (NO_DOUBLE_EXECUTION, RESUME_DROPS_APPROVALS),
+                (STOP_REASON_CONSISTENT, RESUME_DROPS_APPROVALS),
+            ],
+        ),
+    ];
+    for (name, seed, plan, want) in cases {
+        let s = with_plan(load(scenario_path(name)), plan);
+        let published = run(&with_profile(s.clone(), "letta-code"), seed, 1);
+        assert_eq!(published.verdict, Verdict::Pass, "{}", published.render());
+        for w in want {
+            assert!(
+                explained(&published).contains(w),
+                "{name}: {w:?} not in {:?}\n{}",
+                explained(&published),
+                published.render()
+            );
+        }
+        let reference = run(&s, seed, 1);
+        assert_eq!(reference.verdict, Verdict::Pass, "{}", reference.render());
+        assert_eq!(explained(&reference), [], "{name}");
+    }
+}
+
+/// A published-client run that breaks `stream-gapless` where no signature shows fails: the
+/// planted resume from seq 0 processes the first chunks twice, with no frame lost or
+/// duplicated in flight and no new run.
+#[test]
+fn a_violation_no_profile_finding_explains_still_fails_the_published_client() {
+    let planted = load("scenarios/planted/client_resume_from_zero.toml");
+    let r = run(&with_profile(planted, "letta-code"), 0, 1);
+    assert_ne!(r.verdict, Verdict::Pass, "{}", r.render());
+    assert!(
+        failed_invariants(&r).contains(&STREAM_GAPLESS),
+        "{}",
+        r.render()
+    );
+    assert!(
+        !explained(&r).iter().any(|(id, _)| *id == STREAM_GAPLESS),
+        "{:?}",
+        explained(&r)
+    );
+}
