@@ -6,8 +6,8 @@
 # Installs cargo-mutants when it is missing, then mutates src/model/letta/client,
 # src/model/letta/server and src/model/kimi/turn_loop one mutant at a time and runs, against
 # each, the lib's unit tests, among them `finding_power_sweeps_of_the_bundled_scenarios_pass`
-# (every bundled scenario over SEEDS seeds, default 100, as written, with swarm plans and again
-# guided), and the models' own suites `tests/letta` and `tests/kimi` (about 25 s more per
+# (every bundled scenario over SEEDS seeds, default 100, as written, with swarm plans, guided,
+# and the Letta ones guided again with the published client's profile), and the models' own suites `tests/letta` and `tests/kimi` (about 25 s more per
 # mutant). A mutant is caught when any of those fails. SHARD (default 1/40, round-robin) picks a
 # reproducible sample of the mutants; `1/1` is all of them (about 3,000: days on 2 cores, see
 # docs/finding-power.md). Results go to target/mutants/<shard>/mutants.out; the table of

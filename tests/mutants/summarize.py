@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Reads a cargo-mutants output directory written by tests/mutants/run.sh and prints the
 mutation score and, per mutant, what caught it: the unit tests, the plain runs (each scenario
-as written), the swarm sweep, the guided sweep, each sweep's failing runs and first failing seed
-(docs/finding-power.md). Logs written before the plain runs existed show "-" for them."""
+as written), the swarm sweep, the guided sweep, the guided sweep of the published client's
+model, each sweep's failing runs and first failing seed (docs/finding-power.md). Logs written
+before a way existed show "-" for it."""
 import json
 import os
 import re
@@ -28,7 +29,7 @@ def main(root):
             if i >= 0:
                 fp = json.loads(line[i + len("finding-power: "):])
         unit = bool(re.search(r"^test .* \.\.\. FAILED$", text, re.M) and not (
-            fp and any(fp.get(k, {}).get("failed") for k in ("plain", "swarm", "guided")) and
+            fp and any(fp.get(k, {}).get("failed") for k in ("plain", "swarm", "guided", "published")) and
             len(re.findall(r"^test .* \.\.\. FAILED$", text, re.M)) == 1))
         rows.append((name, summary, fp, unit))
     viable = [r for r in rows if r[1] != "Unviable"]
@@ -39,8 +40,8 @@ def main(root):
     if viable:
         print("score   %.1f %% of viable mutants caught" % (100.0 * len(caught) / len(viable)))
     print()
-    print("| mutant | outcome | unit tests | plain: failing runs (first seed) | swarm: failing runs (first seed) | guided: failing runs (first seed) |")
-    print("|---|---|---|---|---|---|")
+    print("| mutant | outcome | unit tests | plain: failing runs (first seed) | swarm: failing runs (first seed) | guided: failing runs (first seed) | published client, guided |")
+    print("|---|---|---|---|---|---|---|")
     for name, summary, fp, unit in rows:
         if summary == "Unviable":
             continue
@@ -51,8 +52,9 @@ def main(root):
             if not w["failed"]:
                 return "0 of %d" % w["runs"]
             return "%d of %d (seed %s)" % (w["failed"], w["runs"], w["first_seed"])
-        print("| `%s` | %s | %s | %s | %s | %s |" % (name.replace("|", "\\|"), summary,
-              "fails" if unit else "pass", way("plain"), way("swarm"), way("guided")))
+        print("| `%s` | %s | %s | %s | %s | %s | %s |" % (name.replace("|", "\\|"), summary,
+              "fails" if unit else "pass", way("plain"), way("swarm"), way("guided"),
+              way("published")))
 
 if __name__ == "__main__":
     main(sys.argv[1] if len(sys.argv) > 1 else "target/mutants")

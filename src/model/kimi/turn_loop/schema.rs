@@ -445,4 +445,17 @@ mod tests {
             Some("must be >= 1")
         );
     }
+
+    /// JSON Schema's `integer` is a number with no fractional part, however it is written: a
+    /// model may send `2.0` for a count, and `2.5` is not an integer.
+    #[test]
+    fn integer_takes_whole_numbers_written_as_floats_and_refuses_fractions() {
+        let schema = json!({"type": "integer"});
+        assert_eq!(validation_text(&schema, &json!(2)), None);
+        assert_eq!(validation_text(&schema, &json!(2.0)), None);
+        assert_eq!(
+            validation_text(&schema, &json!(2.5)).as_deref(),
+            Some("must be integer")
+        );
+    }
 }
