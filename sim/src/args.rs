@@ -279,6 +279,11 @@ pub struct CiArgs {
     /// (docs/explore.md).
     #[arg(long, default_value_t = 600)]
     pub fixed_seeds: u64,
+    /// Seeds 0..N for every Letta scenario, guided, against the published client's model
+    /// (`--client-profile letta-code`: its known findings set aside where the trace shows
+    /// them, docs/findings.md "In any scenario"); 0 leaves the stage out.
+    #[arg(long, default_value_t = 50, value_name = "N")]
+    pub published_seeds: u64,
     /// Seeds taken from the commit, per scenario.
     #[arg(long, default_value_t = 200)]
     pub commit_seeds: u64,

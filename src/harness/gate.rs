@@ -29,6 +29,9 @@ pub struct GateOptions {
     pub as_written_seeds: u64,
     /// Seeds `0..fixed_seeds` for every scenario, guided.
     pub fixed_seeds: u64,
+    /// Seeds `0..published_seeds` for every Letta scenario, guided, with the published
+    /// client's profile (`letta-code`).
+    pub published_seeds: u64,
     /// The commit under test; it picks a further seed range so every commit explores new seeds.
     pub commit: Option<String>,
     pub commit_seeds: u64,
@@ -179,6 +182,22 @@ pub fn run_gate(
             ));
             sweeps.push(report);
         }
+    }
+    // 2b. The published client's model: every Letta scenario guided with the `letta-code`
+    //     profile; its known findings are expected where the trace shows their signature
+    //     (harness::letta::findings::OF_PROFILE), any other violation fails.
+    for (scenario, file) in &bundled {
+        if options.published_seeds == 0 || scenario.scenario.system.get_ref() != "letta" {
+            continue;
+        }
+        let range = [0, options.published_seeds];
+        let published = scenario.clone().with_client_profile(Some("letta-code"));
+        let report = sweep(&published, file, range, true, options, sweeper, progress)?;
+        cases.push((
+            sweep_case("published-client", &report, file, range),
+            report.failures.iter().map(|f| f.kind).collect(),
+        ));
+        sweeps.push(report);
     }
     // 3. Canaries: each planted defect must be caught by exactly the invariants it names.
     for file in toml_files(&root.join("scenarios/planted")) {

@@ -83,6 +83,11 @@ pub struct Scenario {
     /// The faults as the file wrote them, serialised ([`Scenario::keeps_its_faults`]).
     #[serde(skip)]
     faults_as_written: String,
+    /// The client profile a command line put in place of the file's
+    /// ([`Scenario::with_client_profile`]): a sweep's worker processes, which load the file
+    /// again, are given it.
+    #[serde(skip)]
+    pub profile_override: Option<&'static str>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -497,13 +502,14 @@ impl Scenario {
     /// declared for the profile it names, so they do not apply (the scenario no longer runs as
     /// written); its `[[expect]]` entries for that profile do. An agent-loop scenario has one
     /// client and is left as it is. The reproduce command carries the flag.
-    pub fn with_client_profile(mut self, profile: Option<&str>) -> Scenario {
+    pub fn with_client_profile(mut self, profile: Option<&'static str>) -> Scenario {
         if let Some(p) = profile
             && self.scenario.system.get_ref() == "letta"
         {
             let span = self.scenario.client_profile.span();
             self.scenario.client_profile = Spanned::new(span, p.to_string());
             self.repro_flags.push_str(&format!(" --client-profile {p}"));
+            self.profile_override = Some(p);
         }
         self
     }

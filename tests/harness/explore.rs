@@ -136,6 +136,7 @@ fn the_gate_catches_every_canary_and_checks_snapshots() {
             root: repo().to_path_buf(),
             as_written_seeds: 2,
             fixed_seeds: 8,
+            published_seeds: 2,
             commit: Some("0123456789abcdef".into()),
             commit_seeds: 4,
             canary_seeds: 4,
@@ -189,6 +190,7 @@ fn the_gate_holds_each_scenario_as_written_to_its_declared_outcomes() {
             root: root.clone(),
             as_written_seeds: 2,
             fixed_seeds: 0,
+            published_seeds: 0,
             commit: None,
             commit_seeds: 0,
             canary_seeds: 0,
@@ -214,6 +216,53 @@ fn the_gate_holds_each_scenario_as_written_to_its_declared_outcomes() {
     );
     assert!(
         case.message.contains("approval_turn.toml:14"),
+        "{}",
+        case.message
+    );
+    assert_eq!(report.exit_code, 129, "{}", report.render());
+}
+
+/// The gate's published-client stage sweeps each Letta scenario against the published client's
+/// model and fails on a violation no known finding's signature explains (here a planted resume
+/// from seq 0, dropped into scenarios/letta), with a reproduce line that carries the profile.
+#[test]
+fn the_gate_sweeps_the_published_clients_model_and_fails_what_no_finding_explains() {
+    let root = std::env::temp_dir().join(format!("loopsim-gate-published-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(root.join("scenarios/letta")).unwrap();
+    std::os::unix::fs::symlink(repo().join("cassettes"), root.join("cassettes")).unwrap();
+    std::fs::copy(
+        repo().join("scenarios/planted/client_resume_from_zero.toml"),
+        root.join("scenarios/letta/client_resume_from_zero.toml"),
+    )
+    .unwrap();
+    let report = run_gate(
+        &GateOptions {
+            root: root.clone(),
+            as_written_seeds: 0,
+            fixed_seeds: 0,
+            published_seeds: 2,
+            commit: None,
+            commit_seeds: 0,
+            canary_seeds: 0,
+            determinism_every: 2,
+            jobs: 1,
+            real_client: None,
+        },
+        &sweep_in_process,
+        &|_| {},
+    )
+    .unwrap();
+    let _ = std::fs::remove_dir_all(&root);
+    let case = report
+        .cases
+        .iter()
+        .find(|c| c.suite == "published-client")
+        .expect("a published-client check");
+    assert!(!case.ok, "{}", report.render());
+    assert!(case.message.contains("stream-gapless"), "{}", case.message);
+    assert!(
+        case.message.contains("--client-profile letta-code"),
         "{}",
         case.message
     );

@@ -24,6 +24,7 @@ pub fn run(a: CiArgs) -> CmdResult {
         root: a.root,
         as_written_seeds: a.as_written_seeds,
         fixed_seeds: a.fixed_seeds,
+        published_seeds: a.published_seeds,
         commit: a.commit,
         commit_seeds: a.commit_seeds,
         canary_seeds: a.canary_seeds,
@@ -65,7 +66,7 @@ fn isolated(
         scenarios: vec![file.to_path_buf()],
         tick_ms: None,
         latency_scale: None,
-        client_profile: None,
+        client_profile: scenario.profile_override,
         no_warp: !loopsim::harness::warp::warp_by_default(),
     };
     isolate::explore(&child, std::slice::from_ref(scenario), options, &|_, _| {})
