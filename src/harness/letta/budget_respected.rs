@@ -358,30 +358,7 @@ fn retry_breaks(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn client(t_ms: u64, obs: Observation) -> TraceEvent {
-        TraceEvent {
-            t_ms,
-            host: "client".into(),
-            obs,
-        }
-    }
-
-    /// The reference client's start in `mode`.
-    fn started(mode: &str) -> TraceEvent {
-        started_as("reference", mode)
-    }
-
-    fn started_as(profile: &str, mode: &str) -> TraceEvent {
-        client(
-            0,
-            Observation::ClientStarted {
-                restart: 0,
-                profile: profile.into(),
-                mode: mode.into(),
-            },
-        )
-    }
+    use crate::harness::letta::test_trace::{client, started, started_as};
 
     /// `budget-respected` fails `events` once, saying `want`.
     fn assert_one_violation(events: &[TraceEvent], want: &str) {

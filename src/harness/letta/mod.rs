@@ -17,4 +17,6 @@ pub mod run;
 pub mod scenario;
 pub mod sdk_retries;
 pub mod swarm;
+#[cfg(test)]
+mod test_trace;
 pub mod world;

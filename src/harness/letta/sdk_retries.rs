@@ -193,33 +193,10 @@ impl Promise {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::harness::letta::test_trace::{client, started, started_as};
 
     /// The request every SDK case retries.
     const RUN: &str = "/v1/runs/run-1";
-
-    fn client(t_ms: u64, obs: Observation) -> TraceEvent {
-        TraceEvent {
-            t_ms,
-            host: "client".into(),
-            obs,
-        }
-    }
-
-    /// The reference client's start in `mode`.
-    fn started(mode: &str) -> TraceEvent {
-        started_as("reference", mode)
-    }
-
-    fn started_as(profile: &str, mode: &str) -> TraceEvent {
-        client(
-            0,
-            Observation::ClientStarted {
-                restart: 0,
-                profile: profile.into(),
-                mode: mode.into(),
-            },
-        )
-    }
 
     /// The SDK rule fails `events` once, saying `want`.
     fn assert_one_violation(events: &[TraceEvent], want: &str) {
