@@ -367,6 +367,24 @@ mod tests {
         );
     }
 
+    /// Each way a provider words a context overflow is enough on its own.
+    #[test]
+    fn each_context_overflow_wording_alone_is_an_overflow() {
+        for message in [
+            "input exceeds the context length",
+            "prompt is too long for the context window",
+            "error code: context_length_exceeded",
+            "reduce the prompt to fit the maximum context",
+        ] {
+            assert_eq!(
+                class(400, message).0,
+                StatusClass::ContextOverflow,
+                "{message}"
+            );
+        }
+        assert_eq!(class(400, "the context is fine").0, StatusClass::Plain);
+    }
+
     #[test]
     fn a_429_is_a_rate_limit_unless_it_is_about_quota() {
         assert_eq!(
