@@ -362,6 +362,35 @@ fn projector_repairs_the_tool_exchange() {
     assert!(texts(strict.last().unwrap()).contains(RESULT_NOT_AVAILABLE));
 }
 
+/// The strict extras' merge: an assistant message without tool calls and the assistant message
+/// after it go out as one; the normal projection keeps both.
+#[test]
+fn strict_projection_merges_an_assistant_message_without_calls_into_the_next() {
+    use loopsim::model::kimi::turn_loop::host::context::Origin;
+    let said = |text: &str| ContextMessage {
+        role: Role::Assistant,
+        origin: Origin::Assistant,
+        ..ContextMessage::user(vec![ContentPart::text(text)])
+    };
+    let mut context = ContextMemory::new();
+    context.append_message(ContextMessage::user(vec![ContentPart::text("go")]));
+    context.append_message(said("first"));
+    context.append_message(said("second"));
+    let roles = |m: &[Message]| m.iter().map(|m| m.role).collect::<Vec<Role>>();
+    let normal = project(context.history(), ProjectionMode::Normal);
+    assert_eq!(
+        roles(&normal),
+        vec![Role::User, Role::Assistant, Role::Assistant]
+    );
+    let strict = project(context.history(), ProjectionMode::Strict);
+    assert_eq!(roles(&strict), vec![Role::User, Role::Assistant]);
+    assert!(
+        texts(&strict[1]).contains("first") && texts(&strict[1]).contains("second"),
+        "{}",
+        texts(&strict[1])
+    );
+}
+
 /// Replay closes calls still pending at the end of the log (`finishResume`).
 #[test]
 fn replay_closes_pending_calls() {
