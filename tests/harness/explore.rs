@@ -169,28 +169,28 @@ fn the_gate_catches_every_canary_and_checks_snapshots() {
     assert!(report.render().contains("skip real-client"));
 }
 
-/// The gate's as-written stage holds each bundled scenario to its declared outcomes: a
-/// scenario that declares an ending its runs do not reach fails there, naming the line.
-#[test]
-fn the_gate_holds_each_scenario_as_written_to_its_declared_outcomes() {
-    let root = std::env::temp_dir().join(format!("loopsim-gate-{}", std::process::id()));
+/// A repository root of its own under the temp dir, with an empty `scenarios/letta` and the
+/// cassettes linked, so scenarios copied in name their cassettes as in the repository.
+fn temp_gate_root(name: &str) -> std::path::PathBuf {
+    let root = std::env::temp_dir().join(format!("loopsim-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(root.join("scenarios/letta")).unwrap();
-    // The scenario names its cassettes relative to itself, as in the repository.
     std::os::unix::fs::symlink(repo().join("cassettes"), root.join("cassettes")).unwrap();
-    let text = std::fs::read_to_string(repo().join("scenarios/letta/approval_turn.toml")).unwrap();
-    assert!(text.contains("outcomes = [\"stopped: end_turn\"]"));
-    let wrong = text.replace(
-        "outcomes = [\"stopped: end_turn\"]",
-        "outcomes = [\"stopped: requires_approval\"]",
-    );
-    std::fs::write(root.join("scenarios/letta/approval_turn.toml"), wrong).unwrap();
+    root
+}
+
+/// The gate over `root` with only the as-written and published-client stages, at these seeds.
+fn gate_of_two_stages(
+    root: &std::path::Path,
+    as_written_seeds: u64,
+    published_seeds: u64,
+) -> loopsim::harness::gate::GateReport {
     let report = run_gate(
         &GateOptions {
-            root: root.clone(),
-            as_written_seeds: 2,
+            root: root.to_path_buf(),
+            as_written_seeds,
             fixed_seeds: 0,
-            published_seeds: 0,
+            published_seeds,
             commit: None,
             commit_seeds: 0,
             canary_seeds: 0,
@@ -202,7 +202,23 @@ fn the_gate_holds_each_scenario_as_written_to_its_declared_outcomes() {
         &|_| {},
     )
     .unwrap();
-    let _ = std::fs::remove_dir_all(&root);
+    let _ = std::fs::remove_dir_all(root);
+    report
+}
+
+/// The gate's as-written stage holds each bundled scenario to its declared outcomes: a
+/// scenario that declares an ending its runs do not reach fails there, naming the line.
+#[test]
+fn the_gate_holds_each_scenario_as_written_to_its_declared_outcomes() {
+    let root = temp_gate_root("gate");
+    let text = std::fs::read_to_string(repo().join("scenarios/letta/approval_turn.toml")).unwrap();
+    assert!(text.contains("outcomes = [\"stopped: end_turn\"]"));
+    let wrong = text.replace(
+        "outcomes = [\"stopped: end_turn\"]",
+        "outcomes = [\"stopped: requires_approval\"]",
+    );
+    std::fs::write(root.join("scenarios/letta/approval_turn.toml"), wrong).unwrap();
+    let report = gate_of_two_stages(&root, 2, 0);
     let case = report
         .cases
         .iter()
@@ -227,33 +243,13 @@ fn the_gate_holds_each_scenario_as_written_to_its_declared_outcomes() {
 /// from seq 0, dropped into scenarios/letta), with a reproduce line that carries the profile.
 #[test]
 fn the_gate_sweeps_the_published_clients_model_and_fails_what_no_finding_explains() {
-    let root = std::env::temp_dir().join(format!("loopsim-gate-published-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(root.join("scenarios/letta")).unwrap();
-    std::os::unix::fs::symlink(repo().join("cassettes"), root.join("cassettes")).unwrap();
+    let root = temp_gate_root("gate-published");
     std::fs::copy(
         repo().join("scenarios/planted/client_resume_from_zero.toml"),
         root.join("scenarios/letta/client_resume_from_zero.toml"),
     )
     .unwrap();
-    let report = run_gate(
-        &GateOptions {
-            root: root.clone(),
-            as_written_seeds: 0,
-            fixed_seeds: 0,
-            published_seeds: 2,
-            commit: None,
-            commit_seeds: 0,
-            canary_seeds: 0,
-            determinism_every: 2,
-            jobs: 1,
-            real_client: None,
-        },
-        &sweep_in_process,
-        &|_| {},
-    )
-    .unwrap();
-    let _ = std::fs::remove_dir_all(&root);
+    let report = gate_of_two_stages(&root, 0, 2);
     let case = report
         .cases
         .iter()
