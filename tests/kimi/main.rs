@@ -6,4 +6,5 @@
 mod common;
 
 mod harness;
+mod schema_oracle;
 mod turn_loop;

@@ -1,13 +1,16 @@
-//! Tool argument validation with Ajv v8 wording (kimi-loop.md §4.6, open question 9).
+//! Tool argument validation with Ajv v8 wording (kimi-loop.md §4.6, open question 9), checked
+//! text for text against Ajv 8.18.0 by `tests/kimi/schema_oracle.rs`.
 //!
 //! Choice: the reference compiles each tool's JSON Schema with Ajv (`allErrors:true`). This is
 //! a subset validator that reproduces Ajv's default texts for the keywords it knows: `type`,
 //! `required`, `properties`, `additionalProperties`, `items`, `enum`, `const`, `minimum`,
 //! `maximum`, `exclusiveMinimum`, `exclusiveMaximum`, `minLength`, `maxLength`, `minItems`,
 //! `maxItems`, `allOf`, `anyOf`, `oneOf`. Other keywords are ignored. Errors are collected
-//! in Ajv's keyword order for one schema level: `type` (which, when it fails, skips the
-//! type-specific keywords), then object (`required`, `additionalProperties`, `properties`),
-//! number, string and array keywords, then `const`, `enum` and the combinators.
+//! in the order Ajv's generated code runs the keywords of one schema level (see `check`):
+//! `type`, then `const`, `enum`, `anyOf`, `oneOf`, `allOf`, then the number, string, array and
+//! object keywords, each group only on an instance of its type. A failed combinator keeps the
+//! errors of the branches it tried (`allErrors`). Deliberate differences: a schema Ajv's
+//! meta-schema refuses is not a compile error here, and `format` is not checked.
 
 use serde_json::Value;
 
@@ -109,6 +112,82 @@ fn type_matches(name: &str, instance: &Value) -> bool {
     }
 }
 
+/// Ajv's keyword groups for one data type, in the order its code runs them (Ajv 8's `RULES`:
+/// the number, string, array and object groups, each holding the draft-07 keywords of that
+/// type, the model's and the ones it ignores). A group runs its keywords when the instance has
+/// the group's type, whatever `type` says.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Group {
+    Number,
+    String,
+    Array,
+    Object,
+}
+
+impl Group {
+    const ALL: [Group; 4] = [Group::Number, Group::String, Group::Array, Group::Object];
+
+    fn type_name(self) -> &'static str {
+        match self {
+            Group::Number => "number",
+            Group::String => "string",
+            Group::Array => "array",
+            Group::Object => "object",
+        }
+    }
+
+    fn keywords(self) -> &'static [&'static str] {
+        match self {
+            Group::Number => &[
+                "maximum",
+                "minimum",
+                "exclusiveMaximum",
+                "exclusiveMinimum",
+                "multipleOf",
+                "format",
+            ],
+            Group::String => &["maxLength", "minLength", "pattern", "format"],
+            Group::Array => &[
+                "maxItems",
+                "minItems",
+                "uniqueItems",
+                "additionalItems",
+                "items",
+                "contains",
+            ],
+            Group::Object => &[
+                "maxProperties",
+                "minProperties",
+                "required",
+                "propertyNames",
+                "additionalProperties",
+                "dependencies",
+                "properties",
+                "patternProperties",
+            ],
+        }
+    }
+
+    /// Ajv's `shouldUseGroup`: the schema has one of the group's keywords.
+    fn used_by(self, keywords: &serde_json::Map<String, Value>) -> bool {
+        self.keywords().iter().any(|k| keywords.contains_key(*k))
+    }
+
+    fn holds(self, instance: &Value) -> bool {
+        match self {
+            Group::Number => instance.is_number(),
+            Group::String => instance.is_string(),
+            Group::Array => instance.is_array(),
+            Group::Object => instance.is_object(),
+        }
+    }
+}
+
+/// One schema level, in Ajv 8's order (its `typeAndKeywords` and `schemaKeywords`):
+/// 1. `type`, checked up front, unless exactly one type is named and the schema has a keyword
+///    of that type's group; then its error is reported where that group runs;
+/// 2. the keywords of no type: `const`, `enum`, `anyOf`, `oneOf`, `allOf`;
+/// 3. the number, string, array and object groups.
 fn check(schema: &Value, instance: &Value, path: &str, errors: &mut Vec<SchemaError>) {
     let Value::Object(keywords) = schema else {
         if schema == &Value::Bool(false) {
@@ -126,21 +205,21 @@ fn check(schema: &Value, instance: &Value, path: &str, errors: &mut Vec<SchemaEr
         Some(Value::Array(names)) => names.iter().filter_map(Value::as_str).collect(),
         _ => Vec::new(),
     };
-    if !type_names.is_empty() && !type_names.iter().any(|name| type_matches(name, instance)) {
-        push(
-            errors,
-            path,
-            "type",
-            format!("must be {}", type_names.join(",")),
-        );
-    } else {
-        check_object(keywords, instance, path, errors);
-        check_number(keywords, instance, path, errors);
-        check_string(keywords, instance, path, errors);
-        check_array(keywords, instance, path, errors);
+    let type_error = || format!("must be {}", type_names.join(","));
+    let deferred_to = match type_names.as_slice() {
+        [only] => Group::ALL
+            .into_iter()
+            .find(|group| group.type_name() == *only && group.used_by(keywords)),
+        _ => None,
+    };
+    if deferred_to.is_none()
+        && !type_names.is_empty()
+        && !type_names.iter().any(|name| type_matches(name, instance))
+    {
+        push(errors, path, "type", type_error());
     }
     if let Some(constant) = keywords.get("const")
-        && constant != instance
+        && !js_equal(constant, instance)
     {
         push(
             errors,
@@ -150,7 +229,7 @@ fn check(schema: &Value, instance: &Value, path: &str, errors: &mut Vec<SchemaEr
         );
     }
     if let Some(Value::Array(allowed)) = keywords.get("enum")
-        && !allowed.contains(instance)
+        && !allowed.iter().any(|value| js_equal(value, instance))
     {
         push(
             errors,
@@ -160,6 +239,67 @@ fn check(schema: &Value, instance: &Value, path: &str, errors: &mut Vec<SchemaEr
         );
     }
     check_combinators(keywords, instance, path, errors);
+    for group in Group::ALL {
+        if !group.used_by(keywords) {
+            continue;
+        }
+        if group.holds(instance) {
+            match group {
+                Group::Number => check_number(keywords, instance, path, errors),
+                Group::String => check_string(keywords, instance, path, errors),
+                Group::Array => check_array(keywords, instance, path, errors),
+                Group::Object => check_object(keywords, instance, path, errors),
+            }
+        } else if deferred_to == Some(group) {
+            push(errors, path, "type", type_error());
+        }
+    }
+}
+
+/// JavaScript's deep equality, which Ajv's `const` and `enum` use (`fast-deep-equal`): numbers
+/// by value (`1` and `1.0` are one number), objects whatever their key order.
+fn js_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| js_equal(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(key, value)| y.get(key).is_some_and(|other| js_equal(value, other)))
+        }
+        _ => a == b,
+    }
+}
+
+/// A number as JavaScript prints it (`String(n)`), which is how Ajv shows a limit: `1.0` reads
+/// `1`, `1e21` reads `1e+21`, `0.000001` stays, `1e-7` reads `1e-7` (ECMAScript Number::toString).
+fn js_number_text(number: f64) -> String {
+    let magnitude = number.abs();
+    if number == 0.0 {
+        "0".to_owned()
+    } else if (1e-6..1e21).contains(&magnitude) {
+        format!("{number}")
+    } else {
+        let text = format!("{number:e}");
+        match text.split_once('e') {
+            Some((mantissa, exponent)) if !exponent.starts_with('-') => {
+                format!("{mantissa}e+{exponent}")
+            }
+            _ => text,
+        }
+    }
+}
+
+/// A length or count limit: a non-negative whole number, however it is written (`2.0` is 2,
+/// as JSON.parse reads it). Ajv refuses to compile any other value, so none reaches here from
+/// a schema the CLI accepts.
+fn count_limit(value: Option<&Value>) -> Option<u64> {
+    value?
+        .as_f64()
+        .filter(|f| *f >= 0.0 && f.fract() == 0.0)
+        .map(|f| f as u64)
 }
 
 fn check_object(
@@ -242,15 +382,11 @@ fn check_number(
         if let Some(limit) = keywords.get(keyword).and_then(Value::as_f64)
             && !ok(value, limit)
         {
-            let shown = keywords
-                .get(keyword)
-                .map(Value::to_string)
-                .unwrap_or_default();
             push(
                 errors,
                 path,
                 keyword,
-                format!("must be {comparison} {shown}"),
+                format!("must be {comparison} {}", js_number_text(limit)),
             );
         }
     }
@@ -267,7 +403,7 @@ fn check_string(
     };
     // Ajv counts Unicode code points.
     let length = text.chars().count() as u64;
-    if let Some(limit) = keywords.get("maxLength").and_then(Value::as_u64)
+    if let Some(limit) = count_limit(keywords.get("maxLength"))
         && length > limit
     {
         push(
@@ -277,7 +413,7 @@ fn check_string(
             format!("must NOT have more than {limit} characters"),
         );
     }
-    if let Some(limit) = keywords.get("minLength").and_then(Value::as_u64)
+    if let Some(limit) = count_limit(keywords.get("minLength"))
         && length < limit
     {
         push(
@@ -299,7 +435,7 @@ fn check_array(
         return;
     };
     let length = items.len() as u64;
-    if let Some(limit) = keywords.get("maxItems").and_then(Value::as_u64)
+    if let Some(limit) = count_limit(keywords.get("maxItems"))
         && length > limit
     {
         push(
@@ -309,7 +445,7 @@ fn check_array(
             format!("must NOT have more than {limit} items"),
         );
     }
-    if let Some(limit) = keywords.get("minItems").and_then(Value::as_u64)
+    if let Some(limit) = count_limit(keywords.get("minItems"))
         && length < limit
     {
         push(
@@ -326,41 +462,62 @@ fn check_array(
     }
 }
 
+/// `anyOf`, `oneOf` and `allOf`, in Ajv's order. With `allErrors`, Ajv keeps the errors of the
+/// branches it tried when the combinator fails, then adds its own; when it passes, none stay.
+/// `anyOf` stops at the first branch that passes; `oneOf` at the second (its generated code
+/// nests each later branch in the `else` of "this one passed too").
 fn check_combinators(
     keywords: &serde_json::Map<String, Value>,
     instance: &Value,
     path: &str,
     errors: &mut Vec<SchemaError>,
 ) {
-    let passes = |schema: &Value| {
-        let mut scratch = Vec::new();
-        check(schema, instance, path, &mut scratch);
-        scratch.is_empty()
-    };
+    if let Some(Value::Array(any)) = keywords.get("anyOf") {
+        let mut tried = Vec::new();
+        let mut passed = false;
+        for schema in any {
+            let before = tried.len();
+            check(schema, instance, path, &mut tried);
+            if tried.len() == before {
+                passed = true;
+                break;
+            }
+        }
+        if !passed {
+            errors.append(&mut tried);
+            push(
+                errors,
+                path,
+                "anyOf",
+                "must match a schema in anyOf".to_owned(),
+            );
+        }
+    }
+    if let Some(Value::Array(one)) = keywords.get("oneOf") {
+        let mut tried = Vec::new();
+        let mut passing = 0;
+        for schema in one {
+            let before = tried.len();
+            check(schema, instance, path, &mut tried);
+            passing += usize::from(tried.len() == before);
+            if passing == 2 {
+                break;
+            }
+        }
+        if passing != 1 {
+            errors.append(&mut tried);
+            push(
+                errors,
+                path,
+                "oneOf",
+                "must match exactly one schema in oneOf".to_owned(),
+            );
+        }
+    }
     if let Some(Value::Array(all)) = keywords.get("allOf") {
         for schema in all {
             check(schema, instance, path, errors);
         }
-    }
-    if let Some(Value::Array(any)) = keywords.get("anyOf")
-        && !any.iter().any(passes)
-    {
-        push(
-            errors,
-            path,
-            "anyOf",
-            "must match a schema in anyOf".to_owned(),
-        );
-    }
-    if let Some(Value::Array(one)) = keywords.get("oneOf")
-        && one.iter().filter(|schema| passes(schema)).count() != 1
-    {
-        push(
-            errors,
-            path,
-            "oneOf",
-            "must match exactly one schema in oneOf".to_owned(),
-        );
     }
 }
 
@@ -385,20 +542,20 @@ mod tests {
         assert_eq!(bound("exclusiveMaximum", 10.0, 9.5), None);
         assert_eq!(
             bound("exclusiveMaximum", 10.0, 10.0).as_deref(),
-            Some("/n must be < 10.0")
+            Some("/n must be < 10")
         );
         assert_eq!(
             bound("exclusiveMaximum", 10.0, 10.5).as_deref(),
-            Some("/n must be < 10.0")
+            Some("/n must be < 10")
         );
         assert_eq!(bound("exclusiveMinimum", 0.0, 0.5), None);
         assert_eq!(
             bound("exclusiveMinimum", 0.0, 0.0).as_deref(),
-            Some("/n must be > 0.0")
+            Some("/n must be > 0")
         );
         assert_eq!(
             bound("exclusiveMinimum", 0.0, -0.5).as_deref(),
-            Some("/n must be > 0.0")
+            Some("/n must be > 0")
         );
     }
 
@@ -407,12 +564,12 @@ mod tests {
         assert_eq!(bound("maximum", 10.0, 10.0), None);
         assert_eq!(
             bound("maximum", 10.0, 10.5).as_deref(),
-            Some("/n must be <= 10.0")
+            Some("/n must be <= 10")
         );
         assert_eq!(bound("minimum", 0.0, 0.0), None);
         assert_eq!(
             bound("minimum", 0.0, -0.5).as_deref(),
-            Some("/n must be >= 0.0")
+            Some("/n must be >= 0")
         );
     }
 
