@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Mutation score of the agent loop's tool-argument validator, src/model/kimi/turn_loop/schema.rs
+# (docs/finding-power.md, "The validator against Ajv"): every cargo-mutants mutant of the file,
+# judged once by the file's unit tests alone and once by them plus the Ajv oracle's cases
+# (tests/kimi/schema_oracle.rs: generated schemas and instances with the verdicts of Ajv 8.18.0,
+# the validator the published Kimi Code CLI bundles).
+#
+#   bash tests/mutants/schema.sh [CASES]     (CASES defaults to 4000, the test's own count)
+#
+# The file has no dependency inside the crate, so it is copied into a crate of its own under
+# target/mutants/schema-oracle/, where a mutant builds in seconds: about 5 minutes for both
+# runs on 2 cores. Needs node and npm (the oracle's Ajv is installed by tests/kimi/ajv/setup.sh).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+cases=${1:-4000}
+if ! command -v cargo-mutants > /dev/null; then
+  cargo install --locked cargo-mutants@27.1.0
+fi
+work=$PWD/target/mutants/schema-oracle
+crate=$work/crate
+rm -rf "$work"
+mkdir -p "$crate/src" "$crate/tests"
+
+LOOPSIM_SCHEMA_ORACLE_CASES=$cases LOOPSIM_SCHEMA_ORACLE_DUMP=$crate/tests/cases.jsonl \
+  cargo test -q --test kimi schema_oracle > "$work/dump.log" 2>&1 ||
+  { cat "$work/dump.log"; exit 1; }
+if [ ! -s "$crate/tests/cases.jsonl" ]; then
+  echo "schema.sh: the oracle test wrote no cases (was it skipped?):" >&2
+  cat "$work/dump.log" >&2
+  exit 1
+fi
+
+cp src/model/kimi/turn_loop/schema.rs "$crate/src/schema.rs"
+cp Cargo.lock "$crate/Cargo.lock"
+serde_json=$(grep -E '^serde_json *=' Cargo.toml)
+cat > "$crate/Cargo.toml" <<TOML
+[package]
+name = "schema-oracle-mutants"
+version = "0.0.0"
+edition = "2024"
+publish = false
+
+[dependencies]
+$serde_json
+
+[workspace]
+TOML
+echo 'pub mod schema;' > "$crate/src/lib.rs"
+cat > "$crate/tests/oracle.rs" <<'RUST'
+//! Every dumped case: the validator's text must be Ajv's.
+use schema_oracle_mutants::schema::validation_text;
+use serde_json::Value;
+
+#[test]
+fn every_case_is_worded_as_ajv_words_it() {
+    let cases = include_str!("cases.jsonl");
+    for line in cases.lines() {
+        let case: Value = serde_json::from_str(line).unwrap();
+        let ajv = case["ajv"]["text"].as_str().map(str::to_owned);
+        assert_eq!(validation_text(&case["schema"], &case["instance"]), ajv, "{line}");
+    }
+}
+RUST
+
+run() {
+  local name=$1
+  shift
+  cargo mutants -d "$crate" --file src/schema.rs --output "$work/$name" --timeout 60 "$@" \
+    > "$work/$name.log" 2>&1 || true
+  local dir=$work/$name/mutants.out
+  printf '%-22s %4s caught %4s missed %4s timeout %4s unviable\n' "$name" \
+    "$(wc -l < "$dir/caught.txt")" "$(wc -l < "$dir/missed.txt")" \
+    "$(wc -l < "$dir/timeout.txt")" "$(wc -l < "$dir/unviable.txt")"
+}
+run unit-tests --cargo-test-arg=--lib
+run unit-tests-and-ajv
+echo "missed by the unit tests alone: $work/unit-tests/mutants.out/missed.txt"
+echo "missed with the Ajv oracle:     $work/unit-tests-and-ajv/mutants.out/missed.txt"
