@@ -35,13 +35,26 @@ pub fn backoff_window(failed_attempt: u32) -> (u64, u64) {
 }
 
 /// The fallback resend kimi-loop.md §4.7 prescribes for a rejection, if any: a 413 body-size
-/// rejection (not one about the context, which is an overflow) gets the media-degraded
-/// projection, the §7.13 case 11 image-format 400 the media-stripped one, a request-structure
+/// rejection (worded as bytes, as kosong's `REQUEST_TOO_LARGE_MESSAGE_PATTERNS` are: "maximum
+/// size", "too large", "request_too_large", "maximum allowed number of bytes"; not one about
+/// the context, which is an overflow, nor any other 413, which kosong leaves a plain status
+/// error) gets the media-degraded projection, the §7.13 case 11 image-format 400 the media-stripped one, a request-structure
 /// 400/422 the strict one.
 fn fallback_for(status: u16, message: &str) -> Option<&'static str> {
     let lower = message.to_lowercase();
     match status {
-        413 if !lower.contains("context") => Some("media-degraded"),
+        413 if !lower.contains("context")
+            && [
+                "maximum size",
+                "too large",
+                "request_too_large",
+                "number of bytes",
+            ]
+            .iter()
+            .any(|bytes| lower.contains(bytes)) =>
+        {
+            Some("media-degraded")
+        }
         400 if lower.contains("unsupported image format") => Some("media-stripped"),
         400 | 422 if is_request_structure_rejection(message) => Some("strict"),
         _ => None,
@@ -473,6 +486,11 @@ mod tests {
             None
         );
         assert_eq!(fallback_for(400, "Bad request"), None);
+        assert_eq!(fallback_for(413, "Bad request"), None);
+        assert_eq!(
+            fallback_for(413, "413 Request Entity Too Large"),
+            Some("media-degraded")
+        );
         assert_eq!(
             fallback_for(422, "messages: roles must alternate between"),
             Some("strict")

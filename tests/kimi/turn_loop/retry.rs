@@ -445,7 +445,15 @@ async fn non_retryable_status_and_single_attempt_do_not_retry() {
         );
     }
     assert!(!is_retryable_generate_error(&LoopError::plain("plain")));
+    // kosong's own image refusal, thrown before the request, is not retried; a provider's
+    // image wording without a status is an unclassified failure, and those are.
     assert!(!is_retryable_generate_error(&LoopError::Provider(
+        ProviderError::new(
+            errors::ProviderErrorKind::Other,
+            "Unsupported media type for base64 image: image/bmp"
+        )
+    )));
+    assert!(is_retryable_generate_error(&LoopError::Provider(
         ProviderError::new(errors::ProviderErrorKind::Other, "unsupported image format")
     )));
 }

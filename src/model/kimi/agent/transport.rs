@@ -6,7 +6,8 @@
 //! - no connection, or no response head within the idle timeout → `APIConnectionError` /
 //!   `APITimeoutError` (retryable);
 //! - an error status → `ProviderError::from_http(status, error.message, Retry-After)`, so 429
-//!   about quota is `APIProviderQuotaExhaustedError`, a 413 is `APIRequestTooLargeError`, ...;
+//!   about quota is `APIProviderQuotaExhaustedError`, a 413 worded as a body too big is
+//!   `APIRequestTooLargeError`, ... (kosong's patterns, `turn_loop::classify`);
 //! - the body breaks mid-stream → `APIConnectionError` ("terminated", kosong #201);
 //! - choice: the body is silent for longer than the idle timeout → `APITimeoutError` (the SDKs'
 //!   read timeout; the loop itself has none, so without it a stalled stream hangs the turn);

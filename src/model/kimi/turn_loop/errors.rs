@@ -6,6 +6,8 @@ use std::fmt;
 
 use serde_json::{Value, json};
 
+use super::classify;
+
 /// Message of a user cancellation (`utils/abort.ts` `UserCancellationError`).
 pub const USER_CANCELLATION_MESSAGE: &str = "Aborted by the user";
 
@@ -140,28 +142,35 @@ impl ProviderError {
         Self::new(ProviderErrorKind::Status { status, class }, message)
     }
 
-    /// Classify an HTTP failure the way the provider adapter does. Choice (kosong's exact
-    /// classifier is not in the facts): 413 is `RequestTooLarge`; a 429 whose message mentions
-    /// quota, balance, billing or credit is `QuotaExhausted`, any other 429 `RateLimit`; a
-    /// 400/413 that mentions the context length or window is `ContextOverflow`.
+    /// Classify an HTTP failure the way the provider adapter does: kosong's
+    /// `normalizeAPIStatusError` (see `classify`). A 429 is a rate limit, or, a choice (kosong
+    /// reads each provider's own error codes, which the fake provider does not send), quota
+    /// exhaustion when its message mentions quota, balance, billing or credit; then a context
+    /// overflow (400, 413 or 422 worded so, checked first because Vertex says it with a 413),
+    /// then a body-size 413; anything else is a plain status error, whose message gains the
+    /// thinking-effort hint when it refuses the effort.
     pub fn from_http(status: u16, message: impl Into<String>, retry_after_ms: Option<u64>) -> Self {
         let message = message.into();
         let lower = message.to_lowercase();
-        let overflow = lower.contains("context length")
-            || lower.contains("context window")
-            || lower.contains("context_length")
-            || lower.contains("maximum context");
-        let class = match status {
-            429 if ["quota", "balance", "billing", "credit"]
+        let (class, message) = if status == 429 {
+            let quota = ["quota", "balance", "billing", "credit"]
                 .iter()
-                .any(|word| lower.contains(word)) =>
-            {
+                .any(|word| lower.contains(word));
+            let class = if quota {
                 StatusClass::QuotaExhausted
-            }
-            429 => StatusClass::RateLimit,
-            400 | 413 if overflow => StatusClass::ContextOverflow,
-            413 => StatusClass::RequestTooLarge,
-            _ => StatusClass::Plain,
+            } else {
+                StatusClass::RateLimit
+            };
+            (class, message)
+        } else if classify::is_context_overflow_status(status, &message) {
+            (StatusClass::ContextOverflow, message)
+        } else if classify::is_request_too_large_status(status, &message) {
+            (StatusClass::RequestTooLarge, message)
+        } else {
+            (
+                StatusClass::Plain,
+                classify::with_thinking_effort_hint(status, message),
+            )
         };
         let mut error = Self::status_class(status, class, message);
         error.retry_after_ms = retry_after_ms;
@@ -367,22 +376,35 @@ mod tests {
         );
     }
 
-    /// Each way a provider words a context overflow is enough on its own.
+    /// Each of kosong's overflow wordings is enough on its own, on a 400, 413 or 422; a 413
+    /// worded neither as an overflow nor as a body too big stays a plain status error.
     #[test]
     fn each_context_overflow_wording_alone_is_an_overflow() {
         for message in [
             "input exceeds the context length",
-            "prompt is too long for the context window",
+            "the prompt exceeds the context window",
             "error code: context_length_exceeded",
             "reduce the prompt to fit the maximum context",
+            "input exceeded the max tokens",
+            "too many tokens in the input",
+            "prompt is too long: 210000 tokens > 200000 maximum",
+            "input token count exceeds the maximum number of tokens",
+            "request exceeded model token limit",
         ] {
-            assert_eq!(
-                class(400, message).0,
-                StatusClass::ContextOverflow,
-                "{message}"
-            );
+            for status in [400, 413, 422] {
+                assert_eq!(
+                    class(status, message).0,
+                    StatusClass::ContextOverflow,
+                    "{status} {message}"
+                );
+            }
         }
         assert_eq!(class(400, "the context is fine").0, StatusClass::Plain);
+        assert_eq!(
+            class(400, "prompt is too long for the context window").0,
+            StatusClass::Plain
+        );
+        assert_eq!(class(413, "Bad request").0, StatusClass::Plain);
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub mod abort;
 pub mod access;
 pub mod args;
 pub mod bugs;
+pub mod classify;
 pub mod clock;
 pub mod errors;
 pub mod events;

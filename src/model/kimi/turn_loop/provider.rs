@@ -16,6 +16,7 @@ use futures::stream::BoxStream;
 use indexmap::IndexMap;
 
 use super::abort::AbortSignal;
+use super::classify;
 use super::clock::Clock;
 use super::errors::{LoopError, ProviderError, ProviderErrorKind, StatusClass};
 use super::events::ToolCallDeltaEvent;
@@ -97,56 +98,43 @@ pub fn is_retryable_generate_error(error: &LoopError) -> bool {
     }
 }
 
-/// `isImageFormatError`. Choice (kosong's pattern is not in the facts): a provider error with
-/// status 400 (or an unclassified provider error) whose message mentions an image together
-/// with "unsupported", "invalid", "could not process", "decode" or "format".
+/// kosong `isImageFormatError` (see `classify`): a status error other than an overflow or a
+/// body-size rejection, if it is a 400 about an image's format or data; any other provider
+/// error (kosong's `ChatProviderError` and its transport subclasses), if its message is one of
+/// kosong's own image refusals.
 pub fn is_image_format_error(error: &LoopError) -> bool {
     let Some(provider) = error.provider() else {
         return false;
     };
-    let eligible = matches!(
-        provider.kind,
-        ProviderErrorKind::Status { status: 400, .. } | ProviderErrorKind::Other
-    );
-    let lower = provider.message.to_lowercase();
-    eligible
-        && lower.contains("image")
-        && [
-            "unsupported",
-            "invalid",
-            "could not process",
-            "decode",
-            "format",
-        ]
-        .iter()
-        .any(|word| lower.contains(word))
+    match provider.kind {
+        ProviderErrorKind::Status {
+            class: StatusClass::ContextOverflow | StatusClass::RequestTooLarge,
+            ..
+        } => false,
+        ProviderErrorKind::Status { status, .. } => {
+            classify::is_image_format_status(status, &provider.message)
+        }
+        _ => classify::is_image_format_provider_message(&provider.message),
+    }
 }
 
-/// `isRecoverableRequestStructureError` (kimi-loop.md §4.7): a 400/422 about the tool-exchange
-/// or role structure of the history. Choice: these case-insensitive message patterns.
+/// kosong `isRecoverableRequestStructureError` (kimi-loop.md §4.7; patterns in `classify`): a
+/// 400/422 status error, not an overflow, about the tool-exchange pairing or the message
+/// array's structure.
 pub fn is_recoverable_request_structure_error(error: &LoopError) -> bool {
     let Some(provider) = error.provider() else {
         return false;
     };
-    if !matches!(
-        provider.kind,
+    match provider.kind {
         ProviderErrorKind::Status {
-            status: 400 | 422,
+            class: StatusClass::ContextOverflow,
             ..
+        } => false,
+        ProviderErrorKind::Status { status, .. } => {
+            classify::is_request_structure_status(status, &provider.message)
         }
-    ) {
-        return false;
+        _ => false,
     }
-    let lower = provider.message.to_lowercase();
-    let has = |needle: &str| lower.contains(needle);
-    (has("tool_use") && has("tool_result"))
-        || (has("tool_call_id") && has("not found"))
-        || has("must be a response to a preceding message")
-        || (has("text content blocks") && (has("non-empty") || has("whitespace")))
-        || (has("first message") && has("user"))
-        || (has("roles must alternate") || has("must alternate"))
-        || (has("tool_use") && has("unique"))
-        || (has("message at position") && has("must not be empty"))
 }
 
 #[derive(Default)]
