@@ -12,6 +12,7 @@ mod client_mechanisms;
 mod client_scenarios;
 mod compaction;
 mod golden_letta_oss;
+mod policy_oracle;
 mod profile_findings;
 mod replay;
 mod server_scenarios;

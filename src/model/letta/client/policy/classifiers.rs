@@ -2,6 +2,9 @@
 //! string (approval pending, conversation busy, invalid tool call ids, empty response, the
 //! display-busy patterns).
 
+use std::sync::LazyLock;
+
+use regex::Regex;
 use serde_json::Value;
 
 fn lower_contains(haystack: &str, needle_lower: &str) -> bool {
@@ -25,31 +28,19 @@ pub fn is_conversation_busy_error(detail: &Value) -> bool {
     })
 }
 
-/// `extractConversationBusyRunId`: `\brun_id=([A-Za-z0-9_-]+)`, only for a busy error
-/// (letta-protocol.md §3.2).
+/// `CONVERSATION_BUSY_RUN_ID_PATTERN` of the published client (Letta Code 0.32.18),
+/// `/\brun_id=([A-Za-z0-9_-]+)/i`: the key in any case, the id as written.
+static BUSY_RUN_ID: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(?-u:\b)run_id=((?-i:[A-Za-z0-9_-])+)").expect("the pattern compiles")
+});
+
+/// `extractConversationBusyRunId`: the first `run_id=<id>` after a word boundary, only for a
+/// busy error (letta-protocol.md §3.2).
 pub fn extract_conversation_busy_run_id(detail: &str) -> Option<String> {
     if !is_conversation_busy_error(&Value::String(detail.to_string())) {
         return None;
     }
-    let bytes = detail.as_bytes();
-    let mut from = 0;
-    while let Some(pos) = detail[from..].find("run_id=") {
-        let at = from + pos;
-        let boundary = at == 0 || !is_word_byte(bytes[at - 1]);
-        let start = at + "run_id=".len();
-        let end = detail[start..]
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
-            .map_or(detail.len(), |e| start + e);
-        if boundary && end > start {
-            return Some(detail[start..end].to_string());
-        }
-        from = start;
-    }
-    None
-}
-
-pub(super) fn is_word_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_'
+    Some(BUSY_RUN_ID.captures(detail)?.get(1)?.as_str().to_owned())
 }
 
 /// `isInvalidToolCallIdsError`: contains `invalid tool call ids` (letta-protocol.md §3.2).

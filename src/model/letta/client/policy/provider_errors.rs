@@ -2,7 +2,9 @@
 //! retryable, with the helpers that read them (4xx ranges, Z.ai codes, quota limits, 429
 //! reasons, Cloudflare edge pages).
 
-use super::classifiers::is_word_byte;
+use std::sync::LazyLock;
+
+use regex::Regex;
 
 /// `RETRYABLE_PROVIDER_DETAIL_PATTERNS`: case-**sensitive** substrings (letta-protocol.md §3.5).
 pub const RETRYABLE_PROVIDER_DETAIL_PATTERNS: [&str; 38] = [
@@ -106,57 +108,65 @@ pub fn is_retryable_provider_detail(detail: &str) -> bool {
         || is_cloudflare_edge_52x(detail)
 }
 
-/// `NON_RETRYABLE_4XX_PATTERN`: case-insensitive `Error code:` + optional spaces +
-/// `4(0[0-8]|1\d|2\d|3\d|4\d|51)`, not followed by another digit (letta-protocol.md §3.6).
-/// The regex is followed exactly: it matches 400–408, 410–449 and 451. The prose of §3.6 says
-/// "429 is not matched", but `2\d` matches it; every caller tests the retryable-429 pattern
-/// first or exempts it (`shouldRetryRunMetadataError`), so a 429 text stays retryable.
-pub fn matches_non_retryable_4xx(detail: &str) -> bool {
-    let l = detail.to_lowercase();
-    let mut from = 0;
-    while let Some(pos) = l[from..].find("error code:") {
-        let rest = &l[from + pos + "error code:".len()..];
-        let digits_start = rest.trim_start();
-        let code: String = digits_start
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect();
-        if code.len() == 3
-            && let Ok(n) = code.parse::<u32>()
-            && ((400..=408).contains(&n) || (410..=449).contains(&n) || n == 451)
-        {
-            return true;
-        }
-        from += pos + 1;
-    }
-    false
+/// The regular expressions of the published client's policy (Letta Code 0.32.18,
+/// `src/agent/turn-recovery-policy.ts`, `src/cli/helpers/error-formatter.ts` and
+/// `zai-errors.ts`; letta-protocol.md §3.6 describes them in prose), checked against the
+/// client's own functions by `tests/letta/policy_oracle.rs`. JavaScript's `\d` and `\b` are
+/// ASCII, so they are written `[0-9]` and `(?-u:\b)`.
+fn regex(pattern: &str) -> Regex {
+    Regex::new(pattern).expect("the client's patterns compile")
 }
 
-/// The Z.ai error code in a detail: `'code': NNNN, 'message': '...'` (Python repr) or the JSON
-/// equivalent `"code": NNNN, "message"` (letta-protocol.md §3.6).
+/// `NON_RETRYABLE_4XX_PATTERN`.
+static NON_RETRYABLE_4XX: LazyLock<Regex> =
+    LazyLock::new(|| regex(r"(?i)Error code:\s*4(0[0-8]|1[0-9]|2[0-9]|3[0-9]|4[0-9]|51)"));
+
+/// `RETRYABLE_429_PATTERN`.
+static RETRYABLE_429: LazyLock<Regex> =
+    LazyLock::new(|| regex(r"(?i)Error code:\s*429|rate limit|too many requests"));
+
+/// `PYTHON_REPR_PATTERN` and `JSON_FORMAT_PATTERN` of the Z.ai error parser.
+static ZAI_CODES: LazyLock<[Regex; 2]> = LazyLock::new(|| {
+    [
+        regex(r"'code':\s*([0-9]{3,4}),\s*'message':\s*'([^']+)'"),
+        regex(r#""code":\s*([0-9]{3,4}),\s*"message":\s*"([^"]+)""#),
+    ]
+});
+
+/// `CLOUDFLARE_EDGE_5XX_FORMATTED_PATTERN`, `CLOUDFLARE_JSON_5XX_PATTERN` (case-sensitive),
+/// `CLOUDFLARE_EDGE_5XX_MARKER_PATTERN` and `CLOUDFLARE_EDGE_5XX_TITLE_PATTERN`.
+static CLOUDFLARE: LazyLock<[Regex; 4]> = LazyLock::new(|| {
+    [
+        regex(r"(?i)(?-u:\b)Cloudflare\s+(502|52[0-6])(?-u:\b)"),
+        regex(r#"(?s)"cloudflare_error"\s*:\s*true"#),
+        regex(r"(?i)(^|\s)(502|52[0-6])\s*<!doctype html|error code\s*(502|52[0-6])"),
+        regex(r"(?i)\|\s*(502|52[0-6])\s*:"),
+    ]
+});
+
+/// `NON_RETRYABLE_4XX_PATTERN`: `Error code:`, optional whitespace, then 400–408, 410–449 or
+/// 451 as the first three digits (letta-protocol.md §3.6). The prose of §3.6 says "429 is not
+/// matched", but `2\d` matches it; every caller tests the retryable-429 pattern first or
+/// exempts it (`shouldRetryRunMetadataError`), so a 429 text stays retryable.
+pub fn matches_non_retryable_4xx(detail: &str) -> bool {
+    NON_RETRYABLE_4XX.is_match(detail)
+}
+
+/// The Z.ai error code in a detail (`parseZaiError`, letta-protocol.md §3.6): the first
+/// `'code': NNNN, 'message': '…'` (Python repr), else the first JSON equivalent, when its code
+/// is one Z.ai documents (500, 1000–1004, 1100–1121, 1200–1234, 1300–1310).
 pub fn zai_error_code(detail: &str) -> Option<u32> {
-    for key in ["'code':", "\"code\":"] {
-        let mut from = 0;
-        while let Some(pos) = detail[from..].find(key) {
-            let rest = detail[from + pos + key.len()..].trim_start();
-            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-            let after = rest[digits.len()..].trim_start();
-            let msg_key = if key.starts_with('\'') {
-                "'message'"
-            } else {
-                "\"message\""
-            };
-            if !digits.is_empty()
-                && after.starts_with(',')
-                && after[1..].trim_start().starts_with(msg_key)
-                && let Ok(n) = digits.parse()
-            {
-                return Some(n);
-            }
-            from += pos + 1;
-        }
-    }
-    None
+    let known = |c: u32| {
+        c == 500
+            || (1000..=1004).contains(&c)
+            || (1100..=1121).contains(&c)
+            || (1200..=1234).contains(&c)
+            || (1300..=1310).contains(&c)
+    };
+    ZAI_CODES.iter().find_map(|pattern| {
+        let code = pattern.captures(detail)?.get(1)?.as_str().parse().ok()?;
+        known(code).then_some(code)
+    })
 }
 
 /// Z.ai detail with a non-retryable code (letta-protocol.md §3.6; 1200–1234 and 500 are known
@@ -192,59 +202,20 @@ pub fn is_quota_limit_detail(detail: &str) -> bool {
 /// `RETRYABLE_429_PATTERN`: case-insensitive `Error code:\s*429|rate limit|too many requests`
 /// (letta-protocol.md §3.6).
 pub fn matches_retryable_429(detail: &str) -> bool {
-    let l = detail.to_lowercase();
-    if l.contains("rate limit") || l.contains("too many requests") {
-        return true;
-    }
-    let mut from = 0;
-    while let Some(pos) = l[from..].find("error code:") {
-        let rest = l[from + pos + "error code:".len()..].trim_start();
-        if rest.starts_with("429") {
-            return true;
-        }
-        from += pos + 1;
-    }
-    false
+    RETRYABLE_429.is_match(detail)
 }
 
-/// Cloudflare edge 52x text (letta-protocol.md §3.6): (a) `Cloudflare 502`/`520`–`526` as
-/// words; (b) JSON text with `"cloudflare_error": true`; (c) HTML mentioning "cloudflare" that
-/// looks like HTML or says "error code", with a 502/520–526 marker (`<code> <!doctype html`,
-/// `error code <code>`, or a title `| <code>:`).
+/// Cloudflare edge 52x text (letta-protocol.md §3.6, `isCloudflareEdge52xErrorText`): (a)
+/// `Cloudflare 502`/`520`–`526` as words; (b) `"cloudflare_error": true`, case-sensitive; (c)
+/// text mentioning "cloudflare" that looks like HTML or says "error code", with a 502/520–526
+/// marker (`<code> <!doctype html` after a space or at the start, `error code <code>`, or a
+/// title `| <code>:`).
 pub fn is_cloudflare_edge_52x(detail: &str) -> bool {
+    let [formatted, json, marker, title] = &*CLOUDFLARE;
     let l = detail.to_lowercase();
-    // (a)
-    for code in CLOUDFLARE_EDGE_CODES {
-        let needle = format!("cloudflare {code}");
-        let mut from = 0;
-        while let Some(pos) = l[from..].find(&needle) {
-            let at = from + pos;
-            let end = at + needle.len();
-            let before_ok = at == 0 || !is_word_byte(l.as_bytes()[at - 1]);
-            let after_ok = end == l.len() || !is_word_byte(l.as_bytes()[end]);
-            if before_ok && after_ok {
-                return true;
-            }
-            from = at + 1;
-        }
-    }
-    // (b)
-    let compact: String = l.chars().filter(|c| !c.is_whitespace()).collect();
-    if compact.contains("\"cloudflare_error\":true") {
-        return true;
-    }
-    // (c)
-    if l.contains("cloudflare")
-        && (l.contains("<html") || l.contains("<!doctype html") || l.contains("error code"))
-    {
-        for code in CLOUDFLARE_EDGE_CODES {
-            if l.contains(&format!("{code} <!doctype html"))
-                || l.contains(&format!("error code {code}"))
-                || l.contains(&format!("| {code}:"))
-            {
-                return true;
-            }
-        }
-    }
-    false
+    formatted.is_match(detail)
+        || json.is_match(detail)
+        || (l.contains("cloudflare")
+            && (l.contains("<!doctype html") || l.contains("<html") || l.contains("error code"))
+            && (marker.is_match(detail) || title.is_match(detail)))
 }

