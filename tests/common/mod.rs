@@ -149,3 +149,63 @@ pub fn snapshots() -> insta::Settings {
     settings.set_snapshot_path(repo().join("tests/snapshots"));
     settings
 }
+
+/// Runs an install script of the tests (`tests/.../setup*.sh`, run from the crate root) and
+/// returns the last line it prints, the path it installed. `None`, after printing why, when it
+/// exits 75: a package registry is unreachable, the one reason a test may skip. Any other
+/// failure panics with the script's error output.
+pub fn installed_by(script: &str) -> Option<PathBuf> {
+    let out = std::process::Command::new("bash")
+        .arg(repo().join(script))
+        .output()
+        .expect("bash runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    match out.status.code() {
+        Some(0) => Some(PathBuf::from(
+            String::from_utf8_lossy(&out.stdout).trim().lines().last()?,
+        )),
+        Some(75) => {
+            println!("SKIPPED: {}", stderr.trim());
+            None
+        }
+        _ => panic!("{script} failed:\n{stderr}"),
+    }
+}
+
+/// Runs a Node script of the tests (`node SCRIPT ARGS…`, with `envs`) that reads JSON lines on
+/// stdin and answers one JSON line each, and returns the answers in order.
+pub fn node_answers(
+    script: &str,
+    args: &[&std::ffi::OsStr],
+    envs: &[(&str, &std::ffi::OsStr)],
+    lines: &[serde_json::Value],
+) -> Vec<serde_json::Value> {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("node")
+        .arg(repo().join(script))
+        .args(args)
+        .envs(envs.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("node starts");
+    let input: String = lines.iter().map(|line| format!("{line}\n")).collect();
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child.wait_with_output().expect("node runs");
+    writer.join().expect("writer").expect("node reads its input");
+    assert!(
+        out.status.success(),
+        "{script} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answers: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("the script writes JSON lines"))
+        .collect();
+    assert_eq!(answers.len(), lines.len(), "{script}: one answer per line");
+    answers
+}

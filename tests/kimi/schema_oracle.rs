@@ -10,16 +10,14 @@
 //! that are not array indices (JavaScript orders integer-like keys first, a difference no tool's
 //! schema meets), and numbers that print the same in both languages' shortest form.
 
-use std::io::Write as _;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::path::Path;
 
 use loopsim::model::kimi::turn_loop::schema::validation_text;
 use rand::{RngExt as _, SeedableRng as _};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Map, Value, json};
 
-use crate::common::repo;
+use crate::common::{installed_by, node_answers};
 
 /// The generator's seed (`LOOPSIM_SCHEMA_ORACLE_SEED`, default a fixed one).
 fn seed() -> u64 {
@@ -387,58 +385,18 @@ fn instance(rng: &mut ChaCha8Rng, schema: &Value, depth: u32) -> Value {
     }
 }
 
-/// Installs Ajv (tests/kimi/ajv/setup.sh) once; `None`, after printing why, only when npm or
-/// its registry is unreachable.
-fn ajv_modules() -> Option<PathBuf> {
-    let out = Command::new("bash")
-        .arg(repo().join("tests/kimi/ajv/setup.sh"))
-        .output()
-        .expect("bash runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    match out.status.code() {
-        Some(0) => Some(PathBuf::from(
-            String::from_utf8_lossy(&out.stdout).trim().lines().last()?,
-        )),
-        Some(75) => {
-            println!("SKIPPED: {}", stderr.trim());
-            None
-        }
-        _ => panic!("tests/kimi/ajv/setup.sh failed:\n{stderr}"),
-    }
-}
-
 /// Ajv's judgement of each `(schema, instance)`, in order: `{"text": …}` or `{"compile": …}`.
-fn ajv_judges(modules: &PathBuf, cases: &[(Value, Value)]) -> Vec<Value> {
-    let mut child = Command::new("node")
-        .arg(repo().join("tests/kimi/ajv/oracle.cjs"))
-        .env("NODE_PATH", modules)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("node starts");
-    let mut input = String::new();
-    for (schema, instance) in cases {
-        input.push_str(&json!({"schema": schema, "instance": instance}).to_string());
-        input.push('\n');
-    }
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-    let out = child.wait_with_output().expect("node runs");
-    writer
-        .join()
-        .expect("writer")
-        .expect("node reads its input");
-    assert!(
-        out.status.success(),
-        "tests/kimi/ajv/oracle.cjs failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .expect("utf-8")
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("the oracle writes JSON lines"))
-        .collect()
+fn ajv_judges(modules: &Path, cases: &[(Value, Value)]) -> Vec<Value> {
+    let lines: Vec<Value> = cases
+        .iter()
+        .map(|(schema, instance)| json!({"schema": schema, "instance": instance}))
+        .collect();
+    node_answers(
+        "tests/kimi/ajv/oracle.cjs",
+        &[],
+        &[("NODE_PATH", modules.as_os_str())],
+        &lines,
+    )
 }
 
 /// The generated cases of `seed`.
@@ -456,12 +414,11 @@ fn cases(seed: u64, count: usize) -> Vec<(Value, Value)> {
 
 #[test]
 fn the_validator_words_every_generated_case_as_the_published_clis_ajv_does() {
-    let Some(modules) = ajv_modules() else {
+    let Some(modules) = installed_by("tests/kimi/ajv/setup.sh") else {
         return;
     };
     let cases = cases(seed(), case_count());
     let verdicts = ajv_judges(&modules, &cases);
-    assert_eq!(verdicts.len(), cases.len(), "one verdict per case");
     if let Some(file) = std::env::var_os("LOOPSIM_SCHEMA_ORACLE_DUMP") {
         // Each case with Ajv's verdict, one JSON line each: tests/mutants/schema.sh judges
         // mutants of the validator against them without Node.

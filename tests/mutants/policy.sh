@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Mutation score of the Letta client's retry and recovery policy
+# (src/model/letta/client/policy/: classifiers, provider_errors, retry_decisions, pre_stream,
+# delays; docs/finding-power.md, "The policy against the published client"): every
+# cargo-mutants mutant of those files, judged once by the policy's unit tests alone and once by
+# them plus the policy oracle's calls (tests/letta/policy_oracle.rs: generated questions with
+# the answers of the published Letta Code CLI 0.32.18's own functions).
+#
+#   bash tests/mutants/policy.sh [DETAILS]   (DETAILS defaults to 3000, the test's own count)
+#
+# The policy depends on nothing in the crate but src/wire/letta.rs, so both are copied into a
+# crate of its own under target/mutants/policy-oracle/, where a mutant builds in seconds: about
+# 10 minutes for both runs on 2 cores. Needs node and npm (the CLI is installed by
+# tests/interop/setup.sh).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+details=${1:-3000}
+if ! command -v cargo-mutants > /dev/null; then
+  cargo install --locked cargo-mutants@27.1.0
+fi
+work=$PWD/target/mutants/policy-oracle
+crate=$work/crate
+rm -rf "$work"
+mkdir -p "$crate/src/model/letta/client" "$crate/src/wire" "$crate/tests/policy_oracle"
+
+LOOPSIM_POLICY_ORACLE_CASES=$details LOOPSIM_POLICY_ORACLE_DUMP=$crate/tests/calls.jsonl \
+  cargo test -q --test letta policy_oracle > "$work/dump.log" 2>&1 ||
+  { cat "$work/dump.log"; exit 1; }
+if [ ! -s "$crate/tests/calls.jsonl" ]; then
+  echo "policy.sh: the oracle test wrote no calls (was it skipped?):" >&2
+  cat "$work/dump.log" >&2
+  exit 1
+fi
+
+cp src/wire/letta.rs "$crate/src/wire/letta.rs"
+cp src/model/letta/client/policy.rs "$crate/src/model/letta/client/policy.rs"
+cp -r src/model/letta/client/policy "$crate/src/model/letta/client/policy"
+cp tests/letta/policy_oracle/dispatch.rs "$crate/tests/policy_oracle/dispatch.rs"
+cp Cargo.lock "$crate/Cargo.lock"
+deps=$(grep -E '^(serde|serde_json|regex) *=' Cargo.toml)
+cat > "$crate/Cargo.toml" <<TOML
+[package]
+name = "policy-oracle-mutants"
+version = "0.0.0"
+edition = "2024"
+publish = false
+
+[dependencies]
+$deps
+
+[workspace]
+TOML
+cat > "$crate/src/lib.rs" <<'RUST'
+#![allow(dead_code)]
+pub mod wire {
+    pub mod letta;
+}
+pub mod model {
+    pub mod letta {
+        pub mod client {
+            pub mod policy;
+        }
+    }
+}
+RUST
+cat > "$crate/tests/oracle.rs" <<'RUST'
+//! Every dumped call: the port's answer must be the client's.
+use policy_oracle_mutants::model::letta::client::policy;
+use policy_oracle_mutants::wire::letta::StopReason;
+use serde_json::{Value, json};
+
+include!("policy_oracle/dispatch.rs");
+
+#[test]
+fn every_call_is_answered_as_the_client_answers_it() {
+    for line in include_str!("calls.jsonl").lines() {
+        let case: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(model_answer(&case["call"]), case["cli"], "{line}");
+    }
+}
+RUST
+
+files=(classifiers provider_errors retry_decisions pre_stream delays)
+file_args=()
+for f in "${files[@]}"; do file_args+=(--file "src/model/letta/client/policy/$f.rs"); done
+run() {
+  local name=$1
+  shift
+  cargo mutants -d "$crate" "${file_args[@]}" --output "$work/$name" --timeout 60 "$@" \
+    > "$work/$name.log" 2>&1 || true
+  local dir=$work/$name/mutants.out
+  printf '%-22s %4s caught %4s missed %4s timeout %4s unviable\n' "$name" \
+    "$(wc -l < "$dir/caught.txt")" "$(wc -l < "$dir/missed.txt")" \
+    "$(wc -l < "$dir/timeout.txt")" "$(wc -l < "$dir/unviable.txt")"
+}
+run unit-tests --cargo-test-arg=--lib
+run unit-tests-and-cli
+echo "missed by the unit tests alone: $work/unit-tests/mutants.out/missed.txt"
+echo "missed with the client oracle:  $work/unit-tests-and-cli/mutants.out/missed.txt"
