@@ -195,7 +195,10 @@ pub fn node_answers(
     let mut stdin = child.stdin.take().expect("piped stdin");
     let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
     let out = child.wait_with_output().expect("node runs");
-    writer.join().expect("writer").expect("node reads its input");
+    writer
+        .join()
+        .expect("writer")
+        .expect("node reads its input");
     assert!(
         out.status.success(),
         "{script} failed:\n{}",

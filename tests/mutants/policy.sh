@@ -83,17 +83,8 @@ RUST
 files=(classifiers provider_errors retry_decisions pre_stream delays)
 file_args=()
 for f in "${files[@]}"; do file_args+=(--file "src/model/letta/client/policy/$f.rs"); done
-run() {
-  local name=$1
-  shift
-  cargo mutants -d "$crate" "${file_args[@]}" --output "$work/$name" --timeout 60 "$@" \
-    > "$work/$name.log" 2>&1 || true
-  local dir=$work/$name/mutants.out
-  printf '%-22s %4s caught %4s missed %4s timeout %4s unviable\n' "$name" \
-    "$(wc -l < "$dir/caught.txt")" "$(wc -l < "$dir/missed.txt")" \
-    "$(wc -l < "$dir/timeout.txt")" "$(wc -l < "$dir/unviable.txt")"
-}
-run unit-tests --cargo-test-arg=--lib
-run unit-tests-and-cli
+source tests/mutants/crate-mutants.sh
+crate_mutants unit-tests "${file_args[@]}" --cargo-test-arg=--lib
+crate_mutants unit-tests-and-cli "${file_args[@]}"
 echo "missed by the unit tests alone: $work/unit-tests/mutants.out/missed.txt"
 echo "missed with the client oracle:  $work/unit-tests-and-cli/mutants.out/missed.txt"

@@ -62,17 +62,8 @@ fn every_case_is_worded_as_ajv_words_it() {
 }
 RUST
 
-run() {
-  local name=$1
-  shift
-  cargo mutants -d "$crate" --file src/schema.rs --output "$work/$name" --timeout 60 "$@" \
-    > "$work/$name.log" 2>&1 || true
-  local dir=$work/$name/mutants.out
-  printf '%-22s %4s caught %4s missed %4s timeout %4s unviable\n' "$name" \
-    "$(wc -l < "$dir/caught.txt")" "$(wc -l < "$dir/missed.txt")" \
-    "$(wc -l < "$dir/timeout.txt")" "$(wc -l < "$dir/unviable.txt")"
-}
-run unit-tests --cargo-test-arg=--lib
-run unit-tests-and-ajv
+source tests/mutants/crate-mutants.sh
+crate_mutants unit-tests --file src/schema.rs --cargo-test-arg=--lib
+crate_mutants unit-tests-and-ajv --file src/schema.rs
 echo "missed by the unit tests alone: $work/unit-tests/mutants.out/missed.txt"
 echo "missed with the Ajv oracle:     $work/unit-tests-and-ajv/mutants.out/missed.txt"
