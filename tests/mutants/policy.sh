@@ -15,22 +15,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 details=${1:-3000}
-if ! command -v cargo-mutants > /dev/null; then
-  cargo install --locked cargo-mutants@27.1.0
-fi
-work=$PWD/target/mutants/policy-oracle
-crate=$work/crate
-rm -rf "$work"
+source tests/mutants/crate-mutants.sh
+crate_work policy-oracle
 mkdir -p "$crate/src/model/letta/client" "$crate/src/wire" "$crate/tests/policy_oracle"
-
 LOOPSIM_POLICY_ORACLE_CASES=$details LOOPSIM_POLICY_ORACLE_DUMP=$crate/tests/calls.jsonl \
-  cargo test -q --test letta policy_oracle > "$work/dump.log" 2>&1 ||
-  { cat "$work/dump.log"; exit 1; }
-if [ ! -s "$crate/tests/calls.jsonl" ]; then
-  echo "policy.sh: the oracle test wrote no calls (was it skipped?):" >&2
-  cat "$work/dump.log" >&2
-  exit 1
-fi
+  oracle_dump "$crate/tests/calls.jsonl" --test letta policy_oracle
 
 cp src/wire/letta.rs "$crate/src/wire/letta.rs"
 cp src/model/letta/client/policy.rs "$crate/src/model/letta/client/policy.rs"
@@ -83,7 +72,6 @@ RUST
 files=(classifiers provider_errors retry_decisions pre_stream delays)
 file_args=()
 for f in "${files[@]}"; do file_args+=(--file "src/model/letta/client/policy/$f.rs"); done
-source tests/mutants/crate-mutants.sh
 crate_mutants unit-tests "${file_args[@]}" --cargo-test-arg=--lib
 crate_mutants unit-tests-and-cli "${file_args[@]}"
 echo "missed by the unit tests alone: $work/unit-tests/mutants.out/missed.txt"

@@ -13,22 +13,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cases=${1:-4000}
-if ! command -v cargo-mutants > /dev/null; then
-  cargo install --locked cargo-mutants@27.1.0
-fi
-work=$PWD/target/mutants/schema-oracle
-crate=$work/crate
-rm -rf "$work"
-mkdir -p "$crate/src" "$crate/tests"
-
+source tests/mutants/crate-mutants.sh
+crate_work schema-oracle
+mkdir -p "$crate/src"
 LOOPSIM_SCHEMA_ORACLE_CASES=$cases LOOPSIM_SCHEMA_ORACLE_DUMP=$crate/tests/cases.jsonl \
-  cargo test -q --test kimi schema_oracle > "$work/dump.log" 2>&1 ||
-  { cat "$work/dump.log"; exit 1; }
-if [ ! -s "$crate/tests/cases.jsonl" ]; then
-  echo "schema.sh: the oracle test wrote no cases (was it skipped?):" >&2
-  cat "$work/dump.log" >&2
-  exit 1
-fi
+  oracle_dump "$crate/tests/cases.jsonl" --test kimi schema_oracle
 
 cp src/model/kimi/turn_loop/schema.rs "$crate/src/schema.rs"
 cp Cargo.lock "$crate/Cargo.lock"
@@ -62,7 +51,6 @@ fn every_case_is_worded_as_ajv_words_it() {
 }
 RUST
 
-source tests/mutants/crate-mutants.sh
 crate_mutants unit-tests --file src/schema.rs --cargo-test-arg=--lib
 crate_mutants unit-tests-and-ajv --file src/schema.rs
 echo "missed by the unit tests alone: $work/unit-tests/mutants.out/missed.txt"
