@@ -72,9 +72,11 @@ pub const RECOVERY_COMPLETES: &str = "recovery-completes";
 pub const PENDING_DENIED_AT_START: &str = "pending-denied-at-start";
 /// A run of a scenario as written ends each turn as its `[scenario] outcomes` declare.
 pub const ENDS_AS_DECLARED: &str = "ends-as-declared";
+/// The user interrupts and client crashes a plan scripts after a turn's n-th chunk fire there.
+pub const CLIENT_FAULTS_FIRE: &str = "client-faults-fire";
 
 /// Every invariant id `sim run` knows (a scenario's `[[expect]]` table names one of these).
-pub const ALL: [&str; 21] = [
+pub const ALL: [&str; 22] = [
     TOOL_CALL_RESOLVED,
     TURN_TERMINATES,
     LOOP_ENVELOPE,
@@ -94,6 +96,7 @@ pub const ALL: [&str; 21] = [
     PENDING_DENIED_AT_START,
     RECOVERY_COMPLETES,
     ENDS_AS_DECLARED,
+    CLIENT_FAULTS_FIRE,
     LOCK_SAFETY,
     DETERMINISTIC,
 ];

@@ -268,6 +268,10 @@ pub struct Planted {
     /// when its first send is refused (breaks pending-denied-at-start).
     #[serde(default)]
     pub client_skips_startup_check: bool,
+    /// The client never arms the interrupts and crashes a plan scripts after a chunk (breaks
+    /// client-faults-fire).
+    #[serde(default)]
+    pub client_ignores_chunk_faults: bool,
     // ---- agent loop ------------------------------------------------------------------------
     /// The loop records tool results in completion order, not provider order (breaks
     /// loop-envelope).
@@ -398,6 +402,7 @@ impl Planted {
                 self.client_skips_startup_check,
                 inv::PENDING_DENIED_AT_START,
             ),
+            (self.client_ignores_chunk_faults, inv::CLIENT_FAULTS_FIRE),
         ] {
             if on && !v.contains(&id) {
                 v.push(id);

@@ -6,8 +6,9 @@
 use crate::common::{load, repo, run, violations};
 use loopsim::harness::invariants::{
     APPROVAL_ATTRIBUTION, APPROVAL_CONFLICT_RECOVERED, ARGS_INTACT, BUDGET_RESPECTED,
-    ENDS_AS_DECLARED, LOCK_SAFETY, NO_DOUBLE_EXECUTION, PENDING_DENIED_AT_START,
-    RECOVERY_COMPLETES, RESULTS_ORDERED, STOP_REASON_CONSISTENT, STREAM_GAPLESS,
+    CLIENT_FAULTS_FIRE, ENDS_AS_DECLARED, LOCK_SAFETY, NO_DOUBLE_EXECUTION,
+    PENDING_DENIED_AT_START, RECOVERY_COMPLETES, RESULTS_ORDERED, STOP_REASON_CONSISTENT,
+    STREAM_GAPLESS,
 };
 use loopsim::harness::report::{RunReport, Verdict, exit};
 use loopsim::harness::scenario::Scenario;
@@ -165,6 +166,35 @@ fn approval_conflict_recovered_fails_when_headless_gives_up_on_the_in_band_confl
     assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
     assert_eq!(ok.turn_outcomes, ["stopped: end_turn"], "{}", ok.render());
     assert!(ok.pending.is_empty(), "{}", ok.render());
+}
+
+#[test]
+fn client_faults_fire_fails_when_the_client_ignores_its_chunk_faults() {
+    let r = planted("client_ignores_chunk_faults.toml");
+    assert_breaks(
+        &r,
+        CLIENT_FAULTS_FIRE,
+        "turn 1 processed another chunk after its chunk #2 (event 22) though the plan interrupts it there: the scripted interrupt never fired",
+    );
+    assert!(
+        violations(&r, CLIENT_FAULTS_FIRE)
+            .iter()
+            .any(|v| v.message.contains("the scripted crash never fired")),
+        "{}",
+        r.render()
+    );
+    assert_eq!(r.turn_outcomes, ["stopped: end_turn", "stopped: end_turn"]);
+    // Without the defect the interrupt ends turn 1 and the crash ends turn 2.
+    let mut s = load(repo().join("scenarios/planted/client_ignores_chunk_faults.toml"));
+    s.planted.client_ignores_chunk_faults = false;
+    let ok = run(&s, 1, 2);
+    assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
+    assert!(
+        ok.turn_outcomes[0].starts_with("interrupted: "),
+        "{}",
+        ok.render()
+    );
+    assert_eq!(ok.turn_outcomes[1], "crashed", "{}", ok.render());
 }
 
 #[test]

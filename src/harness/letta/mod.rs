@@ -3,6 +3,7 @@
 
 pub mod bare;
 pub mod budget_respected;
+pub mod client_faults_fire;
 pub mod client_invariants;
 pub mod compaction_safe;
 pub mod conflict_recovered;

@@ -1,13 +1,15 @@
 //! What a Letta run adds to the harness's run flow: its world run, its invariants (the server's
-//! on every run, `durable-ack` when the plan crashes the server, the client's on every run),
+//! on every run, `durable-ack` when the plan crashes the server, `client-faults-fire` when it
+//! scripts a fault after a chunk, the client's on every run),
 //! its liveness diagnosis, and the expected failures of a client profile (docs/findings.md).
 
 use crate::harness::faults::Fault;
 use crate::harness::invariants::{
-    APPROVAL_CONFLICT_RECOVERED, COMPACTION_SAFE, DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST,
-    PENDING_DENIED_AT_START, STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED, Violation,
-    history_valid,
+    APPROVAL_CONFLICT_RECOVERED, CLIENT_FAULTS_FIRE, COMPACTION_SAFE, DURABLE_ACK, HISTORY_VALID,
+    ONE_RUN_PER_REQUEST, PENDING_DENIED_AT_START, STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED,
+    Violation, history_valid,
 };
+use crate::harness::letta::client_faults_fire::{client_faults_fire, scripts_chunk_faults};
 use crate::harness::letta::client_invariants::client_invariants;
 use crate::harness::letta::compaction_safe::compaction_safe;
 use crate::harness::letta::conflict_recovered::approval_conflict_recovered;
@@ -65,6 +67,9 @@ pub fn invariants(
         .any(|f| matches!(f.get_ref(), Fault::Crash { host, .. } if host == "server"));
     if crashes_server {
         checked.push((DURABLE_ACK, durable_ack(trace)));
+    }
+    if scripts_chunk_faults(scenario) {
+        checked.push((CLIENT_FAULTS_FIRE, client_faults_fire(scenario, trace)));
     }
     for (id, check) in client_invariants() {
         checked.push((id, check(trace)));

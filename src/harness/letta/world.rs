@@ -479,7 +479,7 @@ fn permission_rules(scenario: &Scenario) -> Vec<(String, Permission)> {
 }
 
 /// The plan's user interrupts and client-requested crashes, as the client's own plans.
-fn interrupts_and_crashes(scenario: &Scenario) -> (Vec<InterruptPlan>, Vec<CrashPlan>) {
+pub(crate) fn interrupts_and_crashes(scenario: &Scenario) -> (Vec<InterruptPlan>, Vec<CrashPlan>) {
     let mut interrupts = Vec::new();
     let mut crashes = Vec::new();
     for f in &scenario.faults {
@@ -528,6 +528,7 @@ fn client_bugs(scenario: &Scenario) -> ClientBugs {
         unbounded_busy_retries: pl.client_unbounded_busy_retries,
         stale_denial_as_user: pl.client_stale_denial_as_user,
         skip_startup_check: pl.client_skips_startup_check,
+        ignores_chunk_faults: pl.client_ignores_chunk_faults,
         results_in_completion_order: pl.client_results_in_completion_order,
         no_resource_locks: pl.client_no_resource_locks,
         otids_repeat_per_process: pl.client_otids_repeat_per_process,

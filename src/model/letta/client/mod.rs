@@ -148,6 +148,9 @@ pub struct ClientBugs {
     /// conflict (HTTP 200, `event: error`) as a plain stream error and ends the turn, as the
     /// published CLI does (captures/letta_e2e PROVENANCE d3), leaving the call pending.
     pub gives_up_on_in_band_conflict: bool,
+    /// Breaks `client-faults-fire`: the client never arms the interrupts and crashes its plan
+    /// scripts after a chunk, so each such plan runs as if it had none.
+    pub ignores_chunk_faults: bool,
 }
 
 /// When a scripted interrupt fires (letta-protocol.md §9).

@@ -153,8 +153,9 @@ impl<B: Backend> Client<B> {
         {
             opts.drain.stall_without_run_id_aborts = true;
         }
+        let ignores = self.config.bugs.ignores_chunk_faults;
         let interrupt_at: Option<u32> = self.config.interrupts.iter().find_map(|p| match p.when {
-            InterruptWhen::AfterChunk(n) if p.turn == turn => Some(n),
+            InterruptWhen::AfterChunk(n) if p.turn == turn && !ignores => Some(n),
             _ => None,
         });
         let fired = self.io.progress.lock().unwrap().fired_crashes.clone();
@@ -164,7 +165,9 @@ impl<B: Backend> Client<B> {
                 .iter()
                 .enumerate()
                 .find_map(|(i, p)| match p.when {
-                    CrashWhen::AfterChunk(n) if p.turn == turn && !fired.contains(&i) => {
+                    CrashWhen::AfterChunk(n)
+                        if p.turn == turn && !fired.contains(&i) && !ignores =>
+                    {
                         Some((i, n))
                     }
                     _ => None,
