@@ -152,25 +152,67 @@ fn rule_8_2_after_at_or_above_the_window_falls_back_to_all_on_the_compacted_tran
     // The `all` pass sees the first summary as its first line.
     let t = &o.passes[1].requests[0].transcript;
     assert!(t.starts_with(" \n[user] sss"), "{}", &t[..20]);
-    // Its stats are its own: before is the stored sliding result, `[summary, kept...]`, the
-    // summary message estimated by its packed text (the CLI's fallback lists the store).
+    assert_fallback_stats_are_its_own(&msgs, &o, 10_000);
+}
+
+/// The `all` fallback's stats are its own: before is the stored sliding result,
+/// `[summary, kept...]`, the summary message estimated by its packed text, whose note and
+/// stats count the sliding pass's messages (the CLI's fallback lists the store, §8.2, §8.4).
+fn assert_fallback_stats_are_its_own(msgs: &[CtxMessage], o: &Outcome, window: u64) {
+    let n = msgs.len();
     let cutoff = o.passes[0].cutoff;
     let first = &o.passes[0].summary;
+    let tail_tokens: u64 = msgs[cutoff..]
+        .iter()
+        .map(|m| m.text.encode_utf16().count().div_ceil(4) as u64)
+        .sum();
     let sliding = CompactionStats {
         trigger: "context_window_limit".into(),
-        context_window: Some(10_000),
-        messages_count_before: 10,
-        messages_count_after: 1 + 10 - cutoff,
-        context_tokens_before: 10_000,
-        context_tokens_after: summary::summary_tokens(first) + 1000 * (10 - cutoff) as u64,
+        context_window: Some(window),
+        messages_count_before: n,
+        messages_count_after: 1 + n - cutoff,
+        context_tokens_before: msgs
+            .iter()
+            .map(|m| m.text.encode_utf16().count().div_ceil(4) as u64)
+            .sum(),
+        context_tokens_after: summary::summary_tokens(first) + tail_tokens,
     };
     let packed = summary_msg(first, &sliding);
-    assert_eq!(o.stats.messages_count_before, 1 + 10 - cutoff);
+    assert_eq!(
+        o.stats.messages_count_before,
+        1 + n - cutoff,
+        "{n} messages"
+    );
     assert_eq!(
         o.stats.context_tokens_before,
-        packed.text.encode_utf16().count().div_ceil(4) as u64 + 1000 * (10 - cutoff) as u64
+        packed.text.encode_utf16().count().div_ceil(4) as u64 + tail_tokens,
+        "{n} messages, cut at {cutoff}"
     );
     assert_eq!(o.stats.messages_count_after, 1);
+}
+
+/// The sliding pass's own counts reach the fallback only through its packed summary's length,
+/// so a wrong count shows in a few sizes only (where its digits differ): every size from 4 to
+/// 160 messages is checked.
+#[test]
+fn rule_8_2_the_fallback_estimates_the_sliding_summary_with_its_own_counts() {
+    let mut fell_back = 0;
+    for n in 4..=160 {
+        let msgs = alternating(n, 40_000 / n);
+        let Ok(o) = run(
+            &msgs,
+            &Settings::default(),
+            Some(10_000),
+            vec![Ok("s".repeat(80_000)), Ok("short".into())],
+        ) else {
+            continue;
+        };
+        if o.passes.len() == 2 && o.passes[0].mode == Mode::SlidingWindow {
+            fell_back += 1;
+            assert_fallback_stats_are_its_own(&msgs, &o, 10_000);
+        }
+    }
+    assert!(fell_back > 100, "{fell_back} sizes fell back");
 }
 
 #[test]
