@@ -74,9 +74,11 @@ pub const PENDING_DENIED_AT_START: &str = "pending-denied-at-start";
 pub const ENDS_AS_DECLARED: &str = "ends-as-declared";
 /// The user interrupts and client crashes a plan scripts after a turn's n-th chunk fire there.
 pub const CLIENT_FAULTS_FIRE: &str = "client-faults-fire";
+/// A send repeats the previous send's otids exactly (a retry) or draws only fresh ones.
+pub const OTIDS_FRESH: &str = "otids-fresh";
 
 /// Every invariant id `sim run` knows (a scenario's `[[expect]]` table names one of these).
-pub const ALL: [&str; 22] = [
+pub const ALL: [&str; 23] = [
     TOOL_CALL_RESOLVED,
     TURN_TERMINATES,
     LOOP_ENVELOPE,
@@ -97,6 +99,7 @@ pub const ALL: [&str; 22] = [
     RECOVERY_COMPLETES,
     ENDS_AS_DECLARED,
     CLIENT_FAULTS_FIRE,
+    OTIDS_FRESH,
     LOCK_SAFETY,
     DETERMINISTIC,
 ];

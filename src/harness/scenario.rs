@@ -272,6 +272,10 @@ pub struct Planted {
     /// client-faults-fire).
     #[serde(default)]
     pub client_ignores_chunk_faults: bool,
+    /// The approval-pending rebuild keeps the otids of the items it resends (breaks
+    /// otids-fresh).
+    #[serde(default)]
+    pub client_keeps_otids_on_rebuild: bool,
     // ---- agent loop ------------------------------------------------------------------------
     /// The loop records tool results in completion order, not provider order (breaks
     /// loop-envelope).
@@ -403,6 +407,7 @@ impl Planted {
                 inv::PENDING_DENIED_AT_START,
             ),
             (self.client_ignores_chunk_faults, inv::CLIENT_FAULTS_FIRE),
+            (self.client_keeps_otids_on_rebuild, inv::OTIDS_FRESH),
         ] {
             if on && !v.contains(&id) {
                 v.push(id);

@@ -6,7 +6,7 @@
 use crate::common::{load, repo, run, violations};
 use loopsim::harness::invariants::{
     APPROVAL_ATTRIBUTION, APPROVAL_CONFLICT_RECOVERED, ARGS_INTACT, BUDGET_RESPECTED,
-    CLIENT_FAULTS_FIRE, ENDS_AS_DECLARED, LOCK_SAFETY, NO_DOUBLE_EXECUTION,
+    CLIENT_FAULTS_FIRE, ENDS_AS_DECLARED, LOCK_SAFETY, NO_DOUBLE_EXECUTION, OTIDS_FRESH,
     PENDING_DENIED_AT_START, RECOVERY_COMPLETES, RESULTS_ORDERED, STOP_REASON_CONSISTENT,
     STREAM_GAPLESS,
 };
@@ -166,6 +166,21 @@ fn approval_conflict_recovered_fails_when_headless_gives_up_on_the_in_band_confl
     assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
     assert_eq!(ok.turn_outcomes, ["stopped: end_turn"], "{}", ok.render());
     assert!(ok.pending.is_empty(), "{}", ok.render());
+}
+
+#[test]
+fn otids_fresh_fails_when_the_approval_pending_rebuild_keeps_an_otid() {
+    let r = planted("client_keeps_otids_on_rebuild.toml");
+    assert_breaks(
+        &r,
+        OTIDS_FRESH,
+        "a new request reuses otid dbb6f53c-c08a-4c7c-9cb6-d12a1d9d8771, first sent at event 12",
+    );
+    assert_eq!(r.turn_outcomes, ["stopped: end_turn"]);
+    let mut s = load(repo().join("scenarios/planted/client_keeps_otids_on_rebuild.toml"));
+    s.planted.client_keeps_otids_on_rebuild = false;
+    let ok = run(&s, 1, 2);
+    assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::common::{load, scenario_path, violations};
 use loopsim::harness::invariants::{
-    DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, STREAM_STAYS_IN_CONVERSATION,
+    DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, OTIDS_FRESH, STREAM_STAYS_IN_CONVERSATION,
 };
 use loopsim::harness::report::{RunReport, Verdict};
 use loopsim::harness::run::run_scenario;
@@ -311,6 +311,14 @@ fn stream_stays_in_conversation_fails_when_a_new_process_repeats_an_otid() {
     );
     // One model call: turn 2's send got turn 1's run.
     assert_eq!(r.trace_text.matches(" run_started ").count(), 1);
+    // The client's side of the same defect: turn 2's new request reused turn 1's otid.
+    assert!(
+        violations(&r, OTIDS_FRESH)[0]
+            .message
+            .contains("a new request reuses otid"),
+        "{}",
+        r.render()
+    );
 }
 
 #[test]

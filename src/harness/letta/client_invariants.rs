@@ -8,17 +8,18 @@ use crate::model::port::observe::{HistoryEntry, Observation};
 
 use crate::harness::invariants::{
     APPROVAL_ATTRIBUTION, ARGS_INTACT, BUDGET_RESPECTED, LOCK_SAFETY, NO_DOUBLE_EXECUTION,
-    RESULTS_ORDERED, STOP_REASON_CONSISTENT, STREAM_GAPLESS, Violation,
+    OTIDS_FRESH, RESULTS_ORDERED, STOP_REASON_CONSISTENT, STREAM_GAPLESS, Violation,
 };
 use crate::harness::trace::TraceEvent;
 
 use super::budget_respected::budget_respected;
+use super::otids_fresh::otids_fresh;
 
 /// An invariant's checker.
 pub type Checker = fn(&[TraceEvent]) -> Vec<Violation>;
 
 /// The client invariants checked on every run, with their checkers.
-pub fn client_invariants() -> [(&'static str, Checker); 8] {
+pub fn client_invariants() -> [(&'static str, Checker); 9] {
     [
         (NO_DOUBLE_EXECUTION, no_double_execution),
         (STREAM_GAPLESS, stream_gapless),
@@ -28,6 +29,7 @@ pub fn client_invariants() -> [(&'static str, Checker); 8] {
         (APPROVAL_ATTRIBUTION, approval_attribution),
         (RESULTS_ORDERED, results_ordered),
         (LOCK_SAFETY, client_lock_safety),
+        (OTIDS_FRESH, otids_fresh),
     ]
 }
 

@@ -529,6 +529,7 @@ fn client_bugs(scenario: &Scenario) -> ClientBugs {
         stale_denial_as_user: pl.client_stale_denial_as_user,
         skip_startup_check: pl.client_skips_startup_check,
         ignores_chunk_faults: pl.client_ignores_chunk_faults,
+        keeps_otids_on_rebuild: pl.client_keeps_otids_on_rebuild,
         results_in_completion_order: pl.client_results_in_completion_order,
         no_resource_locks: pl.client_no_resource_locks,
         otids_repeat_per_process: pl.client_otids_repeat_per_process,

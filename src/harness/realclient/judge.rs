@@ -17,8 +17,8 @@ use super::serve::Request;
 use crate::harness::faults::Fault;
 use crate::harness::invariants::{
     APPROVAL_ATTRIBUTION, BUDGET_RESPECTED, COMPACTION_SAFE, HISTORY_VALID, NO_DOUBLE_EXECUTION,
-    ONE_RUN_PER_REQUEST, RESULTS_ORDERED, STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED,
-    TURN_TERMINATES, Violation, history_valid,
+    ONE_RUN_PER_REQUEST, OTIDS_FRESH, RESULTS_ORDERED, STREAM_STAYS_IN_CONVERSATION,
+    TOOL_CALL_RESOLVED, TURN_TERMINATES, Violation, history_valid,
 };
 use crate::harness::letta::client_invariants::{
     approval_attribution, no_double_execution, results_ordered,
@@ -27,6 +27,7 @@ use crate::harness::letta::compaction_safe::compaction_safe;
 use crate::harness::letta::invariants::{
     one_run_per_request, pending_tool_calls, stream_stays_in_conversation, tool_call_resolved,
 };
+use crate::harness::letta::otids_fresh::otids_fresh;
 use crate::harness::trace::TraceEvent;
 use crate::model::letta::client::policy as p;
 use crate::model::port::observe::{HistoryEntry, Observation};
@@ -44,7 +45,7 @@ pub const TOLERANCE_MS: u64 = 250;
 pub const EFFECTS_FILE: &str = "sim-effects.log";
 
 /// The invariants a real-client run is judged by, in report order.
-pub const CHECKED: [&str; 11] = [
+pub const CHECKED: [&str; 12] = [
     TOOL_CALL_RESOLVED,
     ONE_RUN_PER_REQUEST,
     HISTORY_VALID,
@@ -53,6 +54,7 @@ pub const CHECKED: [&str; 11] = [
     NO_DOUBLE_EXECUTION,
     RESULTS_ORDERED,
     APPROVAL_ATTRIBUTION,
+    OTIDS_FRESH,
     BUDGET_RESPECTED,
     TURN_TERMINATES,
     CLI_RESULT,
@@ -111,6 +113,7 @@ pub fn judge(ev: &Evidence<'_>) -> Vec<(&'static str, Vec<Finding>)> {
             APPROVAL_ATTRIBUTION,
             on_trace(approval_attribution(&client), &client),
         ),
+        (OTIDS_FRESH, on_trace(otids_fresh(&client), &client)),
         (BUDGET_RESPECTED, budget(ev)),
         (TURN_TERMINATES, terminates(ev)),
         (CLI_RESULT, cli_result(ev)),

@@ -151,6 +151,9 @@ pub struct ClientBugs {
     /// Breaks `client-faults-fire`: the client never arms the interrupts and crashes its plan
     /// scripts after a chunk, so each such plan runs as if it had none.
     pub ignores_chunk_faults: bool,
+    /// Breaks `otids-fresh`: the approval-pending rebuild keeps the otids of the items it
+    /// resends instead of drawing fresh ones (letta-protocol.md §3.11).
+    pub keeps_otids_on_rebuild: bool,
 }
 
 /// When a scripted interrupt fires (letta-protocol.md §9).

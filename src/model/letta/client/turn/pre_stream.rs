@@ -198,6 +198,14 @@ impl<B: Backend> Client<B> {
         for _ in 0..input.len() + 1 {
             otids.push(self.otid());
         }
+        if self.config.bugs.keeps_otids_on_rebuild {
+            // The resent items first, in order, then the fresh ones.
+            let kept = input
+                .iter()
+                .filter(|i| !matches!(i, MessageItem::Approval(_)))
+                .filter_map(|i| i.otid().map(str::to_string));
+            otids = kept.chain(otids).collect();
+        }
         let mut it = otids.into_iter();
         let mut gen_otid = move || it.next().unwrap_or_default();
         match data {
