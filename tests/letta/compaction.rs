@@ -386,3 +386,60 @@ fn overlapping_compactions_of_the_same_messages_replace_a_summary_and_lose_nothi
     );
     assert_eq!(field(lines[0], "summarized"), field(lines[1], "summarized"));
 }
+
+/// The summary a compaction keeps is what the summariser answered: the text of the cassette the
+/// provider served for the summariser call, every delta of it (letta-protocol.md §8.5), as the
+/// `summariser_call` outcome counts it. Held on every bundled compaction scenario as written.
+#[test]
+fn every_summary_is_the_text_the_summariser_answered() {
+    use loopsim::cassette::Cassette;
+    use loopsim::wire::provider::ProviderEvent;
+    let dir = scenario_path("");
+    let mut checked = 0;
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("compaction_") && n.ends_with(".toml"))
+        .collect();
+    names.sort();
+    for name in &names {
+        let r = run(&load(scenario_path(name)), 1, 1);
+        let mut served: Option<&str> = None;
+        for line in r.trace_text.lines() {
+            if line.contains(" provider_serve call=") {
+                served = line
+                    .split(" cassette=")
+                    .nth(1)
+                    .and_then(|s| s.split(' ').next());
+            }
+            let Some(chars) = line
+                .split(" summariser_call ")
+                .nth(1)
+                .and_then(|s| s.split("outcome=\"ok chars=").nth(1))
+                .and_then(|s| s.trim_end_matches('"').parse::<usize>().ok())
+            else {
+                continue;
+            };
+            let cassette =
+                served.unwrap_or_else(|| panic!("{name}: no provider_serve before {line}"));
+            let events = Cassette::load(dir.join(cassette))
+                .unwrap()
+                .provider_events()
+                .unwrap();
+            let text: String = events
+                .iter()
+                .filter_map(|e| match e {
+                    ProviderEvent::TextDelta { text, .. } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(
+                chars,
+                text.chars().count(),
+                "{name}: {line}\n{cassette}: {text:?}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 12, "only {checked} summaries checked");
+}
