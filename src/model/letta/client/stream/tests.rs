@@ -246,6 +246,46 @@ fn a11_stream_error_cancels_in_progress_tool_calls_by_default() {
     assert!(d.transcript.interrupted);
 }
 
+/// A read the client ends itself, on a seq gap (the reference's own check) or after its
+/// silence bound (the SDK's request timeout, which throws in the published client), is a stream
+/// error as a thrown one is (§4.2): without skipCancelToolsOnError its open tool lines are
+/// cancelled, with it the buffer is interrupted.
+#[test]
+fn a11_a_gap_or_a_silence_timeout_is_a_stream_error_as_a_throw_is() {
+    let call = r#"{"id":"m","run_id":"run-1","seq_id":1,"message_type":"tool_call_message","tool_call":{"name":"Bash","arguments":"{}","tool_call_id":"tc-1"}}"#;
+    let skipped = r#"{"id":"a","run_id":"run-1","seq_id":3,"message_type":"assistant_message","content":"hi"}"#;
+    let gap = || vec![(0, c(call)), (0, c(skipped))];
+    let silent = || vec![(0, c(call))];
+    let timeout = DrainOptions {
+        max_silence_ms: 1_000,
+        ..Default::default()
+    };
+    for (what, events, end, opts) in [
+        (
+            "gap",
+            gap(),
+            ScriptEnd::Eof,
+            DrainOptions {
+                drop_repeated_seq: true,
+                ..Default::default()
+            },
+        ),
+        ("timeout", silent(), ScriptEnd::Hang, timeout.clone()),
+    ] {
+        let d = quick(events.clone(), end, opts.clone());
+        assert_eq!(d.result.stop_reason, StopReason::Error, "{what}");
+        let l = &d.transcript.tools["tc-1"];
+        assert_eq!(d.result.how, what);
+        assert_eq!(l.result_text.as_deref(), Some("Stream error"), "{what}");
+        let skip = DrainOptions {
+            skip_cancel_tools_on_error: true,
+            ..opts
+        };
+        let d = quick(events, end, skip);
+        assert!(d.transcript.interrupted, "{what}");
+    }
+}
+
 #[test]
 fn a11_already_aborted_signal_gives_cancelled() {
     let i = Interrupt::default();
