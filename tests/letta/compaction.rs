@@ -443,3 +443,24 @@ fn every_summary_is_the_text_the_summariser_answered() {
     }
     assert!(checked >= 12, "only {checked} summaries checked");
 }
+
+/// A window of 0 is no window: the server makes no compaction decision (letta-protocol.md
+/// §8.1, "no decision when the window is missing, non-finite or <= 0"), so the large tool
+/// result that compacts under a window of 1,000 goes to the model as it is.
+#[test]
+fn a_context_window_of_zero_never_compacts() {
+    let mut s = load(scenario_path("compaction_long_tool_results.toml"));
+    s.agent.context_window_limit = Some(0);
+    s.scenario.outcomes.clear();
+    let r = run(&s, 1, 1);
+    assert!(
+        lines_with(&r, " compaction conversation_id=").is_empty(),
+        "{}",
+        r.trace_text
+    );
+    assert!(
+        lines_with(&r, "summariser_call").is_empty(),
+        "{}",
+        r.trace_text
+    );
+}
