@@ -444,11 +444,13 @@ fn every_summary_is_the_text_the_summariser_answered() {
     assert!(checked >= 12, "only {checked} summaries checked");
 }
 
-/// A window of 0 is no window: the server makes no compaction decision (letta-protocol.md
-/// §8.1, "no decision when the window is missing, non-finite or <= 0"), so the large tool
-/// result that compacts under a window of 1,000 goes to the model as it is.
+/// A window of 0 is no window (letta-protocol.md §8.1, "no decision when the window is
+/// missing, non-finite or <= 0"): the large tool result that compacts under a window of 1,000
+/// goes to the model as it is, and the compactions a window does not trigger (a provider
+/// overflow, a manual compaction) run exactly as without one: the sliding window plans without
+/// a goal, the stats leave the window out, the summariser's output ceiling is not clamped.
 #[test]
-fn a_context_window_of_zero_never_compacts() {
+fn a_context_window_of_zero_is_no_window() {
     let mut s = load(scenario_path("compaction_long_tool_results.toml"));
     s.agent.context_window_limit = Some(0);
     s.scenario.outcomes.clear();
@@ -463,4 +465,16 @@ fn a_context_window_of_zero_never_compacts() {
         "{}",
         r.trace_text
     );
+    for name in [
+        "compaction_provider_overflow.toml",
+        "compaction_manual_while_busy.toml",
+    ] {
+        let none = load(scenario_path(name));
+        assert_eq!(none.agent.context_window_limit, None, "{name}");
+        let mut zero = none.clone();
+        zero.agent.context_window_limit = Some(0);
+        let (a, b) = (run(&none, 1, 1), run(&zero, 1, 1));
+        assert!(!lines_with(&a, "summariser_call").is_empty(), "{name}");
+        assert_eq!(a.trace_text, b.trace_text, "{name}");
+    }
 }
