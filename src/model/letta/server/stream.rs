@@ -40,6 +40,9 @@ struct Follow<E: Env> {
     keepalive: Duration,
     /// A replay request (`POST …/stream`), not the send's own response.
     replay: bool,
+    /// The seq id of the last log frame this response sent, for a background run's keepalive
+    /// pings; none until it sends one (a replay with nothing to send pings with null, captures
+    /// k2, f3).
     last_sent_seq: Option<u64>,
     /// A log frame has been written by this response.
     sent_log: bool,
@@ -94,7 +97,7 @@ pub(crate) fn follow<E: Env>(
         profile: config.profile,
         keepalive: config.keepalive_interval,
         replay,
-        last_sent_seq: (after > 0).then_some(after),
+        last_sent_seq: None,
         sent_log: false,
         done_sent: false,
         idle_pings: 0,
