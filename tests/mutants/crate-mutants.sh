@@ -26,6 +26,27 @@ oracle_dump() {
   fi
 }
 
+# crate_manifest PACKAGE DEPENDENCY...: the crate's Cargo.toml, a workspace of its own, with
+# each named dependency as the project's Cargo.toml pins it, and the project's Cargo.lock.
+crate_manifest() {
+  local package=$1
+  shift
+  local deps=""
+  for d in "$@"; do deps+="$(grep -E "^$d *=" Cargo.toml)"$'\n'; done
+  cp Cargo.lock "$crate/Cargo.lock"
+  cat > "$crate/Cargo.toml" <<TOML
+[package]
+name = "$package"
+version = "0.0.0"
+edition = "2024"
+publish = false
+
+[dependencies]
+$deps
+[workspace]
+TOML
+}
+
 # crate_mutants NAME [cargo-mutants arguments...]: runs cargo-mutants over $crate and prints one
 # line of counts. Outputs go to $work/NAME/.
 crate_mutants() {

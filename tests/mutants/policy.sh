@@ -25,20 +25,7 @@ cp src/wire/letta.rs "$crate/src/wire/letta.rs"
 cp src/model/letta/client/policy.rs "$crate/src/model/letta/client/policy.rs"
 cp -r src/model/letta/client/policy "$crate/src/model/letta/client/policy"
 cp tests/letta/policy_oracle/dispatch.rs "$crate/tests/policy_oracle/dispatch.rs"
-cp Cargo.lock "$crate/Cargo.lock"
-deps=$(grep -E '^(serde|serde_json|regex) *=' Cargo.toml)
-cat > "$crate/Cargo.toml" <<TOML
-[package]
-name = "policy-oracle-mutants"
-version = "0.0.0"
-edition = "2024"
-publish = false
-
-[dependencies]
-$deps
-
-[workspace]
-TOML
+crate_manifest policy-oracle-mutants serde serde_json regex
 cat > "$crate/src/lib.rs" <<'RUST'
 #![allow(dead_code)]
 pub mod wire {

@@ -20,20 +20,7 @@ LOOPSIM_SCHEMA_ORACLE_CASES=$cases LOOPSIM_SCHEMA_ORACLE_DUMP=$crate/tests/cases
   oracle_dump "$crate/tests/cases.jsonl" --test kimi schema_oracle
 
 cp src/model/kimi/turn_loop/schema.rs "$crate/src/schema.rs"
-cp Cargo.lock "$crate/Cargo.lock"
-serde_json=$(grep -E '^serde_json *=' Cargo.toml)
-cat > "$crate/Cargo.toml" <<TOML
-[package]
-name = "schema-oracle-mutants"
-version = "0.0.0"
-edition = "2024"
-publish = false
-
-[dependencies]
-$serde_json
-
-[workspace]
-TOML
+crate_manifest schema-oracle-mutants serde_json
 echo 'pub mod schema;' > "$crate/src/lib.rs"
 cat > "$crate/tests/oracle.rs" <<'RUST'
 //! Every dumped case: the validator's text must be Ajv's.

@@ -9,14 +9,11 @@
 //! counts them itself and holds the client to its plan.
 
 use crate::harness::invariants::{CLIENT_FAULTS_FIRE, Violation};
-use crate::harness::letta::world::interrupts_and_crashes;
+use crate::harness::letta::world::{CLIENT_CRASHED, interrupts_and_crashes};
 use crate::harness::scenario::Scenario;
 use crate::harness::trace::TraceEvent;
 use crate::model::letta::client::{CrashWhen, InterruptWhen};
 use crate::model::port::observe::Observation;
-
-/// What the harness writes when the client asks to be crashed (`letta::world`).
-const CLIENT_CRASHED: &str = "client crashed; restarting it";
 
 /// The host the Letta world runs its client on.
 const CLIENT_HOST: &str = "client";

@@ -389,6 +389,10 @@ fn client_host(
     });
 }
 
+/// The harness's `fault` event when the client asks to be crashed (read by
+/// `client-faults-fire`).
+pub(crate) const CLIENT_CRASHED: &str = "client crashed; restarting it";
+
 /// A crash the client asked for: its turn is marked crashed (a crash from the fault plan
 /// re-runs the turn instead), and the process restarts.
 fn restart_crashed_client(
@@ -402,7 +406,7 @@ fn restart_crashed_client(
         t,
         "harness",
         Observation::Fault {
-            fault: "client crashed; restarting it".into(),
+            fault: CLIENT_CRASHED.into(),
         },
     );
     {
