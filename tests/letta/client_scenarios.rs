@@ -67,6 +67,7 @@ fn outcomes_per_scenario() {
             vec!["crashed", "stopped: end_turn"],
         ),
         ("client_cut_stream_args", vec!["stopped: end_turn"]),
+        ("client_broken_tool_args", vec!["stopped: end_turn"]),
         ("client_shutdown_503", vec!["stopped: end_turn"]),
         ("client_llm_error_retryable", vec!["stopped: end_turn"]),
         ("client_empty_response", vec!["stopped: end_turn"]),
@@ -84,6 +85,36 @@ fn outcomes_per_scenario() {
         let report = run(&s, 1, 1);
         assert_eq!(outcomes(&report), want, "{name}:\n{}", report.render());
     }
+}
+
+/// Arguments the model itself wrote as broken JSON: the reference replays the run once (they
+/// might be torn), gets the same text, and denies the call as incomplete with the fixed text of
+/// that origin; the published client runs the tool, on `{}` (docs/client.md difference 20).
+/// Either way the turn ends `end_turn` and every invariant holds.
+#[test]
+fn a_call_the_model_wrote_as_broken_json_is_denied_as_incomplete_or_run_by_the_published_client() {
+    let s = load(crate::common::scenario_path("client_broken_tool_args.toml"));
+    let report = run(&s, 0, 1);
+    assert_eq!(report.verdict, Verdict::Pass, "{}", report.render());
+    assert_eq!(outcomes(&report), vec!["stopped: end_turn"]);
+    let resumes = crate::common::lines_with(&report, "client_resume attempt=1 source=run");
+    assert_eq!(resumes.len(), 1, "{}", report.trace_text);
+    let decisions = crate::common::lines_with(&report, "client_decision");
+    assert_eq!(decisions.len(), 1, "{}", report.trace_text);
+    assert!(
+        decisions[0].contains(
+            "decision=\"deny: get_weather tool call arguments (20 chars) were not valid JSON"
+        ) && decisions[0].ends_with("origin=incomplete"),
+        "{}",
+        decisions[0]
+    );
+    assert!(crate::common::lines_with(&report, "tool_started").is_empty());
+
+    let report = run(&with_profile(s, "letta-code"), 0, 1);
+    assert_eq!(report.verdict, Verdict::Pass, "{}", report.render());
+    let started = crate::common::lines_with(&report, "tool_started");
+    assert_eq!(started.len(), 1, "{}", report.trace_text);
+    assert!(crate::common::lines_with(&report, "client_resume").is_empty());
 }
 
 /// Robustness: a dropped connection or a stalled body at every frame of both responses of a
