@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use loopsim::model::kimi::turn_loop::errors::StatusClass;
 use loopsim::model::kimi::turn_loop::events::{
-    InterruptReason, LoopRecordedEvent, StepBeginEvent, ToolCallEvent, ToolResultEvent,
+    InterruptReason, LoopRecordedEvent, StepBeginEvent, StepEndEvent, ToolCallEvent,
+    ToolResultEvent,
 };
-use loopsim::model::kimi::turn_loop::host::context::INTERRUPTED_TOOL_OUTPUT;
+use loopsim::model::kimi::turn_loop::host::context::{INTERRUPTED_TOOL_OUTPUT, estimate_tokens};
 use loopsim::model::kimi::turn_loop::host::projector::RESULT_NOT_AVAILABLE;
 use loopsim::model::kimi::turn_loop::host::session::{abandoned_tool_output, is_safe_cut};
 use loopsim::model::kimi::turn_loop::host::*;
@@ -290,6 +291,41 @@ fn fold_closes_pending_calls_drops_strays_and_defers_messages() {
             .apply(&tool_call_event("no-such-step", "tc-3"))
             .is_err()
     );
+}
+
+fn end(uuid: &str, usage: TokenUsage) -> LoopRecordedEvent {
+    // Every optional field (timings, ids, diagnostics) left out, as a record may leave them.
+    LoopRecordedEvent::StepEnd(
+        serde_json::from_value::<StepEndEvent>(json!({
+            "uuid": uuid, "turnId": "1", "step": 1, "usage": usage, "finishReason": "end_turn",
+        }))
+        .unwrap(),
+    )
+}
+
+/// §8.3 `step.end`: the context's token count becomes the sum of the four usage fields; a step
+/// that reports no usage leaves an estimate instead (the model's named choice: of the whole
+/// history, where the reference adds one for the uncovered messages).
+#[test]
+fn a_step_end_sets_the_token_count_from_its_usage_or_an_estimate_without_one() {
+    let mut context = ContextMemory::new();
+    context.append_message(ContextMessage::user(vec![ContentPart::text(
+        "a prompt long enough to estimate",
+    )]));
+    context.apply(&begin("s1")).unwrap();
+    let usage = TokenUsage {
+        input_other: 7,
+        output: 3,
+        input_cache_read: 11,
+        input_cache_creation: 13,
+    };
+    context.apply(&end("s1", usage)).unwrap();
+    assert_eq!(context.token_count(), 34);
+    context.apply(&begin("s2")).unwrap();
+    context.apply(&end("s2", TokenUsage::empty())).unwrap();
+    let estimate = estimate_tokens(context.history());
+    assert!(estimate > 0 && estimate != 34, "{estimate}");
+    assert_eq!(context.token_count(), estimate);
 }
 
 /// §8.3 rendering: error status, empty placeholder, note.

@@ -216,5 +216,14 @@ mod tests {
             py_datetime(1_767_225_600_000),
             "datetime.datetime(2026, 1, 1, 0, 0, tzinfo=TzInfo(0))"
         );
+        // Python writes the seconds when they or the microseconds are not zero.
+        assert_eq!(
+            py_datetime(1_795_997_629_000),
+            "datetime.datetime(2026, 11, 30, 0, 13, 49, tzinfo=TzInfo(0))"
+        );
+        assert_eq!(
+            py_datetime(1_767_225_600_005),
+            "datetime.datetime(2026, 1, 1, 0, 0, 0, 5000, tzinfo=TzInfo(0))"
+        );
     }
 }
