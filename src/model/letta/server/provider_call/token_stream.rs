@@ -350,14 +350,17 @@ impl<E: Env> Translation<'_, E> {
             }
             ProviderEvent::Stop { reason, .. } => {
                 self.stop_seen = true;
-                // A message that ends `tool_use` closes every call whose arguments are whole
-                // JSON, block close seen or not: the provider SDKs build the final message from
+                // A message that ends `tool_use` closes every call it started, block close seen
+                // or not, whatever its arguments: the provider SDKs build the final message from
                 // each block's start and deltas, so a lost `content_block_stop` loses nothing,
-                // and the client is never shown a call the run then does not ask for. A call cut
-                // by max_tokens stays open.
+                // and the client, shown each call's deltas as they came, is never shown a call
+                // the run then does not ask for. Arguments that are not JSON are stored as the
+                // model wrote them, as a closed block's are (the server parses them leniently
+                // for itself, `_safe_load_tool_call_str`; the client decides, letta-protocol.md
+                // §5.4). A call cut by max_tokens stays open.
                 if reason == ProviderStop::ToolUse {
                     for i in 0..self.calls.len() {
-                        if !self.calls[i].complete && whole_json(&self.calls[i].arguments) {
+                        if !self.calls[i].complete {
                             self.close_call(st, i);
                         }
                     }
@@ -492,10 +495,4 @@ fn approval_chunk(env: Envelope, delta: ToolCallDelta, with_calls: bool) -> Lett
         tool_call: Some(delta.clone()),
         tool_calls: with_calls.then_some(ToolCalls::One(delta)),
     })
-}
-
-/// Arguments a provider SDK would accept as a finished tool input: empty (no deltas, `{}`) or
-/// one JSON value.
-fn whole_json(arguments: &str) -> bool {
-    arguments.trim().is_empty() || serde_json::from_str::<serde_json::Value>(arguments).is_ok()
 }
