@@ -92,9 +92,8 @@ pub fn plan_heals(plan: &[&Fault], mode: Mode, server: ServerProfile) -> bool {
         if !heals(fault) {
             return false;
         }
+        connection += connection_faults(fault);
         match fault {
-            Fault::DropConnection { .. } | Fault::ServerStream { .. } => connection += 1,
-            Fault::RunStreamFail { times, .. } => connection += times,
             // A busy answer naming the send's own run spends a busy retry too: the client
             // counts it before it tries the busy-resume stream (§3.4).
             Fault::BusyOnSend { .. } | Fault::BusyOwnRun { .. } => busy += 1,
@@ -105,13 +104,28 @@ pub fn plan_heals(plan: &[&Fault], mode: Mode, server: ServerProfile) -> bool {
     if server == ServerProfile::Local && connection > 0 {
         return false;
     }
+    connection <= connection_budget(mode)
+        && busy <= u64::from(CONVERSATION_BUSY_MAX_RETRIES)
+        && shutdown <= u64::from(CLOUD_API_SHUTDOWN_MAX_RETRIES)
+}
+
+/// How many resumes a connection fault costs the client: one per cut, one per refused resume.
+fn connection_faults(fault: &Fault) -> u64 {
+    match fault {
+        Fault::DropConnection { .. } | Fault::ServerStream { .. } => 1,
+        Fault::RunStreamFail { times, .. } => *times,
+        _ => 0,
+    }
+}
+
+/// The resumes a run's connection faults may cost: the mode's resume attempts (one in the TUI,
+/// 20 headless, letta-protocol.md §3.9, §4.4 step 7), below the turn's transient retries (3).
+fn connection_budget(mode: Mode) -> u64 {
     let resume_attempts = match mode {
         Mode::Interactive => ResumePolicy::INTERACTIVE.max_attempts,
         Mode::Headless => ResumePolicy::HEADLESS.max_attempts,
     };
-    connection <= u64::from(resume_attempts.min(MAX_TRANSIENT_RETRIES - 1))
-        && busy <= u64::from(CONVERSATION_BUSY_MAX_RETRIES)
-        && shutdown <= u64::from(CLOUD_API_SHUTDOWN_MAX_RETRIES)
+    u64::from(resume_attempts.min(MAX_TRANSIENT_RETRIES - 1))
 }
 
 /// Whether `recovery-completes` judges this Letta run: every fault of its plan heals
@@ -123,11 +137,26 @@ pub fn judged(scenario: &Scenario) -> Result<bool, InputError> {
 }
 
 /// The runs `recovery-completes` leaves uncompared once the twin has run: the plan moved which
-/// model call got the scripted answers, or a retry resent a consumed stale denial.
+/// model call got the scripted answers, a retry resent a consumed stale denial, or the twin's
+/// own resumes and the plan's connection faults together outrun the resume budget.
 pub fn uncompared(scenario: &Scenario, run: &WorldRun, twin: &WorldRun) -> bool {
     let plan: Vec<&Fault> = scenario.faults.iter().map(|f| f.get_ref()).collect();
+    let mode = Mode::from_name(scenario.client.mode.get_ref()).unwrap_or_default();
     unscripted_model_calls(&run.trace) > unscripted_model_calls(&twin.trace)
         || resent_a_recorded_stale_denial(&plan, &run.trace)
+        || plan.iter().map(|f| connection_faults(f)).sum::<u64>() + resumes(&twin.trace)
+            > connection_budget(mode)
+}
+
+/// The resumes a run made. A fault-free run resumes too when the reference reads a tool call's
+/// arguments that are not JSON: it replays the run once in case a fragment was lost (docs/
+/// client.md difference 18). That replay spends the budget the plan's cuts were counted
+/// against, so a cut the twin's budget had no room for may end the turn by design.
+fn resumes(trace: &[TraceEvent]) -> u64 {
+    trace
+        .iter()
+        .filter(|e| matches!(&e.obs, Observation::ClientResume { .. }))
+        .count() as u64
 }
 
 /// Model calls the fake provider answered with no cassette left (its 500). The cassettes answer
