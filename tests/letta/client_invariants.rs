@@ -63,6 +63,31 @@ fn no_double_execution_fails_when_a_restarted_client_reexecutes() {
     );
 }
 
+/// The planted re-execution is a restarted client's: a headless process that is the first to
+/// run (no restart, no earlier turn) denies the call pending at its start (B.5.4) even with the
+/// defect switched on, so the canary breaks only what it names.
+#[test]
+fn the_planted_reexecution_fires_only_in_a_restarted_process() {
+    let mut s = crate::common::with_mode(
+        load(crate::common::scenario_path("client_stale_at_start.toml")),
+        "headless",
+    );
+    s.planted.client_reexecute_pending_on_restart = true;
+    let r = run(&s, 1, 1);
+    assert_eq!(r.verdict, Verdict::Pass, "{}", r.render());
+    assert_eq!(
+        crate::common::lines_with(&r, "client_recovery kind=stale_approvals").len(),
+        1,
+        "{}",
+        r.trace_text
+    );
+    assert!(
+        crate::common::lines_with(&r, "reexecute_pending").is_empty(),
+        "{}",
+        r.trace_text
+    );
+}
+
 #[test]
 fn stream_gapless_fails_when_a_resume_replays_from_zero() {
     let r = planted("client_resume_from_zero.toml");
@@ -226,6 +251,40 @@ fn recovery_completes_fails_when_the_server_refuses_to_resume_a_run() {
     let ok = run(&s, 1, 2);
     assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
     assert_eq!(ok.turn_outcomes, ["stopped: end_turn"], "{}", ok.render());
+}
+
+/// A fault-free run resumes too when the model wrote arguments that are not JSON: the reference
+/// replays the run once in case a fragment was lost (docs/client.md difference 18). A cut
+/// before the call then takes the TUI's one resume, the replay finds no attempt left, and the
+/// turn ends in the stream's error by design. The twin's resume counts against the budget the
+/// cut was judged by, so the run is not compared.
+#[test]
+fn a_cut_that_the_twins_own_replay_leaves_no_resume_for_is_not_compared() {
+    let mut s = load(crate::common::scenario_path("client_broken_tool_args.toml"));
+    s.faults.push(toml::Spanned::new(
+        0..0,
+        toml::from_str::<toml::Table>(
+            "f = { kind = \"server_stream\", response = 1, frame = 6, action = \"close\" }",
+        )
+        .unwrap()["f"]
+            .clone()
+            .try_into()
+            .unwrap(),
+    ));
+    let r = run(&s, 1, 1);
+    assert_eq!(r.verdict, Verdict::Pass, "{}", r.render());
+    assert!(
+        r.turn_outcomes[0].starts_with("error: ")
+            && r.turn_outcomes[0].contains("are not whole JSON at the stop reason"),
+        "{}",
+        r.render()
+    );
+    assert_eq!(
+        crate::common::lines_with(&r, "client_resume attempt=1").len(),
+        1,
+        "{}",
+        r.trace_text
+    );
 }
 
 #[test]
