@@ -624,3 +624,80 @@ pub const DEFAULT_USER: &str = "user-00000000-0000-4000-8000-000000000000";
 
 /// The system prompt of agents the scenario declares (created agents bring their own).
 pub const DEFAULT_SYSTEM: &str = "You are a helpful assistant.";
+
+#[cfg(test)]
+mod tests {
+    use super::super::AgentConfig;
+    use super::*;
+
+    fn message(id: &str, run_id: &str, body: MessageBody) -> Message {
+        Message {
+            id: id.into(),
+            otid: None,
+            run_id: Some(run_id.into()),
+            step_id: None,
+            at_ms: 0,
+            body,
+        }
+    }
+
+    /// Letta 0.16.8 lists a send's user message only once its run's first step has written
+    /// the model's answer, or the run has ended (captures/letta_e2e e); the other profiles list
+    /// it at once.
+    #[test]
+    fn a_running_sends_user_message_is_listed_on_the_oss_server_only_after_its_first_answer() {
+        let mut st = Store::new(
+            0,
+            &[AgentConfig {
+                id: "agent-1".into(),
+                model: "anthropic/claude-sonnet-4-20250514".into(),
+            }],
+        );
+        let (changed, _) = signal::channel(0);
+        st.runs.insert(
+            "run-1".into(),
+            Run {
+                id: "run-1".into(),
+                agent_id: "agent-1".into(),
+                conversation_id: "agent-1".into(),
+                status: RunStatus::Running,
+                stop_reason: None,
+                background: false,
+                log: Vec::new(),
+                done_marker: false,
+                finished: false,
+                error: None,
+                request_token: None,
+                created_ms: 0,
+                completed_ms: None,
+                cancel_requested: false,
+                changed,
+            },
+        );
+        let user = message(
+            "m-user",
+            "run-1",
+            MessageBody::User {
+                content: json!("hi"),
+            },
+        );
+        assert!(!st.listed(&user, Profile::LettaOss016));
+        assert!(st.listed(&user, Profile::Cloud));
+        assert!(st.listed(&user, Profile::Local));
+        st.push_message(
+            "agent-1",
+            message(
+                "m-answer",
+                "run-1",
+                MessageBody::Assistant {
+                    text: "hello".into(),
+                    tool_calls: Vec::new(),
+                },
+            ),
+        );
+        assert!(st.listed(&user, Profile::LettaOss016));
+        st.messages.remove("m-answer");
+        st.runs.get_mut("run-1").unwrap().finished = true;
+        assert!(st.listed(&user, Profile::LettaOss016));
+    }
+}
