@@ -180,6 +180,33 @@ fn local_profile_settles_orphans_with_turn_did_not_complete() {
     assert!(probe(&r, 1).starts_with("status=200"), "{}", probe(&r, 1));
 }
 
+/// The local backend's conversation cancel settles the calls left without a result even when
+/// no run is going (letta-protocol.md §7.4): turn 1's orphaned call is closed "Interrupted by
+/// user" and the cancel answers `{"status":"cancelled"}`. A cloud server answers 409 instead
+/// and the call stays pending (§9.3).
+#[test]
+fn a_local_cancel_with_no_run_going_settles_the_orphaned_call() {
+    let mut s = load(scenario_path("server_local_settle.toml"));
+    let cancel = s.requests[0].get_mut();
+    cancel.path = "/v1/conversations/agent-a6ff5f2c-7c25-49a7-86da-2f662939b9dd/cancel".into();
+    cancel.body = None;
+    cancel.status = Some(200);
+    let r = crate::common::run(&s, 1, 2);
+    assert_eq!(r.verdict, Verdict::Pass, "{}", r.render());
+    assert!(
+        probe(&r, 1).contains(r#"\"status\":\"cancelled\""#),
+        "{}",
+        probe(&r, 1)
+    );
+    assert!(
+        r.trace_text.contains(
+            "entry.kind=settled entry.tool_call_id=toolu_01NRLabsLyVHZPKxbKvkfSMn entry.reason=\"Interrupted by user\""
+        ),
+        "{}",
+        r.trace_text
+    );
+}
+
 /// Finding docs/findings.md#local-turns-interleave: without swarm, every seed shows it (the
 /// scenario's `[[expect]]` says `sometimes = true`, so an XPASS would not be noticed; this is
 /// where it is).
