@@ -207,6 +207,29 @@ fn a_local_cancel_with_no_run_going_settles_the_orphaned_call() {
     );
 }
 
+/// A send with `streaming: false` is answered once its run has finished, with one JSON object
+/// of the run's messages, stop reason and usage (`LettaResponse`). Here the provider has no
+/// answer left, so the run ends `llm_api_error`, and the object says so.
+#[test]
+fn a_non_streaming_send_is_answered_with_the_finished_runs_json() {
+    let mut s = load(scenario_path("approval_turn.toml"));
+    s.requests.push(toml::Spanned::new(
+        0..0,
+        toml::from_str::<toml::Table>(
+            r#"r = { at_ms = 2000, path = "/v1/conversations/agent-a6ff5f2c-7c25-49a7-86da-2f662939b9dd/messages", body = '{"messages":[{"type":"message","role":"user","content":"And tomorrow?","otid":"probe-otid-1"}],"streaming":false}' }"#,
+        )
+        .unwrap()["r"]
+            .clone()
+            .try_into()
+            .unwrap(),
+    ));
+    let r = crate::common::run(&s, 1, 2);
+    let answer = probe(&r, 1);
+    assert!(answer.starts_with("status=200"), "{answer}");
+    assert!(answer.contains("stop_reason"), "{answer}");
+    assert!(answer.contains("llm_api_error"), "{answer}");
+}
+
 /// Finding docs/findings.md#local-turns-interleave: without swarm, every seed shows it (the
 /// scenario's `[[expect]]` says `sometimes = true`, so an XPASS would not be noticed; this is
 /// where it is).
