@@ -131,17 +131,22 @@ fn connection_budget(mode: Mode) -> u64 {
 /// Whether `recovery-completes` judges this Letta run: every fault of its plan heals
 /// ([`plan_heals`], in the scenario's client mode and on its server profile).
 pub fn judged(scenario: &Scenario) -> Result<bool, InputError> {
-    let plan: Vec<&Fault> = scenario.faults.iter().map(|f| f.get_ref()).collect();
-    let mode = Mode::from_name(scenario.client.mode.get_ref()).unwrap_or_default();
+    let (plan, mode) = plan_and_mode(scenario);
     Ok(plan_heals(&plan, mode, scenario.server_profile()?))
+}
+
+/// The scenario's fault plan and the client mode its budgets are counted in.
+fn plan_and_mode(scenario: &Scenario) -> (Vec<&Fault>, Mode) {
+    let plan = scenario.faults.iter().map(|f| f.get_ref()).collect();
+    let mode = Mode::from_name(scenario.client.mode.get_ref()).unwrap_or_default();
+    (plan, mode)
 }
 
 /// The runs `recovery-completes` leaves uncompared once the twin has run: the plan moved which
 /// model call got the scripted answers, a retry resent a consumed stale denial, or the twin's
 /// own resumes and the plan's connection faults together outrun the resume budget.
 pub fn uncompared(scenario: &Scenario, run: &WorldRun, twin: &WorldRun) -> bool {
-    let plan: Vec<&Fault> = scenario.faults.iter().map(|f| f.get_ref()).collect();
-    let mode = Mode::from_name(scenario.client.mode.get_ref()).unwrap_or_default();
+    let (plan, mode) = plan_and_mode(scenario);
     unscripted_model_calls(&run.trace) > unscripted_model_calls(&twin.trace)
         || resent_a_recorded_stale_denial(&plan, &run.trace)
         || plan.iter().map(|f| connection_faults(f)).sum::<u64>() + resumes(&twin.trace)
