@@ -296,6 +296,17 @@ fn bad_requests_get_json_errors_never_a_panic_or_hang() {
         probe(&r, 8),
         "status=400 summary=\"INVALID_ARGUMENT: Run was not created in background mode, so it cannot be retrieved.\""
     );
+    // The listing of a conversation's messages: refused for an unknown one, answered for the
+    // agent's default conversation with what the foreground run wrote to it.
+    assert_eq!(
+        probe(&r, 9),
+        "status=404 summary=\"Conversation not found with id='conv-nope'\""
+    );
+    let listed = probe(&r, 10);
+    assert!(
+        listed.starts_with("status=200 summary=\"[{") && listed.contains(r#"\"otid\":\"fg-1\""#),
+        "{listed}"
+    );
 }
 
 #[test]
