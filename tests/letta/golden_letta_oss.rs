@@ -540,3 +540,84 @@ fn foreground_keepalive_pings_show_no_seq_id() {
     assert_eq!(ids.len(), pings.len(), "every keepalive has a fresh id");
     assert_eq!(f.last(), Some(&serde_json::Value::String("[DONE]".into())));
 }
+
+/// The status wrapper of a stored tool result carries the `time` of its write: the epoch plus
+/// the simulated time (captures b, b2: `"time": "2026-11-30 12:14:32 AM UTC+0000"`). The
+/// captured responses never show it (the fake model echoes the first 80 characters of the tool
+/// message, newlines as spaces, and the captured results are longer), so this sends a result of
+/// `ok`, whose wrapper reaches the time within those 80, and reads it back from the model's echo.
+#[test]
+fn a_tool_results_wrapper_is_dated_at_the_epoch_plus_the_simulated_time() {
+    let post = |name: &str, body: &str, start: replay::server::Start| ReplayRequest {
+        name: name.into(),
+        method: "POST".into(),
+        path: format!("/v1/agents/{AGENT}/messages/stream"),
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: body.as_bytes().to_vec(),
+        start,
+        cut_after_frames: None,
+        script_requests: None,
+        recorded_text: String::new(),
+    };
+    let tools = r#""client_tools":[{"name":"get_secret_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}]"#;
+    let ask = format!(
+        r#"{{"messages":[{{"role":"user","content":"What is the weather in Paris?","otid":"otid-w-1"}}],"stream_tokens":true,{tools}}}"#
+    );
+    let answer = format!(
+        r#"{{"messages":[{{"type":"approval","approvals":[{{"type":"tool","tool_call_id":"call_fake0001","tool_return":"ok","status":"success"}}],"otid":"otid-w-2"}}],"stream_tokens":true,{tools}}}"#
+    );
+    let after_ask = replay::server::Start {
+        at_ms: 2_500,
+        after_end: vec![(0, 0)],
+        after_start: None,
+    };
+    let requests = [
+        post("ask", &ask, replay::server::Start::default()),
+        post("answer", &answer, after_ask),
+    ];
+    let world = ServerSetup {
+        seed: 7,
+        agents: vec![AgentConfig {
+            id: AGENT.into(),
+            model: MODEL.into(),
+        }],
+        profile: Profile::LettaOss016,
+        approval_conflict: ApprovalConflict::InBand,
+        keepalive: Duration::from_secs(60),
+        bugs: ServerBugs::default(),
+        provider_api: ProviderFormat::OpenAiChat,
+        model: ModelSource::Scripted(ScriptConfig::captured(9000)),
+        epoch_unix_ms: EPOCH_UNIX_MS,
+        mapped_kinds: vec![],
+        budget: Duration::from_secs(60),
+    };
+    let out = replay::server::run_world(&requests, &world);
+    assert_eq!(out.stopped, None, "simulation");
+    let asked = out.answers[0].as_ref().expect("the ask was answered");
+    let asked = String::from_utf8_lossy(&asked.body);
+    assert!(asked.contains("call_fake0001"), "{asked}");
+    let answered = out.answers[1].as_ref().expect("the answer was answered");
+    // The model's echo, streamed a word at a time.
+    let echo: String = String::from_utf8_lossy(&answered.body)
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+        .filter(|v| v["message_type"] == "assistant_message")
+        .filter_map(|v| v["content"].as_str().map(str::to_owned))
+        .collect();
+    // The write happens while the request is served, 2.5 s or more after the epoch.
+    let dated = |ms: u64| {
+        let time = loopsim::model::letta::server::ids::letta_time(EPOCH_UNIX_MS + ms);
+        let wrapper = format!(
+            "{{\n  \"status\": \"OK\",\n  \"message\": \"ok\",\n  \"time\": \"{time}\"\n}}"
+        );
+        let seen: String = wrapper.replace('\n', " ").chars().take(80).collect();
+        format!("Tool result received: {seen}")
+    };
+    assert!(
+        echo == dated(answered.started_ms) || echo == dated(answered.ended_ms),
+        "wanted {}, got {echo}",
+        dated(answered.started_ms)
+    );
+    assert_ne!(dated(answered.started_ms), dated(0));
+}
