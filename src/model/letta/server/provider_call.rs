@@ -209,10 +209,17 @@ pub fn py_repr(v: &Value) -> String {
         Value::Bool(false) => "False".into(),
         Value::Number(n) => n.to_string(),
         Value::String(s) => {
+            // Single quotes unless the text holds a single quote and no double quote; either
+            // way a backslash and the line and tab controls are escaped, as `repr` does.
+            let escaped = s
+                .replace('\\', "\\\\")
+                .replace('\n', "\\n")
+                .replace('\r', "\\r")
+                .replace('\t', "\\t");
             if s.contains('\'') && !s.contains('"') {
-                format!("\"{s}\"")
+                format!("\"{escaped}\"")
             } else {
-                format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
+                format!("'{}'", escaped.replace('\'', "\\'"))
             }
         }
         Value::Array(a) => format!("[{}]", a.iter().map(py_repr).collect::<Vec<_>>().join(", ")),
@@ -237,5 +244,35 @@ fn error_type_for(status: u16) -> &'static str {
         422 => "llm_unprocessable_entity",
         429 => "llm_rate_limit",
         _ => "llm_error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Python's `repr` of a parsed error body, as Letta 0.16.8 prints it in a run's error
+    /// detail (captures g_fail500: `{'error': {'message': 'fake upstream exploded (FAIL500)', …}}`).
+    #[test]
+    fn py_repr_quotes_and_escapes_as_python_does() {
+        let body = json!({"error": {"message": "fake upstream exploded (FAIL500)"}});
+        assert_eq!(
+            py_repr(&body),
+            "{'error': {'message': 'fake upstream exploded (FAIL500)'}}"
+        );
+        assert_eq!(
+            py_repr(&json!([1, true, false, null])),
+            "[1, True, False, None]"
+        );
+        // repr("You've hit the limit"): double quotes, nothing escaped.
+        assert_eq!(
+            py_repr(&json!("You've hit the limit")),
+            r#""You've hit the limit""#
+        );
+        // repr('it\'s "x"'): both quotes, so single quotes and the single one escaped.
+        assert_eq!(py_repr(&json!(r#"it's "x""#)), r#"'it\'s "x"'"#);
+        // repr('a\\b\nc') and repr("it's\t\\"): backslashes and controls escaped either way.
+        assert_eq!(py_repr(&json!("a\\b\nc")), r"'a\\b\nc'");
+        assert_eq!(py_repr(&json!("it's\t\\")), r#""it's\t\\""#);
     }
 }
