@@ -202,6 +202,17 @@ mod tests {
             letta_time(1_795_999_570_000 + 13 * 3_600_000),
             "2026-11-30 01:46:10 PM UTC+0000"
         );
+        // Every hour on the 12-hour clock: 11 AM, noon, and 11 PM (23 - 12, not 23 / 12).
+        for (hours, shown) in [
+            (11, "11:46:10 AM"),
+            (12, "12:46:10 PM"),
+            (23, "11:46:10 PM"),
+        ] {
+            assert_eq!(
+                letta_time(1_795_999_570_000 + hours * 3_600_000),
+                format!("2026-11-30 {shown} UTC+0000")
+            );
+        }
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let u = uuid4(&mut rng);
         assert_eq!(u.len(), 36);

@@ -427,6 +427,14 @@ fn a22_discovery() {
         ms("2026-01-01T13:31:10.500Z")
     );
     assert_eq!(parse_iso8601_ms("nope"), None);
+    // Absolute instants, and across a day and a leap day: milliseconds since the epoch.
+    assert_eq!(ms("1970-01-02T00:00:00Z"), 86_400_000);
+    assert_eq!(ms("2026-01-01T00:00:00Z"), 1_767_225_600_000);
+    assert_eq!(ms("2000-02-29T12:34:56.789Z"), 951_827_696_789);
+    assert_eq!(
+        ms("2026-01-02T00:00:00Z") - ms("2026-01-01T23:59:59Z"),
+        1_000
+    );
 }
 
 // ---- approval merge (§4.4 steps 7-8) ------------------------------------------------------------
