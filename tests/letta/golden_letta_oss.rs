@@ -297,7 +297,26 @@ fn run_world(
     for (i, (cap, start)) in caps.iter().zip(starts).enumerate() {
         requests.push(request(cap, i + 1, &caps, start));
     }
-    let world = ServerSetup {
+    let world = captured_server(
+        keepalive,
+        ScriptConfig {
+            slow_delay,
+            ..ScriptConfig::captured(9000)
+        },
+    );
+    let out = replay::server::run_world(&requests, &world);
+    assert_eq!(out.stopped, None, "simulation");
+    requests
+        .iter()
+        .zip(out.answers)
+        .filter_map(|(r, a)| Some((r.name.clone(), a?)))
+        .collect()
+}
+
+/// The server the captures were recorded against: Letta 0.16.8 on the captures' agent, with the
+/// scripted fake model behind it and the captures' epoch.
+fn captured_server(keepalive: Duration, script: ScriptConfig) -> ServerSetup {
+    ServerSetup {
         seed: 7,
         agents: vec![AgentConfig {
             id: AGENT.into(),
@@ -308,21 +327,11 @@ fn run_world(
         keepalive,
         bugs: ServerBugs::default(),
         provider_api: ProviderFormat::OpenAiChat,
-        model: ModelSource::Scripted(ScriptConfig {
-            slow_delay,
-            ..ScriptConfig::captured(9000)
-        }),
+        model: ModelSource::Scripted(script),
         epoch_unix_ms: EPOCH_UNIX_MS,
         mapped_kinds: vec!["run-", "conv-"],
         budget: Duration::from_secs(3600),
-    };
-    let out = replay::server::run_world(&requests, &world);
-    assert_eq!(out.stopped, None, "simulation");
-    requests
-        .iter()
-        .zip(out.answers)
-        .filter_map(|(r, a)| Some((r.name.clone(), a?)))
-        .collect()
+    }
 }
 
 /// The mismatch report of one capture, or `None` when it matches.
@@ -575,22 +584,7 @@ fn a_tool_results_wrapper_is_dated_at_the_epoch_plus_the_simulated_time() {
         post("ask", &ask, replay::server::Start::default()),
         post("answer", &answer, after_ask),
     ];
-    let world = ServerSetup {
-        seed: 7,
-        agents: vec![AgentConfig {
-            id: AGENT.into(),
-            model: MODEL.into(),
-        }],
-        profile: Profile::LettaOss016,
-        approval_conflict: ApprovalConflict::InBand,
-        keepalive: Duration::from_secs(60),
-        bugs: ServerBugs::default(),
-        provider_api: ProviderFormat::OpenAiChat,
-        model: ModelSource::Scripted(ScriptConfig::captured(9000)),
-        epoch_unix_ms: EPOCH_UNIX_MS,
-        mapped_kinds: vec![],
-        budget: Duration::from_secs(60),
-    };
+    let world = captured_server(Duration::from_secs(60), ScriptConfig::captured(9000));
     let out = replay::server::run_world(&requests, &world);
     assert_eq!(out.stopped, None, "simulation");
     let asked = out.answers[0].as_ref().expect("the ask was answered");
