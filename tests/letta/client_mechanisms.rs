@@ -252,6 +252,48 @@ fn in_band_approval_conflict_in_headless_mode_is_a_dead_end_in_the_published_cli
     );
 }
 
+/// The in-band conflict's error frame follows the stop reason (captures/letta_server d4), so a
+/// stream closed between them leaves the client `stop_reason=error` and no text. The reference
+/// reads the conflict from the run's error detail, as the TUI's post-stream order does, and
+/// recovers as from the whole stream (difference 8 of docs/client.md). A commit-seeded gate
+/// sweep found the headless reference ending such a turn in the error: `client_headless_denial`
+/// seed 692911933, `recovery-completes`.
+#[test]
+fn an_in_band_conflict_whose_error_frame_was_cut_off_is_read_from_the_run() {
+    let mut s = with_mode(scenario("client_approval_pending_in_band"), "headless");
+    s.provider.responses = [
+        "anthropic_text_end_turn",
+        "client_anthropic_bash_tool",
+        "anthropic_text_end_turn",
+    ]
+    .iter()
+    .map(|c| Spanned::new(0..0, format!("../../cassettes/provider/{c}.jsonl")))
+    .collect();
+    let whole = pass(&s, 1);
+    let cut = pass(
+        &with_plan(
+            s,
+            &[r#"{ kind = "server_stream", response = 1, frame = 3, action = "close" }"#],
+        ),
+        1,
+    );
+    assert_eq!(
+        count(&cut, "client_drained stop_reason=error approvals=[]"),
+        1,
+        "{}",
+        cut.trace_text
+    );
+    assert_eq!(
+        count(&cut, "kind=approval_pending"),
+        1,
+        "{}",
+        cut.trace_text
+    );
+    assert_eq!(outcomes(&cut), ["stopped: end_turn"]);
+    assert!(cut.pending.is_empty(), "{}", cut.render());
+    assert_eq!(steps(&cut), steps(&whole));
+}
+
 #[test]
 fn stale_approval_at_start_up_goes_out_with_the_first_message() {
     let r = pass(&scenario("client_stale_at_start"), 1);

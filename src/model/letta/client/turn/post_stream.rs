@@ -191,17 +191,27 @@ impl<B: Backend> Client<B> {
                 _ => line.clone(),
             }
         };
-        // The published CLI does not recover from an in-band approval conflict
-        // (captures/letta_e2e flow d3); the reference raises the flag, unless the planted
-        // defect makes it give up as the published one does.
-        let flag = reference
-            && !self.config.bugs.gives_up_on_in_band_conflict
-            && policy::is_approval_pending_error(&serde_json::Value::String(line.clone()));
         let meta = if d.stop_reason == StopReason::LlmApiError && !reference {
             None
         } else {
             self.run_error_meta(d.last_run_id.as_deref()).await
         };
+        // The published CLI does not recover from an in-band approval conflict
+        // (captures/letta_e2e flow d3); the reference raises the flag, unless the planted
+        // defect makes it give up as the published one does. It reads the conflict from the
+        // stream's error text or, as the TUI does (letta-protocol.md §3.10 steps 1 and 3), from
+        // the run's error detail: the error frame follows the stop reason (captures/
+        // letta_server d4), so a stream cut between them leaves only the run to say why.
+        let conflict = |text: &str| {
+            policy::is_approval_pending_error(&serde_json::Value::String(text.to_owned()))
+        };
+        let flag = reference
+            && !self.config.bugs.gives_up_on_in_band_conflict
+            && (conflict(&line)
+                || meta
+                    .as_ref()
+                    .and_then(|m| m.detail.as_deref())
+                    .is_some_and(conflict));
         let hi = HeadlessPostStreamInput {
             stop_reason: Some(d.stop_reason.clone()),
             approval_pending_flag: flag,
