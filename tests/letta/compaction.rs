@@ -444,6 +444,59 @@ fn every_summary_is_the_text_the_summariser_answered() {
     assert!(checked >= 12, "only {checked} summaries checked");
 }
 
+/// The summary message the server writes leads with the note of the mode that ran (A.9.3,
+/// letta-protocol.md §8.6): a sliding window says how many messages it hid, the `all` fallback
+/// says prior messages were hidden. The note reaches only the model's next prompt (listings
+/// and the stream show the bare summary), so the test reads the message from the server's
+/// store after each compaction scenario.
+#[test]
+fn each_summary_message_leads_with_the_note_of_the_mode_that_ran() {
+    use loopsim::harness::letta::world::run_once;
+    use loopsim::model::letta::server::store::MessageBody;
+    let mut modes = std::collections::BTreeSet::new();
+    for path in crate::common::scenarios_in("scenarios/letta", "compaction_") {
+        let name = path.display().to_string();
+        let out = run_once(&load(&path), 1).unwrap();
+        let st = out.store.lock().unwrap();
+        for (id, record) in &st.summaries {
+            let MessageBody::User { content } = &st.messages[id].body else {
+                panic!("{name}: summary {id} is not a user message");
+            };
+            let packed: serde_json::Value =
+                serde_json::from_str(content.as_str().expect("a packed summary is text")).unwrap();
+            let message = packed["message"].as_str().unwrap();
+            let lead = match record.mode.as_str() {
+                "sliding_window" => {
+                    let stats = &record.stats;
+                    let hidden = stats["messages_count_before"].as_u64().unwrap()
+                        - stats["messages_count_after"].as_u64().unwrap();
+                    format!(
+                        "Note: {hidden} messages from the beginning of the conversation have \
+                         been hidden from view due to memory constraints."
+                    )
+                }
+                "all" => "Note: prior messages have been hidden from view due to conversation \
+                          memory constraints."
+                    .to_string(),
+                other => panic!("{name}: unknown mode {other}"),
+            };
+            assert_eq!(
+                message,
+                format!(
+                    "{lead}\nThe following is a summary of the previous messages:\n {}",
+                    record.summary
+                ),
+                "{name}: {id}"
+            );
+            modes.insert(record.mode.clone());
+        }
+    }
+    assert_eq!(
+        modes.into_iter().collect::<Vec<_>>(),
+        ["all", "sliding_window"]
+    );
+}
+
 /// A window of 0 is no window (letta-protocol.md §8.1, "no decision when the window is
 /// missing, non-finite or <= 0"): the large tool result that compacts under a window of 1,000
 /// goes to the model as it is, and the compactions a window does not trigger (a provider
