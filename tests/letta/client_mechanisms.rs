@@ -902,15 +902,36 @@ fn a_broken_stale_denial_drain_ends_the_published_clients_turn() {
     ];
     let base = load("scenarios/real-client/bash_effect.toml");
     // Both faults heal within a budget, so `recovery-completes` holds the published client to
-    // the plan's fault-free twin, which ends `end_turn`; it is the only invariant that fails
+    // the plan's fault-free twin, which ends `end_turn`; it is the only invariant that breaks,
+    // and the trace shows the finding's signature, so the profile expects it
     // (docs/findings.md#stale-denial-drain-is-never-resumed-headless).
     let published = run(
         &with_faults(with_profile(base.clone(), "letta-code"), faults.clone()),
         1,
         2,
     );
-    let failed = failed_invariants(&published);
-    assert_eq!(failed, [RECOVERY_COMPLETES], "{}", published.render());
+    assert_eq!(
+        failed_invariants(&published),
+        [RECOVERY_COMPLETES],
+        "{}",
+        published.render()
+    );
+    assert_eq!(published.verdict, Verdict::Pass, "{}", published.render());
+    let expected: Vec<_> = published
+        .expected
+        .iter()
+        .filter(|(_, _, failed)| *failed)
+        .map(|(id, finding, _)| (*id, finding.as_str()))
+        .collect();
+    assert_eq!(
+        expected,
+        [(
+            RECOVERY_COMPLETES,
+            "stale-denial-drain-is-never-resumed-headless"
+        )],
+        "{}",
+        published.render()
+    );
     assert_eq!(
         outcomes(&published),
         ["error: Approval drain ended with stop reason: error"],

@@ -4,9 +4,11 @@
 //! on a violation no signature explains.
 
 use crate::common::{failed_invariants, load, run, scenario_path, with_plan, with_profile};
-use loopsim::harness::invariants::{NO_DOUBLE_EXECUTION, STOP_REASON_CONSISTENT, STREAM_GAPLESS};
+use loopsim::harness::invariants::{
+    NO_DOUBLE_EXECUTION, RECOVERY_COMPLETES, STOP_REASON_CONSISTENT, STREAM_GAPLESS,
+};
 use loopsim::harness::letta::findings::{
-    LOST_AND_DUPLICATED_FRAMES, RESUME_DROPS_APPROVALS, THRESHOLD_NOT_RESET,
+    LOST_AND_DUPLICATED_FRAMES, RESUME_DROPS_APPROVALS, STALE_DENIAL_DRAIN, THRESHOLD_NOT_RESET,
 };
 use loopsim::harness::report::{RunReport, Verdict};
 
@@ -27,12 +29,12 @@ type Case = (
     &'static [(&'static str, &'static str)],
 );
 
-/// Plans a letta-code sweep met (guided, seeds 0..50), in scenarios whose own `[[expect]]`
-/// entries do not name the finding: each violation is the profile finding's, and the
-/// reference client passes the same run.
+/// Plans a letta-code sweep met (guided, seeds 0..50, and 5,000,000..5,001,000 for the stale
+/// denial's drain), in scenarios whose own `[[expect]]` entries do not name the finding: each
+/// violation is the profile finding's, and the reference client passes the same run.
 #[test]
 fn each_profile_finding_is_expected_where_the_published_client_meets_it() {
-    let cases: [Case; 3] = [
+    let cases: [Case; 4] = [
         (
             // The busy retry's new run starts at seq 1; the TUI still holds the first run's 1.
             "server_busy.toml",
@@ -55,6 +57,18 @@ fn each_profile_finding_is_expected_where_the_published_client_meets_it() {
                 (NO_DOUBLE_EXECUTION, RESUME_DROPS_APPROVALS),
                 (STOP_REASON_CONSISTENT, RESUME_DROPS_APPROVALS),
             ],
+        ),
+        (
+            // The stale call's denial stream stalls; the published drain has no abort signal
+            // to end the stall with, so the model's silence bound ends it in an error.
+            "client_headless_denial.toml",
+            5000991,
+            &[
+                r#"{ kind = "latency", at_ms = 70, max_ms = 390 }"#,
+                r#"{ kind = "server_stream", response = 2, frame = 5, action = "stall" }"#,
+                r#"{ kind = "approval_pending_on_send", send = 1, tool_call_id = "toolu_stale_1", tool = "Bash", arguments = '{"command": "echo stale", "description": "left pending"}' }"#,
+            ],
+            &[(RECOVERY_COMPLETES, STALE_DENIAL_DRAIN)],
         ),
     ];
     for (name, seed, plan, want) in cases {

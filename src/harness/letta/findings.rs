@@ -14,6 +14,7 @@ use crate::harness::invariants::{
     RECOVERY_COMPLETES, STOP_REASON_CONSISTENT, STREAM_GAPLESS,
 };
 use crate::harness::trace::TraceEvent;
+use crate::model::letta::client::policy::APPROVAL_DRAIN_ENDED;
 
 /// docs/findings.md#local-turns-interleave: the local backend takes no lock (letta-protocol.md
 /// §7.1 step 4), and its conversation-stream "resume" runs a new turn (§7.1, §10.3 item 7), so
@@ -37,20 +38,26 @@ pub const RESUME_DROPS_APPROVALS: &str = "resume-drops-approvals-completed-befor
 /// plain stream error and ends the turn (captures/letta_e2e flow d3).
 pub const IN_BAND_CONFLICT_DEAD_END: &str = "in-band-approval-conflict-is-a-dead-end-headless";
 
+/// docs/findings.md#stale-denial-drain-is-never-resumed-headless: headless, the published client
+/// drains the denial of a stale approval without the turn's abort signal, so a broken denial
+/// stream is never resumed and its `error` ends the turn (headless.ts, 0.32.18).
+pub const STALE_DENIAL_DRAIN: &str = "stale-denial-drain-is-never-resumed-headless";
+
 /// The findings with a signature (the ones `sometimes = true` may name).
-pub const WITH_SIGNATURE: [&str; 5] = [
+pub const WITH_SIGNATURE: [&str; 6] = [
     LOCAL_TURNS_INTERLEAVE,
     THRESHOLD_NOT_RESET,
     LOST_AND_DUPLICATED_FRAMES,
     RESUME_DROPS_APPROVALS,
     IN_BAND_CONFLICT_DEAD_END,
+    STALE_DENIAL_DRAIN,
 ];
 
 /// The findings a client profile shows wherever its trace has their signature, whatever the
 /// scenario, and the invariants each breaks: a sweep of any scenario with that profile
 /// (`--client-profile letta-code`) expects them on the seeds that show them, as a scenario's
 /// `sometimes = true` entry would, and fails on every other violation.
-pub const OF_PROFILE: [(&str, &str, &[&str]); 4] = [
+pub const OF_PROFILE: [(&str, &str, &[&str]); 5] = [
     ("letta-code", THRESHOLD_NOT_RESET, &[STREAM_GAPLESS]),
     (
         "letta-code",
@@ -76,6 +83,7 @@ pub const OF_PROFILE: [(&str, &str, &[&str]); 4] = [
         IN_BAND_CONFLICT_DEAD_END,
         &[APPROVAL_CONFLICT_RECOVERED, RECOVERY_COMPLETES],
     ),
+    ("letta-code", STALE_DENIAL_DRAIN, &[RECOVERY_COMPLETES]),
 ];
 
 /// Whether the trace shows the finding's signature (false for a finding without one).
@@ -86,6 +94,7 @@ pub fn shows(finding: &str, events: &[TraceEvent]) -> bool {
         LOST_AND_DUPLICATED_FRAMES => frame_lost_or_duplicated(events),
         RESUME_DROPS_APPROVALS => resume_dropped_approvals(events),
         IN_BAND_CONFLICT_DEAD_END => headless_send_refused_in_band(events),
+        STALE_DENIAL_DRAIN => turn_ended_by_a_denial_drain(events),
         _ => false,
     }
 }
@@ -192,6 +201,25 @@ fn headless_send_refused_in_band(events: &[TraceEvent]) -> bool {
         }
     }
     false
+}
+
+/// A headless client's turn ended on the stop reason of a stale approval's denial drain, the
+/// error only that drain raises ([`APPROVAL_DRAIN_ENDED`]).
+fn turn_ended_by_a_denial_drain(events: &[TraceEvent]) -> bool {
+    let mut headless = false;
+    events.iter().any(|e| match &e.obs {
+        Observation::ClientStarted { mode, .. } => {
+            headless = mode == "headless";
+            false
+        }
+        Observation::TurnEnd { outcome, .. } => {
+            headless
+                && outcome
+                    .strip_prefix("error: ")
+                    .is_some_and(|o| o.starts_with(APPROVAL_DRAIN_ENDED))
+        }
+        _ => false,
+    })
 }
 
 /// Two runs of one conversation were open at once, and the transcript got an assistant
