@@ -307,6 +307,8 @@ fn bad_requests_get_json_errors_never_a_panic_or_hang() {
         listed.starts_with("status=200 summary=\"[{") && listed.contains(r#"\"otid\":\"fg-1\""#),
         "{listed}"
     );
+    // The same listing with the agent id's hyphen percent-encoded is read decoded.
+    assert_eq!(probe(&r, 11), listed);
 }
 
 #[test]
