@@ -311,6 +311,34 @@ fn bad_requests_get_json_errors_never_a_panic_or_hang() {
     assert_eq!(probe(&r, 11), listed);
 }
 
+/// The agent endpoints of Letta 0.16.8 (captures a3, d3, e3, x1): JSON by default, a stream
+/// when an SDK client asks for one, the deprecated stream endpoint, and the pending approval's
+/// 409 with its detail as an object.
+#[test]
+fn the_agent_endpoints_answer_json_streams_and_the_pending_approval_409() {
+    let r = passing("server_agents_endpoints.toml");
+    assert!(
+        probe(&r, 1).starts_with("status=200 summary=\"{\\\"messages\\\":[{"),
+        "{}",
+        probe(&r, 1)
+    );
+    assert_eq!(
+        probe(&r, 2),
+        "status=200 summary=\"ping,assistant_message,assistant_message,assistant_message,\
+         stop_reason:end_turn,usage_statistics,[DONE] (eof)\""
+    );
+    assert!(
+        probe(&r, 3).ends_with("stop_reason:requires_approval,usage_statistics,[DONE] (eof)\""),
+        "{}",
+        probe(&r, 3)
+    );
+    assert!(
+        probe(&r, 4).starts_with("status=409 summary=\"{\\\"code\\\":\\\"PENDING_APPROVAL\\\","),
+        "{}",
+        probe(&r, 4)
+    );
+}
+
 #[test]
 fn shutting_down_503_starts_no_run() {
     let r = passing("server_shutting_down.toml");
