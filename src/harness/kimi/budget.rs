@@ -110,8 +110,12 @@ struct RetryState {
     owed: Option<(&'static str, String, u16)>,
     /// Media fallbacks the run was already owed (the first takes the degraded projection).
     media_rejections: u32,
-    /// Rejections with a fallback already seen in this step.
-    step_rejections: u32,
+    /// The latest request of the step failed and no retry has been announced for it yet: a
+    /// request sent now is a fallback resend.
+    failed: bool,
+    /// The step has made a fallback resend: its rejections are rethrown, none is owed another
+    /// (kimi-loop.md §4.7, "one resend each, never looped").
+    resent: bool,
 }
 
 /// `budget-respected` (agent loop): the retry and fallback budgets of kimi-loop.md §6 and
@@ -123,7 +127,8 @@ struct RetryState {
 ///   jitter); and the next attempt is not sent before that delay has passed.
 /// - A provider rejection the loop has a fallback for is answered with its one resend: the
 ///   first 413 body-size rejection of a run (media-degraded), or image-format 400 (media-
-///   stripped), and the first request-structure 400/422 of a step (strict), never fail the run.
+///   stripped), and a request-structure 400/422 (strict), each of a step's own request (not of
+///   a resend, whose failure is rethrown), never fail the run.
 pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut st = RetryState::default();
@@ -170,7 +175,8 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
             }
             Observation::LoopStepBegin { step, .. } => {
                 st.step = *step;
-                st.step_rejections = 0;
+                st.failed = false;
+                st.resent = false;
                 if *step == 1 {
                     // A new run (the first, or one after the host compacted).
                     st.media_rejections = 0;
@@ -187,6 +193,8 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
                         e.t_ms - at
                     ));
                 }
+                st.resent |= st.failed;
+                st.failed = false;
                 st.owed = None;
                 st.answer = None;
             }
@@ -205,6 +213,7 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
                 st.answer = Some((answer, *status));
             }
             Observation::LoopModelError { error, .. } => {
+                st.failed = true;
                 let status = st.answer.and_then(|(_, s)| s);
                 let (_, _, message) = split_error(error);
                 if let Some(projection) = status.and_then(|s| fallback_for(s, message)) {
@@ -214,10 +223,9 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
                     } else {
                         true
                     };
-                    if first && st.step_rejections == 0 {
+                    if first && !st.resent {
                         st.owed = Some((projection, error.clone(), status.unwrap_or(0)));
                     }
-                    st.step_rejections += 1;
                     if media {
                         st.media_rejections += 1;
                     }
@@ -259,6 +267,7 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
                 }
                 st.sleeping = Some((e.t_ms, *delay_ms, *failed_attempt));
                 st.answer = None;
+                st.failed = false;
             }
             Observation::LoopInterrupted {
                 reason, message, ..
@@ -581,6 +590,39 @@ mod tests {
             assert!(
                 outcomes.iter().all(|o| o.starts_with("completed")),
                 "{status} {message}: {outcomes:?}"
+            );
+        }
+    }
+
+    /// A resend's own rejection is rethrown (kimi-loop.md §4.7, "one resend each, never
+    /// looped"): a 413 answering the strict resend of a request-structure 422 ends the turn,
+    /// and no media-degraded resend is owed for it, whether or not the oracle knows the 422's
+    /// wording. A guided sweep of `provider_rejections.toml` found the oracle owing one.
+    #[test]
+    fn a_rejection_of_a_resend_is_owed_no_further_resend() {
+        for structure in [
+            "messages: roles must alternate between \"user\" and \"assistant\"",
+            "tool_call_id toolu_9 not found in the preceding assistant message",
+        ] {
+            let mut s = bundled("recorded_tool_use.toml");
+            for (call, status, message) in [
+                (0, 422, structure),
+                (1, 413, "Request exceeds the maximum size"),
+            ] {
+                let fault = crate::harness::faults::Fault::ProviderError {
+                    call,
+                    status,
+                    retry_after_s: None,
+                    message: Some(message.into()),
+                };
+                s.faults.push(toml::Spanned::new(0..0, fault));
+            }
+            let out = crate::harness::kimi::world::run_once(&s, 1).unwrap();
+            assert_eq!(report(&out), Vec::<String>::new(), "{structure}");
+            let outcome = out.outcomes.unwrap()[0].to_string();
+            assert_eq!(
+                outcome, "failed: APIRequestTooLargeError: Request exceeds the maximum size",
+                "{structure}"
             );
         }
     }
