@@ -1,6 +1,7 @@
 //! `ends-as-declared` (docs/invariants.md): a run of a scenario as written ends each turn as the
 //! scenario's `[scenario] outcomes` declare, and its probe requests are answered with the
-//! statuses their `[[requests]] status` declare. Pure: it reads the scenario and a finished run.
+//! statuses and stream shapes their `[[requests]] status` and `stream` declare. Pure: it reads
+//! the scenario and a finished run.
 
 use super::invariants::{ENDS_AS_DECLARED, Violation};
 use super::scenario::Scenario;
@@ -9,7 +10,8 @@ use crate::model::port::observe::Observation;
 
 /// `ends-as-declared`: a run of the scenario as written (its own faults and cassettes, no plan)
 /// ends each turn as its `[scenario] outcomes` say, and the server answers each probe request
-/// with its `[[requests]] status`, on every seed. The sweeps' twin comparisons hold a faulted
+/// with its `[[requests]] status` and, for a stream, the shape its `stream` gives, on every
+/// seed. The sweeps' twin comparisons hold a faulted
 /// run to a fault-free one of the same build, so a model that ends a fault-free turn wrongly (a
 /// stream that closes before its run ends, a retry that never comes) passes them; the
 /// declaration is the fixed point the build is held to. `None` when there is nothing to check:
@@ -22,33 +24,27 @@ pub fn ends_as_declared(
     trace: &[TraceEvent],
 ) -> Option<Vec<Violation>> {
     let declared = &scenario.scenario.outcomes;
-    let statuses: Vec<(usize, u16, usize)> = scenario
+    // Each probe request's declared answer: its status and its stream's shape, each with the
+    // offset of the key that declares it.
+    let answers: Vec<(usize, Declared, usize)> = scenario
         .requests
         .iter()
         .enumerate()
-        .filter_map(|(i, r)| {
-            let status = r.get_ref().status?;
-            // Where its `status` key is written, to name that line: in the lines from its
-            // `[[requests]]` header to the next header.
+        .flat_map(|(i, r)| {
+            let request = r.get_ref();
+            let status = request.status.map(|s| (Declared::Status(s), "status"));
+            let stream = request
+                .stream
+                .clone()
+                .map(|s| (Declared::Stream(s), "stream"));
             let start = r.span().start;
-            let at = scenario
-                .source
-                .get(start..)
-                .unwrap_or_default()
-                .lines()
-                .scan(start, |offset, l| {
-                    let here = *offset;
-                    *offset += l.len() + 1;
-                    Some((here, l))
-                })
-                .enumerate()
-                .take_while(|(k, (_, l))| *k == 0 || !l.trim_start().starts_with('['))
-                .find(|(_, (_, l))| l.trim_start().starts_with("status"))
-                .map_or(start, |(_, (here, _))| here);
-            Some((i + 1, status, at))
+            [status, stream]
+                .into_iter()
+                .flatten()
+                .map(move |(want, key)| (i + 1, want, key_offset(&scenario.source, start, key)))
         })
         .collect();
-    if (declared.is_empty() && statuses.is_empty()) || !scenario.runs_as_written() {
+    if (declared.is_empty() && answers.is_empty()) || !scenario.runs_as_written() {
         return None;
     }
     let outcomes = outcomes?;
@@ -92,7 +88,7 @@ pub fn ends_as_declared(
             message,
         });
     }
-    for (n, want, at) in statuses {
+    for (n, want, at) in answers {
         let answer = trace.iter().enumerate().find_map(|(i, e)| match &e.obs {
             Observation::ProbeResponse {
                 n: m,
@@ -101,19 +97,34 @@ pub fn ends_as_declared(
             } if *m as usize == n => Some((i, *status, summary)),
             _ => None,
         });
-        let (event, message) = match answer {
-            Some((_, got, _)) if got == want => continue,
-            Some((i, got, summary)) => (
+        let (event, message) = match (answer, &want) {
+            (Some((_, got, _)), Declared::Status(w)) if got == *w => continue,
+            (Some((_, _, got)), Declared::Stream(w)) if got == w => continue,
+            (Some((i, got, summary)), Declared::Status(w)) => (
                 Some(i),
                 format!(
-                    "probe request {n} was answered {got} ({summary}); {path}:{} declares status {want} ([[requests]] status)",
+                    "probe request {n} was answered {got} ({summary}); {path}:{} declares status {w} ([[requests]] status)",
                     line(at)
                 ),
             ),
-            None => (
+            (Some((i, got, summary)), Declared::Stream(w)) => (
+                Some(i),
+                format!(
+                    "probe request {n} was answered {got} with {summary:?}; {path}:{} declares the stream {w:?} ([[requests]] stream)",
+                    line(at)
+                ),
+            ),
+            (None, Declared::Status(w)) => (
                 None,
                 format!(
-                    "probe request {n} was never answered; {path}:{} declares status {want} ([[requests]] status)",
+                    "probe request {n} was never answered; {path}:{} declares status {w} ([[requests]] status)",
+                    line(at)
+                ),
+            ),
+            (None, Declared::Stream(w)) => (
+                None,
+                format!(
+                    "probe request {n} was never answered; {path}:{} declares the stream {w:?} ([[requests]] stream)",
                     line(at)
                 ),
             ),
@@ -125,4 +136,32 @@ pub fn ends_as_declared(
         });
     }
     Some(out)
+}
+
+/// What a probe request's `[[requests]]` entry declares of its answer.
+enum Declared {
+    Status(u16),
+    Stream(String),
+}
+
+/// Where `key` is written in the `[[requests]]` entry that starts at `start`, to name that
+/// line: in the lines from its header to the next header (the header's offset if not found).
+fn key_offset(source: &str, start: usize, key: &str) -> usize {
+    source
+        .get(start..)
+        .unwrap_or_default()
+        .lines()
+        .scan(start, |offset, l| {
+            let here = *offset;
+            *offset += l.len() + 1;
+            Some((here, l))
+        })
+        .enumerate()
+        .take_while(|(k, (_, l))| *k == 0 || !l.trim_start().starts_with('['))
+        .find(|(_, (_, l))| {
+            l.trim_start()
+                .strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .map_or(start, |(_, (here, _))| here)
 }

@@ -346,6 +346,41 @@ fn pending_denied_at_start_fails_when_the_client_skips_its_startup_check() {
     assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
 }
 
+/// A probe request whose stream has another shape than the scenario declares fails
+/// `ends-as-declared`, naming the request, what it streamed and the line of the declaration:
+/// a server that left out the `[DONE]` after a foreground run's in-band error, say.
+#[test]
+fn ends_as_declared_fails_when_a_probe_streams_another_shape() {
+    let path = repo().join("scenarios/letta/server_agents_endpoints.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let declared = r#"stream = "ping,stop_reason:error,event:error:error_message,[DONE] (eof)""#;
+    assert!(text.contains(declared));
+    let text = text.replacen(
+        declared,
+        r#"stream = "ping,stop_reason:error,event:error:error_message (eof)""#,
+        1,
+    );
+    let line = text[..text.find("error_message (eof)").unwrap()]
+        .matches('\n')
+        .count()
+        + 1;
+    let s = Scenario::parse(&text, &path).unwrap();
+    let r = run(&s, 1, 1);
+    let v = violations(&r, ENDS_AS_DECLARED);
+    assert_eq!(v.len(), 1, "{}", r.render());
+    assert_eq!(
+        v[0].message,
+        format!(
+            "probe request 5 was answered 200 with \"ping,stop_reason:error,event:error:error_message,[DONE] (eof)\"; \
+             {}:{line} declares the stream \"ping,stop_reason:error,event:error:error_message (eof)\" ([[requests]] stream)",
+            path.display()
+        ),
+        "{}",
+        r.render()
+    );
+    assert!(v[0].event.is_some(), "{}", r.render());
+}
+
 /// A probe request answered with another status than the scenario declares fails
 /// `ends-as-declared`, naming the request and the line of its declaration.
 #[test]

@@ -295,6 +295,11 @@ pub struct ProbeRequest {
     /// `ends-as-declared` holds such a run to it (docs/scenario.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
+    /// The shape of the SSE answer when the scenario runs as written, as the trace's
+    /// `probe_response` summary prints it (`ping,stop_reason:end_turn,usage_statistics,[DONE]
+    /// (eof)`): `ends-as-declared` holds such a run to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<String>,
 }
 
 impl ProbeRequest {
