@@ -6,7 +6,8 @@ use std::path::Path;
 
 use crate::common::{load, scenario_path, violations};
 use loopsim::harness::invariants::{
-    DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, OTIDS_FRESH, STREAM_STAYS_IN_CONVERSATION,
+    DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, OTIDS_FRESH, PENDING_DENIED_AT_START,
+    STREAM_STAYS_IN_CONVERSATION,
 };
 use loopsim::harness::report::{RunReport, Verdict};
 use loopsim::harness::run::run_scenario;
@@ -252,6 +253,38 @@ fn local_turns_interleave_on_a_resume_and_the_next_model_call_is_refused() {
             r.render()
         );
     }
+}
+
+/// The same finding leaves a restarted client blind to a pending call: the resumed turn wrote
+/// its answer after turn 1's tool call, the resume data reads the last message, and the first
+/// send after the restart decides nothing. A guided sweep met it (`compaction_summariser_5xx`
+/// seed 913000960); the local scenarios expect `pending-denied-at-start` where the trace shows
+/// the interleaving.
+#[test]
+fn an_interleaved_turn_hides_a_pending_call_from_the_restarted_client() {
+    let s = crate::common::with_plan(
+        load(scenario_path("compaction_summariser_5xx.toml")),
+        &[
+            r#"{ kind = "server_stream", response = 1, frame = 1, action = "close" }"#,
+            r#"{ kind = "client_crash", turn = 1, at = "after_chunk", after_chunk = 4 }"#,
+        ],
+    );
+    let r = crate::common::run(&s, 913000960, 1);
+    assert_eq!(r.verdict, Verdict::Pass, "{}", r.render());
+    let expected: Vec<_> = r
+        .expected
+        .iter()
+        .map(|(id, finding, failed)| (*id, finding.as_str(), *failed))
+        .collect();
+    assert_eq!(
+        expected,
+        [
+            (HISTORY_VALID, "local-turns-interleave", true),
+            (PENDING_DENIED_AT_START, "local-turns-interleave", true),
+        ],
+        "{}",
+        r.render()
+    );
 }
 
 /// The same finding met by swarm seeds of `server_local_settle`: XFAIL where the trace shows
