@@ -177,7 +177,7 @@ fn run_child(
     capture_stderr: bool,
     record: &mut dyn FnMut(usize, SeedResult),
 ) -> Result<Ended, InputError> {
-    let mut cmd = Command::new(std::env::current_exe().map_err(|e| spawn_error(a, e))?);
+    let mut cmd = Command::new(worker_exe().map_err(|e| spawn_error(a, e))?);
     cmd.arg("explore").args(&a.scenarios);
     cmd.arg("--seeds")
         .arg(format!("{}..{}", options.seeds.start, options.seeds.end));
@@ -276,6 +276,18 @@ fn run_child(
             stderr,
         })
     }
+}
+
+/// The program a worker runs: this process's own image. On Linux that is `/proc/self/exe`,
+/// which names the running file even after a rebuild replaced the path, so every worker of a
+/// sweep runs the parent's build (a worker started from the new file would mix two builds'
+/// results in one report); elsewhere the path it was started from.
+fn worker_exe() -> std::io::Result<std::path::PathBuf> {
+    let own = std::path::Path::new("/proc/self/exe");
+    if cfg!(target_os = "linux") && own.exists() {
+        return Ok(own.to_path_buf());
+    }
+    std::env::current_exe()
 }
 
 fn spawn_error(a: &Child, e: std::io::Error) -> InputError {
