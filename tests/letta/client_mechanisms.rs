@@ -176,10 +176,11 @@ fn approval_pending_409_interactive_denies_stale_and_resends_with_a_fresh_otid()
     );
 }
 
-#[test]
-fn approval_pending_409_headless_resolves_with_a_denial_only_request_then_resends_the_same_otid() {
-    // Reference B.5.3: the denial-only request, then the original message with the SAME otid.
-    let mut s = with_mode(scenario("client_approval_pending"), "headless");
+/// `s` headless, with the model's answers for a headless approval-pending recovery: the
+/// denial-only request runs the model first (an end_turn), then the resent message gets the
+/// Bash call and its result the final answer.
+fn headless_denial_first(s: Scenario) -> Scenario {
+    let mut s = with_mode(s, "headless");
     s.provider.responses = [
         "anthropic_text_end_turn",
         "client_anthropic_bash_tool",
@@ -188,6 +189,13 @@ fn approval_pending_409_headless_resolves_with_a_denial_only_request_then_resend
     .iter()
     .map(|c| Spanned::new(0..0, format!("../../cassettes/provider/{c}.jsonl")))
     .collect();
+    s
+}
+
+#[test]
+fn approval_pending_409_headless_resolves_with_a_denial_only_request_then_resends_the_same_otid() {
+    // Reference B.5.3: the denial-only request, then the original message with the SAME otid.
+    let s = headless_denial_first(scenario("client_approval_pending"));
     for profile in ["reference", "letta-code"] {
         let r = pass(&with_profile(s.clone(), profile), 1);
         let mut want = vec![
@@ -212,15 +220,7 @@ fn in_band_approval_conflict_in_headless_mode_is_a_dead_end_in_the_published_cli
     // captures/letta_e2e flow d3: the published CLI does not recover from the in-band conflict
     // and the stale call stays pending; the reference resolves it and resends with fresh otids
     // (the conflicted request had started a run under its otids).
-    let mut s = with_mode(scenario("client_approval_pending_in_band"), "headless");
-    s.provider.responses = [
-        "anthropic_text_end_turn",
-        "client_anthropic_bash_tool",
-        "anthropic_text_end_turn",
-    ]
-    .iter()
-    .map(|c| Spanned::new(0..0, format!("../../cassettes/provider/{c}.jsonl")))
-    .collect();
+    let s = headless_denial_first(scenario("client_approval_pending_in_band"));
     // The turn ends on the conflict with the call pending: `approval-conflict-recovered` fails
     // (docs/findings.md#in-band-approval-conflict-is-a-dead-end-headless), and nothing else.
     let published = run(&with_profile(s.clone(), "letta-code"), 1, 2);
@@ -260,15 +260,7 @@ fn in_band_approval_conflict_in_headless_mode_is_a_dead_end_in_the_published_cli
 /// seed 692911933, `recovery-completes`.
 #[test]
 fn an_in_band_conflict_whose_error_frame_was_cut_off_is_read_from_the_run() {
-    let mut s = with_mode(scenario("client_approval_pending_in_band"), "headless");
-    s.provider.responses = [
-        "anthropic_text_end_turn",
-        "client_anthropic_bash_tool",
-        "anthropic_text_end_turn",
-    ]
-    .iter()
-    .map(|c| Spanned::new(0..0, format!("../../cassettes/provider/{c}.jsonl")))
-    .collect();
+    let s = headless_denial_first(scenario("client_approval_pending_in_band"));
     let whole = pass(&s, 1);
     let cut = pass(
         &with_plan(
@@ -277,18 +269,10 @@ fn an_in_band_conflict_whose_error_frame_was_cut_off_is_read_from_the_run() {
         ),
         1,
     );
-    assert_eq!(
-        count(&cut, "client_drained stop_reason=error approvals=[]"),
-        1,
-        "{}",
-        cut.trace_text
-    );
-    assert_eq!(
-        count(&cut, "kind=approval_pending"),
-        1,
-        "{}",
-        cut.trace_text
-    );
+    // The drain saw the stop reason alone, and the recovery ran once.
+    let drained = count(&cut, "client_drained stop_reason=error approvals=[]");
+    let recovered = count(&cut, "kind=approval_pending");
+    assert_eq!((drained, recovered), (1, 1), "{}", cut.trace_text);
     assert_eq!(outcomes(&cut), ["stopped: end_turn"]);
     assert!(cut.pending.is_empty(), "{}", cut.render());
     assert_eq!(steps(&cut), steps(&whole));
