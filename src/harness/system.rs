@@ -58,7 +58,7 @@ impl System {
     ) -> Vec<(&'static str, Vec<Violation>)> {
         match self {
             System::Letta => letta::run::invariants(scenario, trace),
-            System::Kimi => kimi::run::invariants(trace),
+            System::Kimi => kimi::run::invariants(scenario, trace),
         }
     }
 

@@ -9,8 +9,8 @@ use crate::common::{load, repo, scenarios_in, violations, with_faults};
 use loopsim::harness::explore::{baseline, plan_of, with_swarm};
 use loopsim::harness::faults::When;
 use loopsim::harness::invariants::{
-    BUDGET_RESPECTED, DETERMINISTIC, ENDS_AS_DECLARED, HISTORY_VALID, LOCK_SAFETY, LOOP_ENVELOPE,
-    RECOVERY_COMPLETES,
+    BUDGET_RESPECTED, CLIENT_FAULTS_FIRE, DETERMINISTIC, ENDS_AS_DECLARED, HISTORY_VALID,
+    LOCK_SAFETY, LOOP_ENVELOPE, RECOVERY_COMPLETES,
 };
 use loopsim::harness::report::{RunReport, Verdict, exit};
 use loopsim::harness::run::run_scenario;
@@ -48,6 +48,7 @@ fn every_agent_loop_scenario_passes_and_checks_both_oracles() {
                 LOOP_ENVELOPE,
                 LOCK_SAFETY,
                 BUDGET_RESPECTED,
+                CLIENT_FAULTS_FIRE,
                 HISTORY_VALID,
                 ENDS_AS_DECLARED,
                 RECOVERY_COMPLETES,

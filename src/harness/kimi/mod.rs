@@ -3,6 +3,7 @@
 
 pub mod budget;
 pub mod coverage;
+pub mod faults_fire;
 pub mod invariants;
 pub mod recovery_completes;
 pub mod run;

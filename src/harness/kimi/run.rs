@@ -1,10 +1,13 @@
 //! What an agent-loop run adds to the harness's run flow: its world run, its invariants
-//! (`loop-envelope`, `lock-safety`, `budget-respected`, `history-valid`) and its liveness diagnosis.
+//! (`loop-envelope`, `lock-safety`, `budget-respected`, `client-faults-fire`, `history-valid`)
+//! and its liveness diagnosis.
 
 use crate::harness::invariants::{
-    BUDGET_RESPECTED, HISTORY_VALID, LOCK_SAFETY, LOOP_ENVELOPE, Violation, history_valid_except,
+    BUDGET_RESPECTED, CLIENT_FAULTS_FIRE, HISTORY_VALID, LOCK_SAFETY, LOOP_ENVELOPE, Violation,
+    history_valid_except,
 };
 use crate::harness::kimi::budget::is_request_structure_rejection;
+use crate::harness::kimi::faults_fire::listener_faults_fire;
 use crate::harness::kimi::invariants::{budget_respected, lock_safety, loop_envelope};
 use crate::harness::kimi::world::run_once;
 use crate::harness::scenario::{InputError, Scenario};
@@ -29,11 +32,22 @@ pub fn run_world(scenario: &Scenario, seed: u64) -> Result<WorldRun, InputError>
 }
 
 /// The invariants of an agent-loop run, in report order.
-pub fn invariants(trace: &[TraceEvent]) -> Vec<(&'static str, Vec<Violation>)> {
+pub fn invariants(
+    scenario: &Scenario,
+    trace: &[TraceEvent],
+) -> Vec<(&'static str, Vec<Violation>)> {
     vec![
         (LOOP_ENVELOPE, loop_envelope(trace)),
         (LOCK_SAFETY, lock_safety(trace)),
         (BUDGET_RESPECTED, budget_respected(trace)),
+        (
+            CLIENT_FAULTS_FIRE,
+            listener_faults_fire(
+                &crate::harness::world::plan(scenario),
+                scenario.limits.heal_at_ms,
+                trace,
+            ),
+        ),
         // A request-structure refusal is the loop's designed path to its strict projection
         // (kimi-loop.md §4.7); `budget-respected` checks that it gets its one resend.
         (
@@ -130,8 +144,12 @@ mod tests {
     /// other.
     #[test]
     fn history_valid_of_the_agent_loop_leaves_out_only_request_structure_refusals() {
+        let scenario = Scenario::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/kimi/max_steps.toml"),
+        )
+        .unwrap();
         let judged = |message: &str| {
-            invariants(&[refusal(message)])
+            invariants(&scenario, &[refusal(message)])
                 .into_iter()
                 .find(|(id, _)| *id == HISTORY_VALID)
                 .map(|(_, v)| v.len())

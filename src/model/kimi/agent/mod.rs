@@ -169,6 +169,9 @@ impl Probe {
 /// The live listener: every loop event into the trace, then (as a fault) a failure.
 struct TraceListener {
     probe: Arc<Probe>,
+    /// The planted `LoopBugs::listener_events_unnamed`: events reach the listener's fault hook
+    /// without their type names.
+    unnamed: bool,
 }
 
 fn name_of<T: serde::Serialize>(value: &T) -> String {
@@ -259,7 +262,8 @@ impl LiveListener for TraceListener {
         if let Some(obs) = observation_of(event) {
             self.probe.observe(obs);
         }
-        match self.probe.faults.listener(event.type_name()) {
+        let type_name = if self.unnamed { "" } else { event.type_name() };
+        match self.probe.faults.listener(type_name) {
             None => Ok(()),
             Some(ListenerFault::Error) => Err(format!("listener failed on {}", event.type_name())),
             Some(ListenerFault::Panic) => std::panic::resume_unwind(Box::new(format!(
@@ -356,6 +360,7 @@ pub async fn run<E: Env>(
         Arc::new(LoopPrng::from_seed(config.seed)),
         Arc::new(TraceListener {
             probe: Arc::clone(&probe),
+            unnamed: config.bugs.listener_events_unnamed,
         }),
     );
     parts.tools = tools::workspace_tools(&config.tools, &runtime);

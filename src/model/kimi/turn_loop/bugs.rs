@@ -32,4 +32,9 @@ pub struct LoopBugs {
     /// an empty conversation, which the API refuses. Caught by the harness invariant
     /// `history-valid` (agent loop).
     pub prompt_appended_after_turn: bool,
+    /// Breaks kimi-loop.md §1 contract 4 (`dispatchEvent` delivers each event with its `type`):
+    /// the events reach the live listener without their type names, so no listener fault the
+    /// harness keys by type ever fires, and a throwing listener changes nothing a turn shows.
+    /// Caught by the harness invariant `client-faults-fire` (agent loop).
+    pub listener_events_unnamed: bool,
 }
