@@ -296,7 +296,7 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::kimi::test_events::{at, begin, ev, messages, turn_start};
+    use crate::harness::kimi::test_events::{at, begin, bundled, ev, messages, turn_start};
 
     /// A 429 answered by a fault with `Retry-After: 2`, then a retry that waited `delay` and
     /// was sent at `sent`.
@@ -504,13 +504,6 @@ mod tests {
             fallback_for(422, "messages: roles must alternate between"),
             Some("strict")
         );
-    }
-
-    fn bundled(name: &str) -> crate::harness::scenario::Scenario {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("scenarios/kimi")
-            .join(name);
-        crate::harness::scenario::Scenario::load(&path).unwrap()
     }
 
     /// recorded_tool_use.toml, seed 1, with its first model call rejected: HTTP `status`

@@ -16,8 +16,8 @@ use crate::model::port::observe::Observation;
 /// Whether `obs` is the trace form of a dispatched event of type `event`, for the types the
 /// trace records one for each (deltas and progress events are not recorded: a fault on them
 /// is not judged).
-fn is_event(event: &str, obs: &Observation) -> Option<bool> {
-    Some(match event {
+fn is_event(event: &str, obs: &Observation) -> bool {
+    match event {
         "step.begin" => matches!(obs, Observation::LoopStepBegin { .. }),
         "step.end" => matches!(obs, Observation::LoopStepEnd { .. }),
         "content.part" => matches!(obs, Observation::LoopContentPart { .. }),
@@ -25,8 +25,8 @@ fn is_event(event: &str, obs: &Observation) -> Option<bool> {
         "tool.result" => matches!(obs, Observation::LoopToolResult { .. }),
         "turn.interrupted" => matches!(obs, Observation::LoopInterrupted { .. }),
         "step.retrying" => matches!(obs, Observation::LoopRetrying { .. }),
-        _ => return None,
-    })
+        _ => false,
+    }
 }
 
 /// `client-faults-fire` (agent loop): each `listener_throws` fault of `plan` that names a
@@ -57,7 +57,7 @@ pub fn listener_faults_fire(
                     due = None;
                 }
                 obs if e.host == "client" && e.t_ms < heal_at_ms => {
-                    if !is_event(event, obs).unwrap_or(false) {
+                    if !is_event(event, obs) {
                         continue;
                     }
                     if let Some((at, n)) = due.take() {
@@ -91,15 +91,9 @@ fn missed(fault: &Fault, event: &str, n: u32, at: usize) -> Violation {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::harness::kimi::test_events::bundled;
     use crate::harness::kimi::world::{run_once, run_once_planted};
     use crate::harness::scenario::Scenario;
-
-    fn bundled(name: &str) -> Scenario {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("scenarios/kimi")
-            .join(name);
-        Scenario::load(&path).unwrap()
-    }
 
     fn check(s: &Scenario, trace: &[TraceEvent]) -> Vec<String> {
         listener_faults_fire(&crate::harness::world::plan(s), s.limits.heal_at_ms, trace)

@@ -144,10 +144,7 @@ mod tests {
     /// other.
     #[test]
     fn history_valid_of_the_agent_loop_leaves_out_only_request_structure_refusals() {
-        let scenario = Scenario::load(
-            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/kimi/max_steps.toml"),
-        )
-        .unwrap();
+        let scenario = crate::harness::kimi::test_events::bundled("max_steps.toml");
         let judged = |message: &str| {
             invariants(&scenario, &[refusal(message)])
                 .into_iter()

@@ -1,5 +1,6 @@
 //! Trace events for the agent-loop invariants' unit tests: one turn (`1`) on the client host,
-//! built the way the loop's observations read in a real trace.
+//! built the way the loop's observations read in a real trace; and the bundled scenarios they
+//! run.
 
 use crate::harness::invariants::Violation;
 use crate::harness::trace::TraceEvent;
@@ -39,4 +40,12 @@ pub fn begin(step: u32) -> TraceEvent {
 /// The violations' messages, in order.
 pub fn messages(v: Vec<Violation>) -> Vec<String> {
     v.into_iter().map(|v| v.message).collect()
+}
+
+/// A bundled agent-loop scenario, `scenarios/kimi/<name>`.
+pub fn bundled(name: &str) -> crate::harness::scenario::Scenario {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios/kimi")
+        .join(name);
+    crate::harness::scenario::Scenario::load(&path).unwrap()
 }
