@@ -1197,3 +1197,41 @@ fn sweep_regressions_torn_arguments_and_an_open_call_without_a_stop_reason() {
         assert_eq!(r.verdict, Verdict::Pass, "{name} {seed}:\n{}", r.render());
     }
 }
+
+/// The TUI's transient retry on the local backend resends `messages: []` (letta-protocol.md
+/// §3.10 step 7): the backend already holds what the failed request carried, and its new turn
+/// settles whatever stayed open (§7.1 step 2). Resending the approval instead makes an approval
+/// turn, which settles nothing: guided seed 31000281 of `compaction_sliding_window` cut the run
+/// that asked for a Read, and the second retry's resent approval left that call open before the
+/// model, which refused the history (history-valid).
+#[test]
+fn a_transient_retry_on_the_local_backend_resends_no_messages() {
+    let s = with_plan(
+        scenario("compaction_sliding_window"),
+        &[r#"{ kind = "provider_stream", call = 1, frame = 8, action = "reset" }"#],
+    );
+    let r = pass(&s, 1);
+    let lines: Vec<&str> = r.trace_text.lines().collect();
+    let retry = lines
+        .iter()
+        .position(|l| l.contains("client_retry kind=post_stream"))
+        .expect("the reset run is retried");
+    let resend = lines[retry..]
+        .iter()
+        .find(|l| l.contains(" client_send "))
+        .expect("the retry sends");
+    assert!(resend.ends_with(r#"items="" otids=[]"#), "{resend}");
+    let s = with_plan(
+        scenario("compaction_sliding_window"),
+        &[
+            r#"{ kind = "latency", at_ms = 329, max_ms = 487 }"#,
+            r#"{ kind = "provider_stream", call = 1, frame = 8, action = "reset" }"#,
+            r#"{ kind = "partition", between = ["client", "server"], on_event = "run_ended", nth = 3, duration_ms = 4835 }"#,
+            r#"{ kind = "interrupt", turn = 1, during = "tools", after_ms = 133 }"#,
+            r#"{ kind = "crash", host = "server", on_event = "client_resume", nth = 1, restart_after_ms = 790 }"#,
+            r#"{ kind = "server_stream", response = 3, frame = 3, action = "cut_inside" }"#,
+        ],
+    );
+    let r = pass(&s, 31000281);
+    assert_eq!(count(&r, "entry.reason=\"Turn did not complete\""), 1, "{}", r.trace_text);
+}

@@ -454,6 +454,7 @@ fn client_config(scenario: &Scenario, seed: u64) -> Result<ClientConfig, InputEr
         tool_ms: c.tool_ms.iter().map(|(k, v)| (k.clone(), *v)).collect(),
         default_tool_ms: c.default_tool_ms,
         backfill: c.backfill,
+        local_backend: scenario.server_profile()? == server::Profile::Local,
         timers: Timers {
             eof_grace_ms: c.eof_grace_ms.unwrap_or(defaults.eof_grace_ms),
             stall_ms: c.stall_ms.unwrap_or(defaults.stall_ms),

@@ -237,6 +237,10 @@ pub struct ClientConfig {
     pub default_tool_ms: u64,
     /// `LETTA_BACKFILL` (on by default): the resume tail is fetched at start-up.
     pub backfill: bool,
+    /// The server is the CLI's local backend (`localModelCatalog`, state persisted locally,
+    /// letta-protocol.md §1): the TUI's post-stream transient retry resends `messages: []`
+    /// and the quota auto-swap, for hosted backends only, is off (§3.10 steps 5 and 7).
+    pub local_backend: bool,
     pub timers: Timers,
     pub interrupts: Vec<InterruptPlan>,
     pub crashes: Vec<CrashPlan>,
@@ -264,6 +268,7 @@ impl ClientConfig {
             tool_ms: IndexMap::new(),
             default_tool_ms: 10,
             backfill: true,
+            local_backend: false,
             timers: Timers::default(),
             interrupts: Vec::new(),
             crashes: Vec::new(),

@@ -82,10 +82,12 @@ impl<B: Backend> Client<B> {
             error_line: Some(line.clone()),
             payload_had_approval: policy::has_approval(input),
             retriable,
-            hosted: true,
+            hosted: !self.config.local_backend,
             auto_swap_enabled: true,
             on_letta_auto: self.override_model.as_deref() == Some(policy::LETTA_AUTO_MODEL),
-            local_persisted_state: false,
+            // The local backend keeps its state in the CLI's own store, never in a remote
+            // memory filesystem (`localModelCatalog && !remoteMemfs`, letta-protocol.md §1).
+            local_persisted_state: self.config.local_backend,
         };
         let faithful = self.config.profile == Profile::LettaCode;
         match policy::post_stream_action(&ps, budgets) {
@@ -147,13 +149,23 @@ impl<B: Backend> Client<B> {
                 None
             }
             PostStreamAction::TransientRetry {
-                delay_ms, attempt, ..
+                delay_ms,
+                attempt,
+                empty_messages,
             } => {
                 self.retry_event("post_stream", attempt, delay_ms, &line);
                 if !self.wait(delay_ms, false).await {
                     return Some(self.interrupted_outcome());
                 }
-                *input = self.refresh(input);
+                // A local backend already holds what the failed request carried, so the
+                // retry sends nothing new; the backend's new turn settles what stayed open
+                // (letta-protocol.md §3.10 step 7, §7.1). A resent approval would not: it is
+                // an approval turn, which settles nothing.
+                *input = if empty_messages {
+                    Vec::new()
+                } else {
+                    self.refresh(input)
+                };
                 // "new run starts from seq_id 1" (§4.5).
                 *threshold = None;
                 None
