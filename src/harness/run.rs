@@ -146,7 +146,8 @@ fn repeat_runs(
 }
 
 /// Correctness when an invariant failed that was not expected to (or one expected to fail
-/// held), else liveness when a turn did not terminate, else a pass.
+/// held), else liveness when a turn did not terminate and no known finding explains it, else a
+/// pass.
 fn verdict(report: &RunReport, unexpected_pass: bool, liveness: Option<String>) -> Verdict {
     let is_expected = |id: &str| report.expected.iter().any(|(x, _, _)| *x == id);
     if unexpected_pass
@@ -156,7 +157,7 @@ fn verdict(report: &RunReport, unexpected_pass: bool, liveness: Option<String>) 
             .any(|(id, v)| *id != TURN_TERMINATES && !v.is_empty() && !is_expected(id))
     {
         Verdict::Correctness
-    } else if let Some(d) = liveness {
+    } else if let Some(d) = liveness.filter(|_| !is_expected(TURN_TERMINATES)) {
         Verdict::Liveness(d)
     } else {
         Verdict::Pass

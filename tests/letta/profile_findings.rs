@@ -6,9 +6,11 @@
 use crate::common::{failed_invariants, load, run, scenario_path, with_plan, with_profile};
 use loopsim::harness::invariants::{
     NO_DOUBLE_EXECUTION, RECOVERY_COMPLETES, STOP_REASON_CONSISTENT, STREAM_GAPLESS,
+    TURN_TERMINATES,
 };
 use loopsim::harness::letta::findings::{
-    LOST_AND_DUPLICATED_FRAMES, RESUME_DROPS_APPROVALS, STALE_DENIAL_DRAIN, THRESHOLD_NOT_RESET,
+    LOST_AND_DUPLICATED_FRAMES, RESUME_DROPS_APPROVALS, SILENT_EMPTY_RETRY, STALE_DENIAL_DRAIN,
+    THRESHOLD_NOT_RESET,
 };
 use loopsim::harness::report::{RunReport, Verdict};
 
@@ -29,12 +31,12 @@ type Case = (
     &'static [(&'static str, &'static str)],
 );
 
-/// Plans a letta-code sweep met (guided, seeds 0..50, and 5,000,000..5,001,000 for the stale
-/// denial's drain), in scenarios whose own `[[expect]]` entries do not name the finding: each
+/// Plans a letta-code sweep met (guided, seeds 0..50, 5,000,000..5,001,000 for the stale
+/// denial's drain, 0..2,000 of the local scenarios for the silent empty retry), in scenarios whose own `[[expect]]` entries do not name the finding: each
 /// violation is the profile finding's, and the reference client passes the same run.
 #[test]
 fn each_profile_finding_is_expected_where_the_published_client_meets_it() {
-    let cases: [Case; 4] = [
+    let cases: [Case; 5] = [
         (
             // The busy retry's new run starts at seq 1; the TUI still holds the first run's 1.
             "server_busy.toml",
@@ -69,6 +71,19 @@ fn each_profile_finding_is_expected_where_the_published_client_meets_it() {
                 r#"{ kind = "approval_pending_on_send", send = 1, tool_call_id = "toolu_stale_1", tool = "Bash", arguments = '{"command": "echo stale", "description": "left pending"}' }"#,
             ],
             &[(RECOVERY_COMPLETES, STALE_DENIAL_DRAIN)],
+        ),
+        (
+            // The summariser's 529 fails the run; the local backend's retry sends
+            // `messages: []`, and its stream stalls before the first chunk. Without an otid the
+            // published stall reconciler waits for the SDK's ten-minute timeout.
+            "compaction_crash.toml",
+            1000,
+            &[
+                r#"{ kind = "crash", host = "server", at_ms = 203, restart_after_ms = 1592 }"#,
+                r#"{ kind = "provider_error", call = 1, status = 529 }"#,
+                r#"{ kind = "server_stream", response = 3, frame = 1, action = "stall" }"#,
+            ],
+            &[(TURN_TERMINATES, SILENT_EMPTY_RETRY)],
         ),
     ];
     for (name, seed, plan, want) in cases {

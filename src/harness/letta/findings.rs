@@ -11,7 +11,7 @@ use crate::model::port::observe::{HistoryEntry, Observation};
 
 use crate::harness::invariants::{
     APPROVAL_CONFLICT_RECOVERED, ARGS_INTACT, HISTORY_VALID, NO_DOUBLE_EXECUTION,
-    RECOVERY_COMPLETES, STOP_REASON_CONSISTENT, STREAM_GAPLESS,
+    RECOVERY_COMPLETES, STOP_REASON_CONSISTENT, STREAM_GAPLESS, TURN_TERMINATES,
 };
 use crate::harness::trace::TraceEvent;
 use crate::model::letta::client::policy::APPROVAL_DRAIN_ENDED;
@@ -43,21 +43,28 @@ pub const IN_BAND_CONFLICT_DEAD_END: &str = "in-band-approval-conflict-is-a-dead
 /// stream is never resumed and its `error` ends the turn (headless.ts, 0.32.18).
 pub const STALE_DENIAL_DRAIN: &str = "stale-denial-drain-is-never-resumed-headless";
 
+/// docs/findings.md#silent-empty-retry-waits-for-the-sdk-timeout: against its local backend the
+/// TUI retries with `messages: []` (letta-protocol.md §3.10 step 7), a request without an otid,
+/// and its stall reconciler ends a read with no run id only when the request carried one
+/// (`canResumeWithoutRunId`), so a retry whose stream stays silent waits for the SDK's timeout.
+pub const SILENT_EMPTY_RETRY: &str = "silent-empty-retry-waits-for-the-sdk-timeout";
+
 /// The findings with a signature (the ones `sometimes = true` may name).
-pub const WITH_SIGNATURE: [&str; 6] = [
+pub const WITH_SIGNATURE: [&str; 7] = [
     LOCAL_TURNS_INTERLEAVE,
     THRESHOLD_NOT_RESET,
     LOST_AND_DUPLICATED_FRAMES,
     RESUME_DROPS_APPROVALS,
     IN_BAND_CONFLICT_DEAD_END,
     STALE_DENIAL_DRAIN,
+    SILENT_EMPTY_RETRY,
 ];
 
 /// The findings a client profile shows wherever its trace has their signature, whatever the
 /// scenario, and the invariants each breaks: a sweep of any scenario with that profile
 /// (`--client-profile letta-code`) expects them on the seeds that show them, as a scenario's
 /// `sometimes = true` entry would, and fails on every other violation.
-pub const OF_PROFILE: [(&str, &str, &[&str]); 5] = [
+pub const OF_PROFILE: [(&str, &str, &[&str]); 6] = [
     ("letta-code", THRESHOLD_NOT_RESET, &[STREAM_GAPLESS]),
     (
         "letta-code",
@@ -84,6 +91,7 @@ pub const OF_PROFILE: [(&str, &str, &[&str]); 5] = [
         &[APPROVAL_CONFLICT_RECOVERED, RECOVERY_COMPLETES],
     ),
     ("letta-code", STALE_DENIAL_DRAIN, &[RECOVERY_COMPLETES]),
+    ("letta-code", SILENT_EMPTY_RETRY, &[TURN_TERMINATES]),
 ];
 
 /// Whether the trace shows the finding's signature (false for a finding without one).
@@ -95,6 +103,7 @@ pub fn shows(finding: &str, events: &[TraceEvent]) -> bool {
         RESUME_DROPS_APPROVALS => resume_dropped_approvals(events),
         IN_BAND_CONFLICT_DEAD_END => headless_send_refused_in_band(events),
         STALE_DENIAL_DRAIN => turn_ended_by_a_denial_drain(events),
+        SILENT_EMPTY_RETRY => still_reading_a_send_without_otids(events),
         _ => false,
     }
 }
@@ -220,6 +229,23 @@ fn turn_ended_by_a_denial_drain(events: &[TraceEvent]) -> bool {
         }
         _ => false,
     })
+}
+
+/// The client's last send carried no otid (a `messages: []` retry), and the trace ends with the
+/// client still reading its answer: no chunk came, and the turn did not end.
+fn still_reading_a_send_without_otids(events: &[TraceEvent]) -> bool {
+    let mut reading_without_otid = false;
+    for e in events.iter().filter(|e| e.host == "client") {
+        match &e.obs {
+            Observation::ClientSend { otids, .. } => reading_without_otid = otids.is_empty(),
+            Observation::ClientChunk { .. }
+            | Observation::ClientDrained { .. }
+            | Observation::TurnEnd { .. }
+            | Observation::ClientStarted { .. } => reading_without_otid = false,
+            _ => {}
+        }
+    }
+    reading_without_otid
 }
 
 /// Two runs of one conversation were open at once, and the transcript got an assistant
