@@ -1233,5 +1233,10 @@ fn a_transient_retry_on_the_local_backend_resends_no_messages() {
         ],
     );
     let r = pass(&s, 31000281);
-    assert_eq!(count(&r, "entry.reason=\"Turn did not complete\""), 1, "{}", r.trace_text);
+    assert_eq!(
+        count(&r, "entry.reason=\"Turn did not complete\""),
+        1,
+        "{}",
+        r.trace_text
+    );
 }

@@ -375,8 +375,20 @@ fn overlapping_compactions_of_the_same_messages_replace_a_summary_and_lose_nothi
     };
     let t = |l: &str| -> u64 { l.split_whitespace().next().unwrap().parse().unwrap() };
     // Two runs compacted, and the second had started before the first compaction ended.
-    let second_run = lines[1].split(" run_id=").nth(1).unwrap().split(' ').next().unwrap();
-    let first_run = lines[0].split(" run_id=").nth(1).unwrap().split(' ').next().unwrap();
+    let second_run = lines[1]
+        .split(" run_id=")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap();
+    let first_run = lines[0]
+        .split(" run_id=")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap();
     assert_ne!(first_run, second_run);
     let second_started = lines_with(&r, &format!(" run_started run_id={second_run} "));
     assert!(t(second_started[0]) < t(lines[0]), "{}", r.trace_text);
@@ -385,7 +397,11 @@ fn overlapping_compactions_of_the_same_messages_replace_a_summary_and_lose_nothi
         .into_iter()
         .find(|k| k.starts_with("summary:"))
         .expect("the first compaction kept a summary");
-    assert!(field(lines[1], "removed").contains(&summary), "{}", r.trace_text);
+    assert!(
+        field(lines[1], "removed").contains(&summary),
+        "{}",
+        r.trace_text
+    );
     let summarised_again = field(lines[1], "summarized");
     for m in field(lines[0], "summarized") {
         assert!(summarised_again.contains(&m), "{m} lost:\n{}", r.trace_text);
@@ -536,4 +552,3 @@ fn a_context_window_of_zero_is_no_window() {
         assert_eq!(a.trace_text, b.trace_text, "{name}");
     }
 }
-

@@ -165,6 +165,28 @@ fn a11_removes_incomplete_tools_from_terminal_llm_api_error_streams() {
     assert!(!d.transcript.interrupted);
 }
 
+/// A stream that ends on `llm_api_error` without an exception drops its incomplete tool lines
+/// too (letta-protocol.md §4.2 "Cleanup by stop reason"), not only the thrown case above.
+#[test]
+fn a_clean_llm_api_error_end_removes_incomplete_tool_lines() {
+    let d = quick(
+        vec![
+            (
+                0,
+                c(
+                    r#"{"id":"m","message_type":"approval_request_message","tool_call":{"name":"exec_command","arguments":"{}","tool_call_id":"tc-failed-run"}}"#,
+                ),
+            ),
+            (0, c(STOP_LLM)),
+        ],
+        ScriptEnd::Eof,
+        DrainOptions::default(),
+    );
+    assert_eq!(d.result.stop_reason, StopReason::LlmApiError);
+    assert!(d.result.thrown.is_none());
+    assert!(d.transcript.tools.is_empty(), "{:?}", d.transcript.tools);
+}
+
 #[test]
 fn a11_coerces_end_turn_with_pending_approvals_into_requires_approval() {
     let d = quick(
