@@ -552,3 +552,34 @@ fn a_context_window_of_zero_is_no_window() {
         assert_eq!(a.trace_text, b.trace_text, "{name}");
     }
 }
+
+/// Guided seed 85 of `compaction_reported_usage`: turn 1 is interrupted after its answer, and
+/// its post-turn compaction (whose summariser call takes no abort signal) applies while turn
+/// 2's preflight compaction is summarising. The first swap evicts the message the second plan
+/// keeps first; the second swap then keeps what its plan kept, as the CLI does, and drops the
+/// first summary, which stood only for messages it summarises or keeps. Cutting the current
+/// list at the plan's snapshot length had dropped turn 2's own user messages (compaction-safe).
+#[test]
+fn a_swap_whose_first_kept_message_another_compaction_evicted_keeps_its_plan() {
+    let plan = [
+        r#"{ kind = "server_stream", response = 2, frame = 2, action = "drop" }"#,
+        r#"{ kind = "interrupt", turn = 1, during = "stream", after_chunk = 4 }"#,
+        r#"{ kind = "interrupt", turn = 1, during = "stream", after_chunk = 7 }"#,
+    ];
+    let s = with_plan(load(scenario_path("compaction_reported_usage.toml")), &plan);
+    let r = run(&s, 85, 1);
+    assert_eq!(r.verdict, Verdict::Pass, "{}", r.render());
+    let lines = lines_with(&r, " compaction conversation_id=");
+    assert_eq!(lines.len(), 2, "{}", r.trace_text);
+    let second = lines[1];
+    assert!(
+        second.contains(r#"removed=["summary:ui-msg-14"]"#),
+        "{second}"
+    );
+    assert!(
+        second.contains(
+            r#"kept=["summary:ui-msg-15","assistant:ui-msg-5","user:ui-msg-12","user:ui-msg-13"]"#
+        ),
+        "{second}"
+    );
+}

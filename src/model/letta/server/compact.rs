@@ -302,12 +302,14 @@ fn apply<E: Env>(
             },
         },
     );
+    let summarized_ids: Vec<usize> = summarized_ids(&outcome, msgs);
     st.summaries.insert(
         summary_id.clone(),
         SummaryRecord {
             summary: outcome.summary.clone(),
             stats: outcome.stats.to_json(),
             mode: outcome.mode.as_str().to_string(),
+            stands_for: summarized_ids.iter().map(|&i| msgs[i].id.clone()).collect(),
         },
     );
     let current = st.conversations[conv_id].messages.clone();
@@ -320,27 +322,52 @@ fn apply<E: Env>(
         })
         .cloned()
         .collect();
-    // Keep from the first kept message; with nothing kept, from what came after the snapshot.
-    let from = match outcome.kept.first() {
-        Some(&i) => current.iter().position(|id| *id == msgs[i].id),
-        None => None,
-    }
-    .unwrap_or(snapshot.len().min(current.len()));
-    let from = planted_cut(config, st, &current, from);
     let mut next = system;
     next.push(summary_id.clone());
-    next.extend(current[from..].iter().cloned());
+    let first_kept = outcome.kept.first().map(|&i| &msgs[i].id);
+    match first_kept.map(|id| current.iter().position(|c| c == id)) {
+        // Another compaction applied while the summariser ran and evicted the plan's first
+        // kept message: keep what the plan kept, as the CLI does (it writes `[summary,
+        // ...kept]`), then what was written since the plan, less a summary that stands only
+        // for messages this one summarises or keeps. Cutting the current list instead would
+        // drop the kept messages the other compaction's summary did not stand for.
+        Some(None) => {
+            let accounted: Vec<&String> = summarized_ids
+                .iter()
+                .chain(&outcome.kept)
+                .map(|&i| &msgs[i].id)
+                .collect();
+            next.extend(outcome.kept.iter().map(|&i| msgs[i].id.clone()));
+            next.extend(
+                current
+                    .iter()
+                    .filter(|id| {
+                        !snapshot.contains(id)
+                            && !next.contains(id)
+                            && !st.summaries.get(*id).is_some_and(|s| {
+                                s.stands_for.iter().all(|t| accounted.contains(&t))
+                            })
+                    })
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            );
+        }
+        // Keep from the first kept message; with nothing kept, from what came after the
+        // snapshot.
+        found => {
+            let from = found.flatten().unwrap_or(snapshot.len().min(current.len()));
+            let from = planted_cut(config, st, &current, from);
+            next.extend(current[from..].iter().cloned());
+        }
+    }
     let messages_before = current.len();
-    let removed: Vec<String> = current[..from]
+    let removed: Vec<String> = current
         .iter()
         .filter(|id| !next.contains(id))
         .filter_map(|id| st.messages.get(id).and_then(|m| to_ctx(st, m)))
         .map(|m| describe(&m))
         .collect();
-    let summarized: Vec<String> = summarized_ids(&outcome, msgs)
-        .iter()
-        .map(|&i| describe(&msgs[i]))
-        .collect();
+    let summarized: Vec<String> = summarized_ids.iter().map(|&i| describe(&msgs[i])).collect();
     let conv = st.conversations.get_mut(conv_id).expect("known");
     conv.messages = next;
     let messages_after = conv.messages.len();

@@ -220,6 +220,8 @@ pub struct SummaryRecord {
     pub summary: String,
     pub stats: Value,
     pub mode: String,
+    /// The ids of the messages the summary stands for (the summariser was shown them).
+    pub stands_for: Vec<String>,
 }
 
 impl Store {
