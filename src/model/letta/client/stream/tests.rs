@@ -117,6 +117,8 @@ fn quick(events: Vec<(u64, SdkEvent)>, end: ScriptEnd, opts: DrainOptions) -> Dr
 const STOP_LLM: &str = r#"{"message_type":"stop_reason","stop_reason":"llm_api_error"}"#;
 const STOP_END: &str = r#"{"message_type":"stop_reason","stop_reason":"end_turn"}"#;
 const STOP_RA: &str = r#"{"message_type":"stop_reason","stop_reason":"requires_approval"}"#;
+/// An approval request of a run that then fails.
+const FAILED_RUN_CALL: &str = r#"{"id":"m","message_type":"approval_request_message","tool_call":{"name":"exec_command","arguments":"{}","tool_call_id":"tc-failed-run"}}"#;
 const USAGE: &str = r#"{"message_type":"usage_statistics","prompt_tokens":100,"completion_tokens":10,"total_tokens":110,"step_count":1}"#;
 
 // ---- A.1.1 -----------------------------------------------------------------------------------
@@ -140,12 +142,7 @@ fn a11_preserves_llm_api_error_when_stream_throws_after_stop_reason() {
 fn a11_removes_incomplete_tools_from_terminal_llm_api_error_streams() {
     let d = quick(
         vec![
-            (
-                0,
-                c(
-                    r#"{"id":"m","message_type":"approval_request_message","tool_call":{"name":"exec_command","arguments":"{}","tool_call_id":"tc-failed-run"}}"#,
-                ),
-            ),
+            (0, c(FAILED_RUN_CALL)),
             (0, c(STOP_LLM)),
             (0, throw("boom")),
         ],
@@ -170,15 +167,7 @@ fn a11_removes_incomplete_tools_from_terminal_llm_api_error_streams() {
 #[test]
 fn a_clean_llm_api_error_end_removes_incomplete_tool_lines() {
     let d = quick(
-        vec![
-            (
-                0,
-                c(
-                    r#"{"id":"m","message_type":"approval_request_message","tool_call":{"name":"exec_command","arguments":"{}","tool_call_id":"tc-failed-run"}}"#,
-                ),
-            ),
-            (0, c(STOP_LLM)),
-        ],
+        vec![(0, c(FAILED_RUN_CALL)), (0, c(STOP_LLM))],
         ScriptEnd::Eof,
         DrainOptions::default(),
     );
