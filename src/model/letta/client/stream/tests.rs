@@ -257,6 +257,38 @@ fn a11_stream_error_cancels_in_progress_tool_calls_by_default() {
     assert!(d.transcript.interrupted);
 }
 
+/// The UI buffer's assistant lines: one per message id, its deltas joined in order
+/// (letta-protocol.md §4.2 accumulation).
+#[test]
+fn assistant_deltas_accumulate_into_one_line_per_message() {
+    let d = quick(
+        vec![
+            (
+                0,
+                c(r#"{"id":"a1","message_type":"assistant_message","content":"Hel"}"#),
+            ),
+            (
+                0,
+                c(r#"{"id":"a1","message_type":"assistant_message","content":"lo"}"#),
+            ),
+            (
+                0,
+                c(r#"{"id":"a2","message_type":"assistant_message","content":"Bye"}"#),
+            ),
+            (0, c(STOP_END)),
+        ],
+        ScriptEnd::Eof,
+        DrainOptions::default(),
+    );
+    let lines: Vec<(&str, &str)> = d
+        .transcript
+        .assistant
+        .iter()
+        .map(|(id, text)| (id.as_str(), text.as_str()))
+        .collect();
+    assert_eq!(lines, [("a1", "Hello"), ("a2", "Bye")]);
+}
+
 /// A read the client ends itself, on a seq gap (the reference's own check) or after its
 /// silence bound (the SDK's request timeout, which throws in the published client), is a stream
 /// error as a thrown one is (§4.2): without skipCancelToolsOnError its open tool lines are
