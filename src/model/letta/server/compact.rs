@@ -302,14 +302,15 @@ fn apply<E: Env>(
             },
         },
     );
-    let summarized_ids: Vec<usize> = summarized_ids(&outcome, msgs);
+    // Indexes into `msgs` of the messages the summariser was shown.
+    let shown: Vec<usize> = summarized_ids(&outcome, msgs);
     st.summaries.insert(
         summary_id.clone(),
         SummaryRecord {
             summary: outcome.summary.clone(),
             stats: outcome.stats.to_json(),
             mode: outcome.mode.as_str().to_string(),
-            stands_for: summarized_ids.iter().map(|&i| msgs[i].id.clone()).collect(),
+            stands_for: shown.iter().map(|&i| msgs[i].id.clone()).collect(),
         },
     );
     let current = st.conversations[conv_id].messages.clone();
@@ -332,7 +333,7 @@ fn apply<E: Env>(
         // for messages this one summarises or keeps. Cutting the current list instead would
         // drop the kept messages the other compaction's summary did not stand for.
         Some(None) => {
-            let accounted: Vec<&String> = summarized_ids
+            let accounted: Vec<&String> = shown
                 .iter()
                 .chain(&outcome.kept)
                 .map(|&i| &msgs[i].id)
@@ -367,7 +368,7 @@ fn apply<E: Env>(
         .filter_map(|id| st.messages.get(id).and_then(|m| to_ctx(st, m)))
         .map(|m| describe(&m))
         .collect();
-    let summarized: Vec<String> = summarized_ids.iter().map(|&i| describe(&msgs[i])).collect();
+    let summarized: Vec<String> = shown.iter().map(|&i| describe(&msgs[i])).collect();
     let conv = st.conversations.get_mut(conv_id).expect("known");
     conv.messages = next;
     let messages_after = conv.messages.len();
