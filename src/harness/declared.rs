@@ -10,7 +10,8 @@ use crate::model::port::observe::Observation;
 
 /// `ends-as-declared`: a run of the scenario as written (its own faults and cassettes, no plan)
 /// ends each turn as its `[scenario] outcomes` say, and the server answers each probe request
-/// with its `[[requests]] status` and, for a stream, the shape its `stream` gives, on every
+/// with its `[[requests]] status` and, where declared, the stream shape its `stream` gives or
+/// the JSON answer its `answer` gives, on every
 /// seed. The sweeps' twin comparisons hold a faulted
 /// run to a fault-free one of the same build, so a model that ends a fault-free turn wrongly (a
 /// stream that closes before its run ends, a retry that never comes) passes them; the
@@ -37,8 +38,12 @@ pub fn ends_as_declared(
                 .stream
                 .clone()
                 .map(|s| (Declared::Stream(s), "stream"));
+            let answer = request
+                .answer
+                .clone()
+                .map(|a| (Declared::Answer(a), "answer"));
             let start = r.span().start;
-            [status, stream]
+            [status, stream, answer]
                 .into_iter()
                 .flatten()
                 .map(move |(want, key)| (i + 1, want, key_offset(&scenario.source, start, key)))
@@ -99,7 +104,9 @@ pub fn ends_as_declared(
         });
         let (event, message) = match (answer, &want) {
             (Some((_, got, _)), Declared::Status(w)) if got == *w => continue,
-            (Some((_, _, got)), Declared::Stream(w)) if got == w => continue,
+            (Some((_, _, got)), Declared::Stream(w) | Declared::Answer(w)) if got == w => {
+                continue;
+            }
             (Some((i, got, summary)), Declared::Status(w)) => (
                 Some(i),
                 format!(
@@ -111,6 +118,13 @@ pub fn ends_as_declared(
                 Some(i),
                 format!(
                     "probe request {n} was answered {got} with {summary:?}; {path}:{} declares the stream {w:?} ([[requests]] stream)",
+                    line(at)
+                ),
+            ),
+            (Some((i, got, summary)), Declared::Answer(w)) => (
+                Some(i),
+                format!(
+                    "probe request {n} was answered {got} with {summary:?}; {path}:{} declares the answer {w:?} ([[requests]] answer)",
                     line(at)
                 ),
             ),
@@ -128,6 +142,13 @@ pub fn ends_as_declared(
                     line(at)
                 ),
             ),
+            (None, Declared::Answer(w)) => (
+                None,
+                format!(
+                    "probe request {n} was never answered; {path}:{} declares the answer {w:?} ([[requests]] answer)",
+                    line(at)
+                ),
+            ),
         };
         out.push(Violation {
             invariant: ENDS_AS_DECLARED,
@@ -142,6 +163,7 @@ pub fn ends_as_declared(
 enum Declared {
     Status(u16),
     Stream(String),
+    Answer(String),
 }
 
 /// Where `key` is written in the `[[requests]]` entry that starts at `start`, to name that

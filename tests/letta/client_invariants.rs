@@ -381,6 +381,35 @@ fn ends_as_declared_fails_when_a_probe_streams_another_shape() {
     assert!(v[0].event.is_some(), "{}", r.render());
 }
 
+/// A probe request answered with the declared status but another JSON body than the scenario
+/// declares fails `ends-as-declared`, naming the request, what it answered and the line of the
+/// declaration: a manual compaction that answers 200 with an empty body has the right status
+/// and nothing else.
+#[test]
+fn ends_as_declared_fails_when_a_probe_answers_another_json_body() {
+    let path = repo().join("scenarios/letta/compaction_manual_while_busy.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let got = r#"{"num_messages_before":3,"num_messages_after":3,"summary":"Hello there!"}"#;
+    let want = r#"{"num_messages_before":3,"num_messages_after":3,"summary":"Goodbye."}"#;
+    assert!(text.contains(&format!("answer = '{got}'")));
+    let text = text.replacen(got, want, 1);
+    let line = text[..text.find(want).unwrap()].matches('\n').count() + 1;
+    let s = Scenario::parse(&text, &path).unwrap();
+    let r = run(&s, 1, 1);
+    let v = violations(&r, ENDS_AS_DECLARED);
+    assert_eq!(v.len(), 1, "{}", r.render());
+    assert_eq!(
+        v[0].message,
+        format!(
+            "probe request 1 was answered 200 with {got:?}; {}:{line} declares the answer {want:?} ([[requests]] answer)",
+            path.display()
+        ),
+        "{}",
+        r.render()
+    );
+    assert!(v[0].event.is_some(), "{}", r.render());
+}
+
 /// A probe request answered with another status than the scenario declares fails
 /// `ends-as-declared`, naming the request and the line of its declaration.
 #[test]
@@ -398,7 +427,7 @@ fn ends_as_declared_fails_when_a_probe_is_answered_with_another_status() {
         v[0].message
             .starts_with("probe request 2 was answered 200 (")
             && v[0].message.ends_with(
-                "server_attach_by_otid.toml:31 declares status 404 ([[requests]] status)"
+                "server_attach_by_otid.toml:32 declares status 404 ([[requests]] status)"
             ),
         "{}",
         r.render()

@@ -300,6 +300,11 @@ pub struct ProbeRequest {
     /// (eof)`): `ends-as-declared` holds such a run to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<String>,
+    /// A JSON answer when the scenario runs as written, as the trace's `probe_response` summary
+    /// prints it (its `detail`, or the JSON text): `ends-as-declared` holds such a run to it, so
+    /// an endpoint that answers the right status with the wrong body fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
 }
 
 impl ProbeRequest {
