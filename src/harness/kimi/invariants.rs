@@ -42,6 +42,9 @@ struct Turn {
     run: Run,
     /// The previous run of the turn, once a new one started.
     previous: Option<Run>,
+    /// The reason of the simulated user's abort of this turn (`user` or `signal`), once one
+    /// fired: the turn's signal carries it from then on.
+    abort: Option<String>,
 }
 
 impl Turn {
@@ -53,6 +56,7 @@ impl Turn {
                 ..Run::default()
             },
             previous: None,
+            abort: None,
         }
     }
 
@@ -90,10 +94,14 @@ impl Turn {
             Observation::LoopStepEnd {
                 step, uuid, usage, ..
             } => self.step_end(*step, uuid, usage),
-            Observation::LoopInterrupted { .. } => {
+            Observation::LoopUserAbort { reason, .. } => {
+                self.abort.get_or_insert_with(|| reason.clone());
+                Vec::new()
+            }
+            Observation::LoopInterrupted { reason, cause, .. } => {
                 self.run.active = true;
                 self.run.interrupted = true;
-                Vec::new()
+                self.interrupt_cause(reason, cause)
             }
             Observation::LoopBackstopResult { tool_call_id } if !self.run.interrupted => {
                 vec![format!(
@@ -241,6 +249,27 @@ impl Turn {
         out
     }
 
+    /// An aborted run names who aborted it: `interruptReason` is `user_cancelled` exactly when
+    /// the signal's reason is a `UserCancellationError` (kimi-loop.md §3.3 "Catch-all rule", §9 item 2), so a user's
+    /// abort (`user`) gives `user_cancelled` and a plain one (`signal`) gives `aborted`.
+    fn interrupt_cause(&self, reason: &str, cause: &str) -> Vec<String> {
+        let Some(abort) = self.abort.as_deref().filter(|_| reason == "aborted") else {
+            return Vec::new();
+        };
+        let want = if abort == "user" {
+            "user_cancelled"
+        } else {
+            "aborted"
+        };
+        if cause == want {
+            return Vec::new();
+        }
+        vec![format!(
+            "turn {}: turn.interrupted names the cause {cause} after a {abort} abort; its signal's reason makes it {want}",
+            self.turn
+        )]
+    }
+
     /// A turn that was not interrupted ends completed, with no step open.
     fn turn_end(&self, outcome: &str) -> Vec<String> {
         let tn = self.turn;
@@ -268,7 +297,8 @@ impl Turn {
 /// only by a run that was interrupted; every `tool.call` followed by its `tool.result`, the
 /// results in provider order, all before the step's `step.end`; each `step.end` carries the
 /// usage of the response its step returned; a turn's reported usage equals the sum of the
-/// responses its run returned, aborted steps included.
+/// responses its run returned, aborted steps included; an aborted run's `interruptReason`
+/// says whether the user cancelled it.
 pub fn loop_envelope(events: &[TraceEvent]) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut turn: Option<Turn> = None;
@@ -549,6 +579,57 @@ mod tests {
             [
                 "turn 1 ended (cancelled) with step 1 open and no turn.interrupted",
                 "turn 1 ended (cancelled) without a turn.interrupted",
+            ]
+        );
+    }
+
+    #[test]
+    fn an_aborted_run_names_the_cause_its_abort_gave() {
+        let abort = |reason: &str| {
+            ev(Observation::LoopUserAbort {
+                turn: 1,
+                reason: reason.into(),
+            })
+        };
+        let interrupted = |cause: &str| {
+            ev(Observation::LoopInterrupted {
+                reason: "aborted".into(),
+                cause: cause.into(),
+                attempted_steps: 1,
+                active_step: Some(1),
+                message: None,
+            })
+        };
+        let u = usage(1, 1);
+        let turn = |reason: &str, cause: &str| {
+            vec![
+                turn_start(),
+                begin(1),
+                ret(u),
+                abort(reason),
+                interrupted(cause),
+                turn_result(u),
+                turn_end("cancelled"),
+            ]
+        };
+        assert_eq!(
+            messages(loop_envelope(&turn("user", "user_cancelled"))),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            messages(loop_envelope(&turn("signal", "aborted"))),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            messages(loop_envelope(&turn("signal", "user_cancelled"))),
+            [
+                "turn 1: turn.interrupted names the cause user_cancelled after a signal abort; its signal's reason makes it aborted"
+            ]
+        );
+        assert_eq!(
+            messages(loop_envelope(&turn("user", "aborted"))),
+            [
+                "turn 1: turn.interrupted names the cause aborted after a user abort; its signal's reason makes it user_cancelled"
             ]
         );
     }
