@@ -162,28 +162,51 @@ enum ResumeStep<'a> {
     Attempted(u32),
     /// Attempt `k`'s request failed.
     Failed(u32),
-    /// After the failure, the client asked for run `run`.
-    Checking(u32, &'a str),
+    /// After the failure, the client asked for run `run`; `dead` is how it had already ended,
+    /// unreplayable, before the client asked (so before the server answered).
+    Checking(u32, &'a str, Option<&'a str>),
     /// ... and the server answered 200 while the run was still going.
     Checked(u32, &'a str),
+    /// ... and the server answered 200 after the run had ended in `how`: not replayable.
+    CheckedDead(u32, &'a str, &'a str),
 }
 
-/// The headless resume budget (§4.4 step 7): 20 attempts, the run checked between failed ones,
-/// and the loop given up early only on a run that is no longer replayable (`isReplayableRun`,
-/// step 6). Judged where the trace says the run was still going when the server answered the
-/// check (not ended, no restart since, so `running`): the client must try again. A run that
-/// ended is left unjudged, its replayability depending on its stop reason and metadata.
+/// How a run ended that `isReplayableRun` (§4.4 step 6) refuses whatever the profile: a stop
+/// reason whose run is `failed` or `cancelled`.
+fn unreplayable_end(stop_reason: &str) -> bool {
+    matches!(stop_reason, "error" | "llm_api_error" | "cancelled")
+}
+
+/// The resume budget (§4.4 step 7): a failed attempt, a failed request or a replay that ended
+/// in an `error` stop, is followed by a check of the run, and the loop goes on or gives up as
+/// `isReplayableRun` (step 6) says. Judged in two places. Where the trace says the run was
+/// still going when the server answered the check (not ended, no restart since, so `running`),
+/// a headless client must try again. Where the run had ended failed or cancelled before the
+/// client asked, it is not replayable, and no client tries again. A run that ended otherwise is
+/// left unjudged, its replayability depending on its metadata.
 fn resumes_given_up_early(events: &[TraceEvent]) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut headless = false;
     let mut step = ResumeStep::Idle;
     // Runs the server ended, and whether it restarted: both make a run's status unknown here.
     let mut ended: BTreeSet<&str> = BTreeSet::new();
+    // Runs that ended unreplayable, and how.
+    let mut dead: BTreeMap<&str, &str> = BTreeMap::new();
     let mut restarted = false;
     for (i, e) in events.iter().enumerate() {
         match &e.obs {
-            Observation::RunEnded { run_id, .. } | Observation::RunCancelled { run_id } => {
+            Observation::RunEnded {
+                run_id,
+                stop_reason,
+            } => {
                 ended.insert(run_id);
+                if unreplayable_end(stop_reason) {
+                    dead.insert(run_id, stop_reason);
+                }
+            }
+            Observation::RunCancelled { run_id } => {
+                ended.insert(run_id);
+                dead.insert(run_id, "cancelled");
             }
             Observation::ServerRecovered { .. } => restarted = true,
             _ => {}
@@ -196,29 +219,57 @@ fn resumes_given_up_early(events: &[TraceEvent]) -> Vec<Violation> {
                 headless = mode == "headless";
                 ResumeStep::Idle
             }
+            (
+                Observation::ClientRetry { .. } | Observation::ClientResume { .. },
+                ResumeStep::CheckedDead(k, run, how),
+            ) => {
+                out.push(Violation::at(
+                    BUDGET_RESPECTED,
+                    i,
+                    format!(
+                        "resume went on after attempt {k}, though run {run} had ended ({how}) before the client checked it: a failed or cancelled run is not replayable (letta-protocol.md §4.4 step 6)"
+                    ),
+                ));
+                ResumeStep::Idle
+            }
             (Observation::ClientResume { attempt, .. }, _) => ResumeStep::Attempted(*attempt),
-            (Observation::ClientRequest { .. }, s @ ResumeStep::Attempted(_)) => s,
             (Observation::ClientResponse { status, .. }, ResumeStep::Attempted(k))
                 if !(200..300).contains(status) =>
             {
                 ResumeStep::Failed(k)
             }
+            // The replay's request and its 2xx head: the attempt goes on to its drain.
+            (
+                Observation::ClientRequest { .. } | Observation::ClientResponse { .. },
+                s @ ResumeStep::Attempted(_),
+            ) => s,
             (Observation::ClientConnectError { .. }, ResumeStep::Attempted(k)) => {
+                ResumeStep::Failed(k)
+            }
+            (Observation::ClientDrained { stop_reason, .. }, ResumeStep::Attempted(k))
+                if stop_reason == "error" =>
+            {
                 ResumeStep::Failed(k)
             }
             (Observation::ClientRequest { method, path, .. }, ResumeStep::Failed(k))
                 if method == "GET" =>
             {
                 match path.strip_prefix("/v1/runs/") {
-                    Some(run) if !run.contains(['/', '?']) => ResumeStep::Checking(k, run),
+                    Some(run) if !run.contains(['/', '?']) => {
+                        ResumeStep::Checking(k, run, dead.get(run).copied())
+                    }
                     _ => ResumeStep::Idle,
                 }
             }
-            (Observation::ClientResponse { status: 200, .. }, ResumeStep::Checking(k, run))
+            (Observation::ClientResponse { status: 200, .. }, ResumeStep::Checking(k, run, _))
                 if !ended.contains(run) && !restarted =>
             {
                 ResumeStep::Checked(k, run)
             }
+            (
+                Observation::ClientResponse { status: 200, .. },
+                ResumeStep::Checking(k, run, Some(how)),
+            ) if !restarted => ResumeStep::CheckedDead(k, run, how),
             (Observation::ClientRetry { kind, .. }, s @ ResumeStep::Checked(..))
                 if kind == "resume" =>
             {
@@ -559,6 +610,116 @@ mod tests {
         assert_eq!(budget_respected(&tail(vec![give_up.clone()], true)), []);
         assert_one_violation(
             &tail(vec![give_up], false),
+            "headless resume stopped after attempt 1 of 20, though run run-1 was still going when the client checked it",
+        );
+    }
+
+    /// letta-protocol.md §4.4 steps 6-7: a replay that ends in an `error` stop is checked, and
+    /// a run that had ended failed or cancelled before the check is not resumed again; a run
+    /// still going is, headless.
+    #[test]
+    fn a_resume_that_goes_on_after_its_run_failed_breaks_the_budget() {
+        let run = "/v1/runs/run-1";
+        let attempt = |mode: &str, ended: Option<&str>, then: Observation| {
+            let mut events = vec![
+                started(mode),
+                client(
+                    0,
+                    Observation::ClientResume {
+                        attempt: 1,
+                        source: "run".into(),
+                        id: "run-1".into(),
+                        starting_after: 2,
+                    },
+                ),
+                client(
+                    0,
+                    Observation::ClientRequest {
+                        method: "POST".into(),
+                        path: format!("{run}/stream"),
+                        retry: 0,
+                    },
+                ),
+                client(
+                    5,
+                    Observation::ClientResponse {
+                        method: "POST".into(),
+                        path: format!("{run}/stream"),
+                        status: 200,
+                        retry_after: None,
+                    },
+                ),
+                client(
+                    5,
+                    Observation::ClientDrained {
+                        stop_reason: "error".into(),
+                        approvals: Vec::new(),
+                        last_seq_id: Some(4),
+                    },
+                ),
+            ];
+            if let Some(stop_reason) = ended {
+                events.push(TraceEvent {
+                    t_ms: 6,
+                    host: "server".into(),
+                    obs: Observation::RunEnded {
+                        run_id: "run-1".into(),
+                        stop_reason: stop_reason.into(),
+                    },
+                });
+            }
+            for obs in [
+                Observation::ClientRequest {
+                    method: "GET".into(),
+                    path: run.into(),
+                    retry: 0,
+                },
+                Observation::ClientResponse {
+                    method: "GET".into(),
+                    path: run.into(),
+                    status: 200,
+                    retry_after: None,
+                },
+                then,
+            ] {
+                events.push(client(9, obs));
+            }
+            events
+        };
+        let again = || Observation::ClientResume {
+            attempt: 2,
+            source: "run".into(),
+            id: "run-1".into(),
+            starting_after: 4,
+        };
+        let give_up = || Observation::TurnEnd {
+            turn: 1,
+            outcome: "error: stop_reason=error".into(),
+        };
+        for mode in ["headless", "interactive"] {
+            assert_eq!(
+                budget_respected(&attempt(mode, Some("error"), give_up())),
+                []
+            );
+        }
+        // The TUI has one attempt anyway; headless has 20, which a failed run does not get.
+        assert_one_violation(
+            &attempt("headless", Some("llm_api_error"), again()),
+            "resume went on after attempt 1, though run run-1 had ended (llm_api_error) before the client checked it: a failed or cancelled run is not replayable (letta-protocol.md §4.4 step 6)",
+        );
+        // A run that ended with a replayable stop reason is not judged either way.
+        assert_eq!(
+            budget_respected(&attempt("headless", Some("end_turn"), again())),
+            []
+        );
+        assert_eq!(
+            budget_respected(&attempt("headless", Some("end_turn"), give_up())),
+            []
+        );
+        // A run still going is resumed again, headless.
+        assert_eq!(budget_respected(&attempt("headless", None, again())), []);
+        assert_one_violation(
+            &attempt("headless", None, give_up()),
             "headless resume stopped after attempt 1 of 20, though run run-1 was still going when the client checked it",
         );
     }
