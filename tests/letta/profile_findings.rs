@@ -32,11 +32,12 @@ type Case = (
 );
 
 /// Plans a letta-code sweep met (guided, seeds 0..50, 5,000,000..5,001,000 for the stale
-/// denial's drain, 0..2,000 of the local scenarios for the silent empty retry), in scenarios whose own `[[expect]]` entries do not name the finding: each
+/// denial's drain, 0..2,000 of the local scenarios and 9,200,000..9,200,400 of all for the silent
+/// empty retry), in scenarios whose own `[[expect]]` entries do not name the finding: each
 /// violation is the profile finding's, and the reference client passes the same run.
 #[test]
 fn each_profile_finding_is_expected_where_the_published_client_meets_it() {
-    let cases: [Case; 5] = [
+    let cases: [Case; 6] = [
         (
             // The busy retry's new run starts at seq 1; the TUI still holds the first run's 1.
             "server_busy.toml",
@@ -82,6 +83,21 @@ fn each_profile_finding_is_expected_where_the_published_client_meets_it() {
                 r#"{ kind = "crash", host = "server", at_ms = 203, restart_after_ms = 1592 }"#,
                 r#"{ kind = "provider_error", call = 1, status = 529 }"#,
                 r#"{ kind = "server_stream", response = 3, frame = 1, action = "stall" }"#,
+            ],
+            &[(TURN_TERMINATES, SILENT_EMPTY_RETRY)],
+        ),
+        (
+            // The same empty retry's stream closes after two chunks, and the resume of its run
+            // stalls before the first: the resume's read has no otid either.
+            "compaction_sliding_window.toml",
+            9200089,
+            &[
+                r#"{ kind = "crash", host = "server", at_ms = 12, restart_after_ms = 836 }"#,
+                r#"{ kind = "interrupt", turn = 2, during = "approval" }"#,
+                r#"{ kind = "server_stream", response = 3, frame = 3, action = "close" }"#,
+                r#"{ kind = "hold", between = ["client", "server"], on_event = "client_retry", nth = 1, duration_ms = 561 }"#,
+                r#"{ kind = "crash", host = "provider", on_event = "client_decision", nth = 1, restart_after_ms = 288 }"#,
+                r#"{ kind = "server_stream", response = 4, frame = 1, action = "stall" }"#,
             ],
             &[(TURN_TERMINATES, SILENT_EMPTY_RETRY)],
         ),

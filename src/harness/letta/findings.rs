@@ -232,20 +232,29 @@ fn turn_ended_by_a_denial_drain(events: &[TraceEvent]) -> bool {
 }
 
 /// The client's last send carried no otid (a `messages: []` retry), and the trace ends with the
-/// client still reading its answer: no chunk came, and the turn did not end.
+/// client still reading a stream of that send, its answer or a resume of its run, that has
+/// brought no chunk since it opened; the turn did not end.
 fn still_reading_a_send_without_otids(events: &[TraceEvent]) -> bool {
-    let mut reading_without_otid = false;
+    let mut send_without_otid = false;
+    let mut silent_stream = false;
     for e in events.iter().filter(|e| e.host == "client") {
         match &e.obs {
-            Observation::ClientSend { otids, .. } => reading_without_otid = otids.is_empty(),
-            Observation::ClientChunk { .. }
-            | Observation::ClientDrained { .. }
-            | Observation::TurnEnd { .. }
-            | Observation::ClientStarted { .. } => reading_without_otid = false,
+            Observation::ClientSend { otids, .. } => {
+                send_without_otid = otids.is_empty();
+                silent_stream = true;
+            }
+            Observation::ClientResume { .. } => silent_stream = true,
+            Observation::ClientChunk { .. } | Observation::ClientDrained { .. } => {
+                silent_stream = false;
+            }
+            Observation::TurnEnd { .. } | Observation::ClientStarted { .. } => {
+                send_without_otid = false;
+                silent_stream = false;
+            }
             _ => {}
         }
     }
-    reading_without_otid
+    send_without_otid && silent_stream
 }
 
 /// Two runs of one conversation were open at once, and the transcript got an assistant
