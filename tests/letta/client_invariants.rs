@@ -364,21 +364,14 @@ fn ends_as_declared_fails_when_a_probe_streams_another_shape() {
         .matches('\n')
         .count()
         + 1;
-    let s = Scenario::parse(&text, &path).unwrap();
-    let r = run(&s, 1, 1);
-    let v = violations(&r, ENDS_AS_DECLARED);
-    assert_eq!(v.len(), 1, "{}", r.render());
     assert_eq!(
-        v[0].message,
+        one_probe_violation(&text, &path),
         format!(
             "probe request 5 was answered 200 with \"ping,stop_reason:error,event:error:error_message,[DONE] (eof)\"; \
              {}:{line} declares the stream \"ping,stop_reason:error,event:error:error_message (eof)\" ([[requests]] stream)",
             path.display()
         ),
-        "{}",
-        r.render()
     );
-    assert!(v[0].event.is_some(), "{}", r.render());
 }
 
 /// A probe request answered with the declared status but another JSON body than the scenario
@@ -394,20 +387,13 @@ fn ends_as_declared_fails_when_a_probe_answers_another_json_body() {
     assert!(text.contains(&format!("answer = '{got}'")));
     let text = text.replacen(got, want, 1);
     let line = text[..text.find(want).unwrap()].matches('\n').count() + 1;
-    let s = Scenario::parse(&text, &path).unwrap();
-    let r = run(&s, 1, 1);
-    let v = violations(&r, ENDS_AS_DECLARED);
-    assert_eq!(v.len(), 1, "{}", r.render());
     assert_eq!(
-        v[0].message,
+        one_probe_violation(&text, &path),
         format!(
             "probe request 1 was answered 200 with {got:?}; {}:{line} declares the answer {want:?} ([[requests]] answer)",
             path.display()
         ),
-        "{}",
-        r.render()
     );
-    assert!(v[0].event.is_some(), "{}", r.render());
 }
 
 /// A probe request answered with another status than the scenario declares fails
@@ -419,18 +405,23 @@ fn ends_as_declared_fails_when_a_probe_is_answered_with_another_status() {
     // The attach by otid (request 2) is answered 200; declare 404 instead.
     let (head, tail) = text.split_at(text.find("/stream\"").unwrap());
     let tail = tail.replacen("status = 200", "status = 404", 1);
-    let s = Scenario::parse(&format!("{head}{tail}"), &path).unwrap();
+    let message = one_probe_violation(&format!("{head}{tail}"), &path);
+    assert!(
+        message.starts_with("probe request 2 was answered 200 (")
+            && message.ends_with(
+                "server_attach_by_otid.toml:32 declares status 404 ([[requests]] status)"
+            ),
+        "{message}"
+    );
+}
+
+/// The message of the one `ends-as-declared` violation a run of `text` (a bundled scenario's
+/// text with one declaration changed) has at seed 1; it points at the probe's answer.
+fn one_probe_violation(text: &str, path: &std::path::Path) -> String {
+    let s = Scenario::parse(text, path).unwrap();
     let r = run(&s, 1, 1);
     let v = violations(&r, ENDS_AS_DECLARED);
     assert_eq!(v.len(), 1, "{}", r.render());
-    assert!(
-        v[0].message
-            .starts_with("probe request 2 was answered 200 (")
-            && v[0].message.ends_with(
-                "server_attach_by_otid.toml:32 declares status 404 ([[requests]] status)"
-            ),
-        "{}",
-        r.render()
-    );
     assert!(v[0].event.is_some(), "{}", r.render());
+    v[0].message.clone()
 }

@@ -418,6 +418,39 @@ mod tests {
         assert_eq!(v[0].message, want);
     }
 
+    /// Resume attempt 1 of run `run-1`: its replay request, answered `status`.
+    fn first_resume_attempt(status: u16) -> [TraceEvent; 3] {
+        let stream = "/v1/runs/run-1/stream";
+        [
+            client(
+                0,
+                Observation::ClientResume {
+                    attempt: 1,
+                    source: "run".into(),
+                    id: "run-1".into(),
+                    starting_after: 2,
+                },
+            ),
+            client(
+                0,
+                Observation::ClientRequest {
+                    method: "POST".into(),
+                    path: stream.into(),
+                    retry: 0,
+                },
+            ),
+            client(
+                5,
+                Observation::ClientResponse {
+                    method: "POST".into(),
+                    path: stream.into(),
+                    status,
+                    retry_after: None,
+                },
+            ),
+        ]
+    }
+
     /// Headless resume waits after attempts 1 to `last`, the documented delays apart.
     fn resume_waits(last: u32) -> Vec<TraceEvent> {
         let mut events = vec![
@@ -529,43 +562,16 @@ mod tests {
     fn a_headless_resume_given_up_on_a_running_run_breaks_the_budget() {
         let run = "/v1/runs/run-1";
         let tail = |then: Vec<TraceEvent>, ended: bool| {
-            let mut events = vec![
-                started("headless"),
-                client(
-                    0,
-                    Observation::ClientResume {
-                        attempt: 1,
-                        source: "run".into(),
-                        id: "run-1".into(),
-                        starting_after: 2,
-                    },
-                ),
-                client(
-                    0,
-                    Observation::ClientRequest {
-                        method: "POST".into(),
-                        path: format!("{run}/stream"),
-                        retry: 0,
-                    },
-                ),
-                client(
-                    5,
-                    Observation::ClientResponse {
-                        method: "POST".into(),
-                        path: format!("{run}/stream"),
-                        status: 500,
-                        retry_after: None,
-                    },
-                ),
-                client(
-                    5,
-                    Observation::ClientRequest {
-                        method: "GET".into(),
-                        path: run.into(),
-                        retry: 0,
-                    },
-                ),
-            ];
+            let mut events = vec![started("headless")];
+            events.extend(first_resume_attempt(500));
+            events.push(client(
+                5,
+                Observation::ClientRequest {
+                    method: "GET".into(),
+                    path: run.into(),
+                    retry: 0,
+                },
+            ));
             if ended {
                 events.push(TraceEvent {
                     t_ms: 7,
@@ -621,43 +627,16 @@ mod tests {
     fn a_resume_that_goes_on_after_its_run_failed_breaks_the_budget() {
         let run = "/v1/runs/run-1";
         let attempt = |mode: &str, ended: Option<&str>, then: Observation| {
-            let mut events = vec![
-                started(mode),
-                client(
-                    0,
-                    Observation::ClientResume {
-                        attempt: 1,
-                        source: "run".into(),
-                        id: "run-1".into(),
-                        starting_after: 2,
-                    },
-                ),
-                client(
-                    0,
-                    Observation::ClientRequest {
-                        method: "POST".into(),
-                        path: format!("{run}/stream"),
-                        retry: 0,
-                    },
-                ),
-                client(
-                    5,
-                    Observation::ClientResponse {
-                        method: "POST".into(),
-                        path: format!("{run}/stream"),
-                        status: 200,
-                        retry_after: None,
-                    },
-                ),
-                client(
-                    5,
-                    Observation::ClientDrained {
-                        stop_reason: "error".into(),
-                        approvals: Vec::new(),
-                        last_seq_id: Some(4),
-                    },
-                ),
-            ];
+            let mut events = vec![started(mode)];
+            events.extend(first_resume_attempt(200));
+            events.push(client(
+                5,
+                Observation::ClientDrained {
+                    stop_reason: "error".into(),
+                    approvals: Vec::new(),
+                    last_seq_id: Some(4),
+                },
+            ));
             if let Some(stop_reason) = ended {
                 events.push(TraceEvent {
                     t_ms: 6,
