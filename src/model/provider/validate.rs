@@ -19,6 +19,10 @@
 //!   function call turn." and "Please ensure that the number of function response parts is
 //!   equal to the number of function call parts of the function call turn."
 //!
+//! Anthropic also refuses a message whose content is empty (`""` or `[]`), the final assistant
+//! message (a prefill) excepted: "messages.N: all messages must have non-empty content except
+//! for the optional final assistant message" (anthropics/claude-code #3196, #6774).
+//!
 //! An empty conversation is refused by each of the three that carry one in a list, with the
 //! API's own text: Anthropic "messages: at least one message is required" (the text
 //! langchain-anthropic matches to warn of a system-only request), OpenAI Chat "[] is too short -
@@ -172,6 +176,17 @@ fn anthropic(messages: &[Value]) -> Result<(), String> {
             .unwrap_or_default()
     };
     for (i, m) in messages.iter().enumerate() {
+        let empty = match &m["content"] {
+            Value::String(text) => text.is_empty(),
+            Value::Array(blocks) => blocks.is_empty(),
+            _ => false,
+        };
+        let final_assistant = i + 1 == messages.len() && m["role"] == "assistant";
+        if empty && !final_assistant {
+            return Err(format!(
+                "messages.{i}: all messages must have non-empty content except for the optional final assistant message"
+            ));
+        }
         if m["role"] == "assistant" {
             let uses = blocks(m, "tool_use", "id");
             if uses.is_empty() {
@@ -254,6 +269,36 @@ fn openai(messages: &[Value]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn anthropic_refuses_empty_content_except_a_final_assistant_prefill() {
+        let check = |messages: Value| {
+            validate(
+                ProviderFormat::Anthropic,
+                json!({ "messages": messages }).to_string().as_bytes(),
+            )
+        };
+        let text = "all messages must have non-empty content except for the optional final assistant message";
+        assert_eq!(
+            check(json!([{"role": "user", "content": ""}])),
+            Err(format!("messages.0: {text}"))
+        );
+        assert_eq!(
+            check(json!([
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": []},
+                {"role": "user", "content": "again"},
+            ])),
+            Err(format!("messages.1: {text}"))
+        );
+        assert_eq!(
+            check(json!([
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": []},
+            ])),
+            Ok(())
+        );
+    }
 
     #[test]
     fn anthropic_orphan_tool_use_is_refused_with_the_api_text() {
