@@ -25,8 +25,8 @@ pub fn ends_as_declared(
     trace: &[TraceEvent],
 ) -> Option<Vec<Violation>> {
     let declared = &scenario.scenario.outcomes;
-    // Each probe request's declared answer: its status and its stream's shape, each with the
-    // offset of the key that declares it.
+    // Each probe request's declared answer: its status, and its stream's shape or its JSON
+    // answer, each with the offset of the key that declares it.
     let answers: Vec<(usize, Declared, usize)> = scenario
         .requests
         .iter()
@@ -34,14 +34,11 @@ pub fn ends_as_declared(
         .flat_map(|(i, r)| {
             let request = r.get_ref();
             let status = request.status.map(|s| (Declared::Status(s), "status"));
-            let stream = request
-                .stream
-                .clone()
-                .map(|s| (Declared::Stream(s), "stream"));
-            let answer = request
-                .answer
-                .clone()
-                .map(|a| (Declared::Answer(a), "answer"));
+            let summary = |key: &'static str, text: &Option<String>| {
+                text.clone().map(|t| (Declared::Summary(key, t), key))
+            };
+            let stream = summary("stream", &request.stream);
+            let answer = summary("answer", &request.answer);
             let start = r.span().start;
             [status, stream, answer]
                 .into_iter()
@@ -104,9 +101,7 @@ pub fn ends_as_declared(
         });
         let (event, message) = match (answer, &want) {
             (Some((_, got, _)), Declared::Status(w)) if got == *w => continue,
-            (Some((_, _, got)), Declared::Stream(w) | Declared::Answer(w)) if got == w => {
-                continue;
-            }
+            (Some((_, _, got)), Declared::Summary(_, w)) if got == w => continue,
             (Some((i, got, summary)), Declared::Status(w)) => (
                 Some(i),
                 format!(
@@ -114,17 +109,10 @@ pub fn ends_as_declared(
                     line(at)
                 ),
             ),
-            (Some((i, got, summary)), Declared::Stream(w)) => (
+            (Some((i, got, summary)), Declared::Summary(key, w)) => (
                 Some(i),
                 format!(
-                    "probe request {n} was answered {got} with {summary:?}; {path}:{} declares the stream {w:?} ([[requests]] stream)",
-                    line(at)
-                ),
-            ),
-            (Some((i, got, summary)), Declared::Answer(w)) => (
-                Some(i),
-                format!(
-                    "probe request {n} was answered {got} with {summary:?}; {path}:{} declares the answer {w:?} ([[requests]] answer)",
+                    "probe request {n} was answered {got} with {summary:?}; {path}:{} declares the {key} {w:?} ([[requests]] {key})",
                     line(at)
                 ),
             ),
@@ -135,17 +123,10 @@ pub fn ends_as_declared(
                     line(at)
                 ),
             ),
-            (None, Declared::Stream(w)) => (
+            (None, Declared::Summary(key, w)) => (
                 None,
                 format!(
-                    "probe request {n} was never answered; {path}:{} declares the stream {w:?} ([[requests]] stream)",
-                    line(at)
-                ),
-            ),
-            (None, Declared::Answer(w)) => (
-                None,
-                format!(
-                    "probe request {n} was never answered; {path}:{} declares the answer {w:?} ([[requests]] answer)",
+                    "probe request {n} was never answered; {path}:{} declares the {key} {w:?} ([[requests]] {key})",
                     line(at)
                 ),
             ),
@@ -162,8 +143,9 @@ pub fn ends_as_declared(
 /// What a probe request's `[[requests]]` entry declares of its answer.
 enum Declared {
     Status(u16),
-    Stream(String),
-    Answer(String),
+    /// The answer's summary in the trace, declared by `stream` (an SSE answer's shape) or
+    /// `answer` (a JSON answer), the key named first.
+    Summary(&'static str, String),
 }
 
 /// Where `key` is written in the `[[requests]]` entry that starts at `start`, to name that
