@@ -175,6 +175,36 @@ mod tests {
         assert!(assistant_otid("message-x-b294", 0).ends_with("b280"));
     }
 
+    /// The closed form against a walk one day at a time from 1970-01-01 to 2498: its century
+    /// terms are zero from 2000-03-01 to 2100-02-28, the century the simulated clock lives in,
+    /// so a test of this decade's dates alone cannot hold them (the walk crosses 2000's leap day,
+    /// and 2100's, 2200's and 2300's absent ones).
+    #[test]
+    fn civil_dates_match_a_day_by_day_walk_across_centuries() {
+        let leap = |y: i64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+        let month_len = |y: i64, m: u32| match m {
+            2 if leap(y) => 29,
+            2 => 28,
+            4 | 6 | 9 | 11 => 30,
+            _ => 31,
+        };
+        let (mut year, mut month, mut day) = (1970_i64, 1_u32, 1_u32);
+        for days in 0..193_000_i64 {
+            assert_eq!(civil_from_days(days), (year, month, day), "day {days}");
+            day += 1;
+            if day > month_len(year, month) {
+                day = 1;
+                month += 1;
+                if month > 12 {
+                    month = 1;
+                    year += 1;
+                }
+            }
+        }
+        assert!(year >= 2498, "the walk reached {year}");
+        assert_eq!(iso_date(4_107_542_400_000), "2100-03-01T00:00:00+00:00");
+    }
+
     #[test]
     fn http_dates_are_imf_fixdates() {
         // RFC 9110 §5.6.7's example.
