@@ -76,9 +76,11 @@ pub const ENDS_AS_DECLARED: &str = "ends-as-declared";
 pub const CLIENT_FAULTS_FIRE: &str = "client-faults-fire";
 /// A send repeats the previous send's otids exactly (a retry) or draws only fresh ones.
 pub const OTIDS_FRESH: &str = "otids-fresh";
+/// Every answer the Letta server gives names its content type.
+pub const ANSWERS_TYPED: &str = "answers-typed";
 
 /// Every invariant id `sim run` knows (a scenario's `[[expect]]` table names one of these).
-pub const ALL: [&str; 23] = [
+pub const ALL: [&str; 24] = [
     TOOL_CALL_RESOLVED,
     TURN_TERMINATES,
     LOOP_ENVELOPE,
@@ -100,6 +102,7 @@ pub const ALL: [&str; 23] = [
     ENDS_AS_DECLARED,
     CLIENT_FAULTS_FIRE,
     OTIDS_FRESH,
+    ANSWERS_TYPED,
     LOCK_SAFETY,
     DETERMINISTIC,
 ];

@@ -324,6 +324,10 @@ pub struct Planted {
     /// far, so a fault-free turn ends in an error (breaks ends-as-declared).
     #[serde(default)]
     pub server_closes_caught_up_stream: bool,
+    /// Server answers `GET /v1/conversations/{id}` without a content type (breaks
+    /// answers-typed).
+    #[serde(default)]
+    pub server_untyped_answers: bool,
 }
 
 impl Planted {
@@ -370,6 +374,9 @@ impl Planted {
         }
         if self.server_closes_caught_up_stream {
             v.push(super::invariants::ENDS_AS_DECLARED);
+        }
+        if self.server_untyped_answers {
+            v.push(super::invariants::ANSWERS_TYPED);
         }
         if self.server_compaction_splits_tool_call
             || self.server_compaction_cuts_at_user

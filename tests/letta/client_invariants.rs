@@ -5,10 +5,10 @@
 
 use crate::common::{load, repo, run, violations};
 use loopsim::harness::invariants::{
-    APPROVAL_ATTRIBUTION, APPROVAL_CONFLICT_RECOVERED, ARGS_INTACT, BUDGET_RESPECTED,
-    CLIENT_FAULTS_FIRE, ENDS_AS_DECLARED, LOCK_SAFETY, NO_DOUBLE_EXECUTION, OTIDS_FRESH,
-    PENDING_DENIED_AT_START, RECOVERY_COMPLETES, RESULTS_ORDERED, STOP_REASON_CONSISTENT,
-    STREAM_GAPLESS,
+    ANSWERS_TYPED, APPROVAL_ATTRIBUTION, APPROVAL_CONFLICT_RECOVERED, ARGS_INTACT,
+    BUDGET_RESPECTED, CLIENT_FAULTS_FIRE, ENDS_AS_DECLARED, LOCK_SAFETY, NO_DOUBLE_EXECUTION,
+    OTIDS_FRESH, PENDING_DENIED_AT_START, RECOVERY_COMPLETES, RESULTS_ORDERED,
+    STOP_REASON_CONSISTENT, STREAM_GAPLESS,
 };
 use loopsim::harness::report::{RunReport, Verdict, exit};
 use loopsim::harness::scenario::Scenario;
@@ -303,6 +303,36 @@ fn ends_as_declared_fails_when_the_server_closes_a_stream_that_caught_up_with_it
     let ok = run(&s, 1, 2);
     assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
     assert_eq!(ok.turn_outcomes, ["stopped: end_turn"], "{}", ok.render());
+}
+
+/// An untyped answer to the client's conversation read changes no turn's outcome (the client
+/// reads an empty conversation and goes on): only `answers-typed` sees it. Without the defect
+/// the same run passes.
+#[test]
+fn answers_typed_fails_when_the_server_answers_a_conversation_read_without_a_content_type() {
+    let r = planted("server_untyped_answers.toml");
+    assert_breaks(
+        &r,
+        ANSWERS_TYPED,
+        "was answered 200 with no content type; a Letta server types every answer",
+    );
+    assert!(
+        violations(&r, ANSWERS_TYPED)[0]
+            .message
+            .starts_with("the client's GET /v1/conversations/conv-"),
+        "{}",
+        r.render()
+    );
+    assert_eq!(
+        r.turn_outcomes,
+        ["stopped: end_turn", "stopped: end_turn"],
+        "{}",
+        r.render()
+    );
+    let mut s = load(repo().join("scenarios/planted/server_untyped_answers.toml"));
+    s.planted.server_untyped_answers = false;
+    let ok = run(&s, 1, 2);
+    assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
 }
 
 /// Under a plan the run is not the scenario as written, so it is not held to the declaration;

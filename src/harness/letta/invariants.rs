@@ -1,12 +1,13 @@
 //! The Letta server's oracles over the trace (DESIGN.md §5, docs/invariants.md):
 //! `tool-call-resolved`, `one-run-per-request`, `durable-ack`,
-//! `stream-stays-in-conversation`, and the tool calls a run leaves awaiting approval
+//! `stream-stays-in-conversation`, `answers-typed`, and the tool calls a run leaves awaiting approval
 //! (`history-valid`, which both systems share, is in `harness::invariants`). Pure: they read a finished trace and nothing else.
 
 use std::collections::BTreeMap;
 
 use crate::harness::invariants::{
-    DURABLE_ACK, ONE_RUN_PER_REQUEST, STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED, Violation,
+    ANSWERS_TYPED, DURABLE_ACK, ONE_RUN_PER_REQUEST, STREAM_STAYS_IN_CONVERSATION,
+    TOOL_CALL_RESOLVED, Violation,
 };
 use crate::harness::letta::compaction_safe::removed_history_units;
 use crate::harness::trace::TraceEvent;
@@ -261,6 +262,34 @@ pub(crate) fn conversation_of_send(path: &str) -> Option<&str> {
 /// path does not carry: any agent's default conversation is accepted for it.
 pub(crate) fn same_conversation(named: &str, run_conv: &str) -> bool {
     named == run_conv || (named == "default" && run_conv.starts_with("agent-"))
+}
+
+/// `answers-typed`: every answer the server gives, to the client or to a probe, names its
+/// content type. A real Letta server (FastAPI under uvicorn) types each one: `application/json`,
+/// `text/event-stream; charset=utf-8` for a stream, `text/plain` for its bare 500 (all 38
+/// answers of captures/letta_server). An untyped answer is a handler that built its answer
+/// wrong, and the published SDK reads its body as text: the client's view of a conversation or
+/// a run is then silently empty, which no turn outcome shows.
+pub fn answers_typed(events: &[TraceEvent]) -> Vec<Violation> {
+    events
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match &e.obs {
+            Observation::UntypedAnswer {
+                method,
+                path,
+                status,
+            } => Some(Violation::at(
+                ANSWERS_TYPED,
+                i,
+                format!(
+                    "the {}'s {method} {path} was answered {status} with no content type; a Letta server types every answer (application/json, or text/event-stream for a stream)",
+                    e.host
+                ),
+            )),
+            _ => None,
+        })
+        .collect()
 }
 
 /// `stream-stays-in-conversation`: a stream that answers a send on conversation A never

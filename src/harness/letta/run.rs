@@ -5,17 +5,17 @@
 
 use crate::harness::faults::Fault;
 use crate::harness::invariants::{
-    APPROVAL_CONFLICT_RECOVERED, CLIENT_FAULTS_FIRE, COMPACTION_SAFE, DURABLE_ACK, HISTORY_VALID,
-    ONE_RUN_PER_REQUEST, PENDING_DENIED_AT_START, STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED,
-    Violation, history_valid,
+    ANSWERS_TYPED, APPROVAL_CONFLICT_RECOVERED, CLIENT_FAULTS_FIRE, COMPACTION_SAFE, DURABLE_ACK,
+    HISTORY_VALID, ONE_RUN_PER_REQUEST, PENDING_DENIED_AT_START, STREAM_STAYS_IN_CONVERSATION,
+    TOOL_CALL_RESOLVED, Violation, history_valid,
 };
 use crate::harness::letta::client_faults_fire::{client_faults_fire, scripts_chunk_faults};
 use crate::harness::letta::client_invariants::client_invariants;
 use crate::harness::letta::compaction_safe::compaction_safe;
 use crate::harness::letta::conflict_recovered::approval_conflict_recovered;
 use crate::harness::letta::invariants::{
-    durable_ack, one_run_per_request, pending_tool_calls, stream_stays_in_conversation,
-    tool_call_resolved,
+    answers_typed, durable_ack, one_run_per_request, pending_tool_calls,
+    stream_stays_in_conversation, tool_call_resolved,
 };
 use crate::harness::letta::pending_at_start::pending_denied_at_start;
 use crate::harness::letta::{findings, world};
@@ -60,6 +60,7 @@ pub fn invariants(
             approval_conflict_recovered(trace),
         ),
         (PENDING_DENIED_AT_START, pending_denied_at_start(trace)),
+        (ANSWERS_TYPED, answers_typed(trace)),
     ];
     let crashes_server = scenario
         .faults

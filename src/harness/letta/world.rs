@@ -220,6 +220,7 @@ pub fn server_parts(
             compaction_ignores_threshold: p.server_compaction_ignores_threshold,
             refuse_run_resume: p.server_refuses_run_resume,
             close_caught_up_stream: p.server_closes_caught_up_stream,
+            untyped_answers: p.server_untyped_answers,
         },
         hooks,
         request_log: None,

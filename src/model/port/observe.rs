@@ -65,6 +65,14 @@ pub enum Observation {
         #[serde(skip_serializing_if = "Option::is_none")]
         retry_after: Option<String>,
     },
+    /// The answer to `method path` named no content type (every answer a real Letta server
+    /// gives carries one: `application/json`, `text/event-stream` for a stream). Recorded only
+    /// when it happens, by whoever got the answer: the client or a probe.
+    UntypedAnswer {
+        method: String,
+        path: String,
+        status: u16,
+    },
     /// Why the request `method path` got no answer.
     ClientConnectError {
         method: String,

@@ -276,6 +276,13 @@ impl<E: Env> HttpBackend<E> {
             status,
             retry_after,
         });
+        if !resp.headers().contains_key(hyper::header::CONTENT_TYPE) {
+            self.env.observe(Observation::UntypedAnswer {
+                method: method.into(),
+                path: path.into(),
+                status,
+            });
+        }
         if resp.status().is_success() {
             return Ok(resp);
         }

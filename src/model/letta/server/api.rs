@@ -374,7 +374,11 @@ fn get_conversation(
         return not_found_conversation(conv_id);
     }
     st.ensure_system_message(config.profile, conv_id, now);
-    mhttp::json_response(StatusCode::OK, &conversation_json(&st, conv_id, epoch))
+    let mut answer = mhttp::json_response(StatusCode::OK, &conversation_json(&st, conv_id, epoch));
+    if config.bugs.untyped_answers {
+        answer.headers_mut().remove(hyper::header::CONTENT_TYPE);
+    }
+    answer
 }
 
 /// `GET /v1/conversations/{id}/messages`; `default` needs `agent_id` in the query.

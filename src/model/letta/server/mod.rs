@@ -197,6 +197,9 @@ pub struct ServerBugs {
     /// A stream that has sent every chunk of a run still going ends there instead of waiting
     /// for the next: the send's own response closes after its first ping.
     pub close_caught_up_stream: bool,
+    /// Breaks `answers-typed`: `GET /v1/conversations/{id}` answers its JSON without a
+    /// content type.
+    pub untyped_answers: bool,
 }
 
 /// Where the server injects faults. The harness implements it from the scenario's fault plan
