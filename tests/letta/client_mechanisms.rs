@@ -971,6 +971,23 @@ fn interrupt_while_the_dialog_waits_queues_user_interrupted_the_stream_denials()
     assert_eq!(outcomes(&r)[1], "stopped: end_turn");
 }
 
+/// An interrupt in the dialog of a batch the client has partly handled: the auto-allowed call's
+/// result and the waiting call's "User interrupted the stream" denial are both queued, each for
+/// its own call, in approval order (letta-protocol.md §9.1 branch B).
+#[test]
+fn interrupt_in_a_partly_handled_batch_queues_each_result_for_its_own_call() {
+    let r = pass(&scenario("client_interrupt_mixed_batch"), 1);
+    let steps = steps(&r);
+    let resend = steps.last().expect("a resend");
+    assert_eq!(
+        resend,
+        "POST /v1/conversations/{conv}/messages items=approval(o2)[tool:c1:error,deny:c2:\"User interrupted the stream\"] + user(o3) + user(o4) -> 200",
+        "{steps:#?}"
+    );
+    assert_eq!(count(&r, "origin=interrupt"), 1);
+    assert_eq!(outcomes(&r)[1], "stopped: end_turn");
+}
+
 /// The published TUI's eager cancel is fire-and-forget: the next submission can reach the
 /// server first, and the cancel then kills the NEW run (docs/findings.md#eager-cancel-races-the-next-message).
 /// The reference waits for the cancel to settle and never loses the next turn.
