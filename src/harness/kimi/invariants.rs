@@ -5,6 +5,8 @@
 //! ends with `loop_interrupted` (its `turn.interrupted`) or with the turn. The host may start
 //! another run in the same turn after compacting (a context overflow).
 
+use std::collections::BTreeMap;
+
 use crate::harness::invariants::{LOCK_SAFETY, LOOP_ENVELOPE, Violation};
 use crate::harness::trace::TraceEvent;
 use crate::model::kimi::turn_loop::access::ToolAccesses;
@@ -302,6 +304,8 @@ impl Turn {
 pub fn loop_envelope(events: &[TraceEvent]) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut turn: Option<Turn> = None;
+    // Each step's uuid → the event of its `step.begin`.
+    let mut step_uuids: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, e) in events.iter().enumerate() {
         if e.host != "client" {
             continue;
@@ -309,6 +313,22 @@ pub fn loop_envelope(events: &[TraceEvent]) -> Vec<Violation> {
         if let Observation::TurnStart { turn: n, .. } = &e.obs {
             turn = Some(Turn::new(*n));
             continue;
+        }
+        if let Observation::LoopStepBegin { step, uuid, .. } = &e.obs {
+            let message = if !is_uuid_v4(uuid) {
+                Some(format!(
+                    "step.begin of step {step} has uuid {uuid:?}, not a random UUIDv4 (kimi-loop.md §3.2)"
+                ))
+            } else {
+                step_uuids.get(uuid.as_str()).map(|first| {
+                    format!(
+                        "step.begin of step {step} reuses uuid {uuid} of the step begun at event {}: each step draws its own (kimi-loop.md §3.2)",
+                        first + 1
+                    )
+                })
+            };
+            out.extend(message.map(|message| Violation::at(LOOP_ENVELOPE, i, message)));
+            step_uuids.entry(uuid).or_insert(i);
         }
         let Some(t) = turn.as_mut() else {
             continue;
@@ -324,6 +344,18 @@ pub fn loop_envelope(events: &[TraceEvent]) -> Vec<Violation> {
         }));
     }
     out
+}
+
+/// `randomUUID()`'s shape: 8-4-4-4-12 lowercase hex digits, version 4, variant 10.
+fn is_uuid_v4(text: &str) -> bool {
+    let b = text.as_bytes();
+    b.len() == 36
+        && b.iter().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => *c == b'-',
+            _ => c.is_ascii_digit() || (b'a'..=b'f').contains(c),
+        })
+        && b[14] == b'4'
+        && matches!(b[19], b'8' | b'9' | b'a' | b'b')
 }
 
 /// `lock-safety`: two tool executions whose accesses conflict (kimi-loop.md §5.1, judged on
@@ -438,7 +470,7 @@ pub use super::budget::{RETRYABLE_STATUSES, backoff_window, budget_respected};
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::kimi::test_events::{begin, ev, messages, turn_start};
+    use crate::harness::kimi::test_events::{begin, ev, messages, step_uuid, turn_start};
     use crate::model::kimi::turn_loop::access::ToolAccesses;
     use crate::model::port::observe::AccessList;
 
@@ -454,7 +486,7 @@ mod tests {
         ev(Observation::LoopStepEnd {
             turn_id: "1".into(),
             step,
-            uuid: format!("u{step}"),
+            uuid: step_uuid(step),
             finish_reason: "tool_use".into(),
             usage: u,
         })
@@ -522,6 +554,56 @@ mod tests {
             turn_end("completed: end_turn"),
         ];
         assert_eq!(messages(loop_envelope(&trace)), Vec::<String>::new());
+    }
+
+    /// Each `step.begin` draws its own random UUIDv4 (kimi-loop.md §3.2): an empty uuid, or
+    /// the uuid of an earlier step, is a PRNG that no longer draws.
+    #[test]
+    fn a_step_uuid_is_a_fresh_uuid_v4() {
+        let u = usage(10, 2);
+        let with_uuid = |step: u32, uuid: &str| {
+            ev(Observation::LoopStepBegin {
+                turn_id: "1".into(),
+                step,
+                uuid: uuid.into(),
+            })
+        };
+        let end_with = |step: u32, uuid: &str| {
+            ev(Observation::LoopStepEnd {
+                turn_id: "1".into(),
+                step,
+                uuid: uuid.into(),
+                finish_reason: "tool_use".into(),
+                usage: u,
+            })
+        };
+        let trace = vec![
+            turn_start(),
+            with_uuid(1, ""),
+            ret(u),
+            end_with(1, ""),
+            with_uuid(2, &step_uuid(7)),
+            ret(u),
+            end_with(2, &step_uuid(7)),
+            with_uuid(3, &step_uuid(7)),
+            ret(u),
+            end_with(3, &step_uuid(7)),
+            turn_end("completed: end_turn"),
+        ];
+        assert_eq!(
+            messages(loop_envelope(&trace)),
+            [
+                "step.begin of step 1 has uuid \"\", not a random UUIDv4 (kimi-loop.md §3.2)"
+                    .to_string(),
+                format!(
+                    "step.begin of step 3 reuses uuid {} of the step begun at event 5: each step draws its own (kimi-loop.md §3.2)",
+                    step_uuid(7)
+                ),
+            ]
+        );
+        assert!(is_uuid_v4("f47ac10b-58cc-4372-a567-0e02b2c3d479"));
+        assert!(!is_uuid_v4("f47ac10b-58cc-1372-a567-0e02b2c3d479"));
+        assert!(!is_uuid_v4("F47AC10B-58CC-4372-A567-0E02B2C3D479"));
     }
 
     #[test]

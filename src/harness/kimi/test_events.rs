@@ -33,8 +33,13 @@ pub fn begin(step: u32) -> TraceEvent {
     ev(Observation::LoopStepBegin {
         turn_id: "1".into(),
         step,
-        uuid: format!("u{step}"),
+        uuid: step_uuid(step),
     })
+}
+
+/// A UUIDv4 of the step's number, as `step.begin` and `step.end` carry one.
+pub fn step_uuid(step: u32) -> String {
+    format!("00000000-0000-4000-8000-{step:012x}")
 }
 
 /// The violations' messages, in order.
