@@ -35,6 +35,8 @@ struct Run {
     open: Option<OpenStep>,
     returned: TokenUsage,
     interrupted: bool,
+    /// The `reason` of the run's `turn.interrupted`, once it was interrupted.
+    interrupt_reason: Option<String>,
     /// Any loop event (including its `turn.interrupted`) belongs to this run.
     active: bool,
 }
@@ -103,6 +105,7 @@ impl Turn {
             Observation::LoopInterrupted { reason, cause, .. } => {
                 self.run.active = true;
                 self.run.interrupted = true;
+                self.run.interrupt_reason = Some(reason.clone());
                 self.interrupt_cause(reason, cause)
             }
             Observation::LoopBackstopResult { tool_call_id } if !self.run.interrupted => {
@@ -272,11 +275,21 @@ impl Turn {
         )]
     }
 
-    /// A turn that was not interrupted ends completed, with no step open.
+    /// A turn that was not interrupted ends completed, with no step open; a turn whose last
+    /// run was interrupted for `max_steps` fails with the max-steps error, and one that fails
+    /// with it was interrupted for `max_steps` (kimi-loop.md §2 errors, §3.3 case D).
     fn turn_end(&self, outcome: &str) -> Vec<String> {
         let tn = self.turn;
         let run = &self.run;
         let mut out = Vec::new();
+        if let Some(reason) = run.interrupt_reason.as_deref().filter(|_| run.interrupted) {
+            let out_of_steps = outcome.starts_with("failed: loop.max_steps_exceeded:");
+            if out_of_steps != (reason == "max_steps") {
+                out.push(format!(
+                    "turn {tn} ended ({outcome}) after a turn.interrupted with reason {reason}: a run interrupted for max_steps fails with loop.max_steps_exceeded, and only such a run"
+                ));
+            }
+        }
         if !run.interrupted {
             if let Some(open) = &run.open {
                 out.push(format!(
@@ -300,7 +313,8 @@ impl Turn {
 /// results in provider order, all before the step's `step.end`; each `step.end` carries the
 /// usage of the response its step returned; a turn's reported usage equals the sum of the
 /// responses its run returned, aborted steps included; an aborted run's `interruptReason`
-/// says whether the user cancelled it.
+/// says whether the user cancelled it; a turn fails with `loop.max_steps_exceeded` exactly
+/// when its last run was interrupted for `max_steps`; each step has its own UUIDv4.
 pub fn loop_envelope(events: &[TraceEvent]) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut turn: Option<Turn> = None;
@@ -663,6 +677,48 @@ mod tests {
                 "turn 1 ended (cancelled) without a turn.interrupted",
             ]
         );
+    }
+
+    /// Case D of kimi-loop.md §3.3: the run that exhausts `maxSteps` is interrupted with
+    /// `max_steps` and the turn fails with `loop.max_steps_exceeded`; any other failure is
+    /// interrupted with `error`.
+    #[test]
+    fn only_a_run_out_of_steps_is_interrupted_for_max_steps() {
+        const OUT_OF_STEPS: &str = "failed: loop.max_steps_exceeded: Turn exceeded maxSteps=1.";
+        const OTHER: &str = "failed: APIStatusError: model: the requested model does not exist";
+        let u = usage(1, 1);
+        let turn = |reason: &str, outcome: &str| {
+            vec![
+                turn_start(),
+                begin(1),
+                ret(u),
+                end(1, u),
+                ev(Observation::LoopInterrupted {
+                    reason: reason.into(),
+                    cause: reason.into(),
+                    attempted_steps: 1,
+                    active_step: None,
+                    message: Some(outcome.into()),
+                }),
+                turn_end(outcome),
+            ]
+        };
+        assert_eq!(
+            messages(loop_envelope(&turn("max_steps", OUT_OF_STEPS))),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            messages(loop_envelope(&turn("error", OTHER))),
+            Vec::<String>::new()
+        );
+        for (reason, outcome) in [("error", OUT_OF_STEPS), ("max_steps", OTHER)] {
+            assert_eq!(
+                messages(loop_envelope(&turn(reason, outcome))),
+                [format!(
+                    "turn 1 ended ({outcome}) after a turn.interrupted with reason {reason}: a run interrupted for max_steps fails with loop.max_steps_exceeded, and only such a run"
+                )]
+            );
+        }
     }
 
     #[test]
