@@ -485,10 +485,11 @@ impl Serialize for AccessList {
 
 impl Observation {
     /// Every name [`Observation::name`] can return, one per variant, in declaration order.
-    pub const NAMES: [&'static str; 56] = [
+    pub const NAMES: [&'static str; 57] = [
         "turn_start",
         "client_send",
         "client_response",
+        "untyped_answer",
         "client_connect_error",
         "client_chunk",
         "client_stream_end",
