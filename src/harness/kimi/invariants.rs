@@ -536,6 +536,22 @@ mod tests {
         })
     }
 
+    /// A `turn.interrupted` of step 1 (`active_step` when the step was still open).
+    fn interrupted(
+        reason: &str,
+        cause: &str,
+        active_step: Option<u32>,
+        message: Option<&str>,
+    ) -> TraceEvent {
+        ev(Observation::LoopInterrupted {
+            reason: reason.into(),
+            cause: cause.into(),
+            attempted_steps: 1,
+            active_step,
+            message: message.map(str::to_string),
+        })
+    }
+
     fn turn_end(outcome: &str) -> TraceEvent {
         ev(Observation::TurnEnd {
             turn: 1,
@@ -652,13 +668,7 @@ mod tests {
     #[test]
     fn an_open_step_is_allowed_only_when_the_run_was_interrupted() {
         let u = usage(1, 1);
-        let interrupted = ev(Observation::LoopInterrupted {
-            reason: "aborted".into(),
-            cause: "user_cancelled".into(),
-            attempted_steps: 1,
-            active_step: Some(1),
-            message: None,
-        });
+        let interrupted = interrupted("aborted", "user_cancelled", Some(1), None);
         let ok = vec![
             turn_start(),
             begin(1),
@@ -693,13 +703,7 @@ mod tests {
                 begin(1),
                 ret(u),
                 end(1, u),
-                ev(Observation::LoopInterrupted {
-                    reason: reason.into(),
-                    cause: reason.into(),
-                    attempted_steps: 1,
-                    active_step: None,
-                    message: Some(outcome.into()),
-                }),
+                interrupted(reason, reason, None, Some(outcome)),
                 turn_end(outcome),
             ]
         };
@@ -729,15 +733,7 @@ mod tests {
                 reason: reason.into(),
             })
         };
-        let interrupted = |cause: &str| {
-            ev(Observation::LoopInterrupted {
-                reason: "aborted".into(),
-                cause: cause.into(),
-                attempted_steps: 1,
-                active_step: Some(1),
-                message: None,
-            })
-        };
+        let aborted = |cause: &str| interrupted("aborted", cause, Some(1), None);
         let u = usage(1, 1);
         let turn = |reason: &str, cause: &str| {
             vec![
@@ -745,7 +741,7 @@ mod tests {
                 begin(1),
                 ret(u),
                 abort(reason),
-                interrupted(cause),
+                aborted(cause),
                 turn_result(u),
                 turn_end("cancelled"),
             ]

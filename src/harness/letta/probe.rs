@@ -95,12 +95,8 @@ pub async fn run<E: Env>(env: E, server_addr: String, steps: Vec<ProbeStep>) {
             }
         };
         let status = resp.status().as_u16();
-        if !resp.headers().contains_key("content-type") {
-            env.observe(Observation::UntypedAnswer {
-                method: step.method.clone(),
-                path: step.path.clone(),
-                status,
-            });
+        if let Some(untyped) = http::untyped_answer(&resp, &step.method, &step.path) {
+            env.observe(untyped);
         }
         let is_sse = resp
             .headers()

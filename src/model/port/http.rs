@@ -15,6 +15,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::Value;
 
 use super::env::{Env, Listener};
+use super::observe::Observation;
 
 /// The response body type every model handler returns.
 pub type Body = BoxBody<Bytes, io::Error>;
@@ -27,6 +28,18 @@ pub fn full(bytes: impl Into<Bytes>) -> Body {
 }
 
 /// A JSON response with the given status.
+/// The `untyped_answer` observation for an answer to `method path` that names no content type
+/// (every answer a real Letta server gives carries one), or `None`.
+pub fn untyped_answer<B>(resp: &Response<B>, method: &str, path: &str) -> Option<Observation> {
+    (!resp.headers().contains_key(hyper::header::CONTENT_TYPE)).then(|| {
+        Observation::UntypedAnswer {
+            method: method.into(),
+            path: path.into(),
+            status: resp.status().as_u16(),
+        }
+    })
+}
+
 pub fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
     Response::builder()
         .status(status)

@@ -276,12 +276,8 @@ impl<E: Env> HttpBackend<E> {
             status,
             retry_after,
         });
-        if !resp.headers().contains_key(hyper::header::CONTENT_TYPE) {
-            self.env.observe(Observation::UntypedAnswer {
-                method: method.into(),
-                path: path.into(),
-                status,
-            });
+        if let Some(untyped) = http::untyped_answer(&resp, method, path) {
+            self.env.observe(untyped);
         }
         if resp.status().is_success() {
             return Ok(resp);
