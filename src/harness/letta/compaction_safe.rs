@@ -7,8 +7,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde_json::Value;
+
 use crate::harness::invariants::{COMPACTION_SAFE, Violation};
 use crate::harness::trace::TraceEvent;
+use crate::harness::world::EPOCH_UNIX_MS;
+use crate::model::letta::server::compaction::threshold;
+use crate::model::letta::server::ids::letta_time;
 use crate::model::port::observe::Observation;
 
 /// A message as the `compaction` event describes it: `role:id[calls]`.
@@ -65,6 +70,10 @@ pub fn compaction_safe(events: &[TraceEvent]) -> Vec<Violation> {
             appended,
             tokens_after,
             threshold,
+            trigger,
+            fell_back,
+            summary_time,
+            summary_stats,
             ..
         } = &e.obs
         else {
@@ -165,9 +174,98 @@ pub fn compaction_safe(events: &[TraceEvent]) -> Vec<Violation> {
                 ));
             }
         }
+        // 5. The summary message tells the truth about the compaction that wrote it.
+        let told = Told {
+            at_ms: e.t_ms,
+            trigger,
+            threshold: *threshold,
+            fell_back: *fell_back,
+            summarized: summarized.len() as u64,
+            after: kept.len().saturating_sub(appended.len()) as u64,
+        };
+        for message in told.check(summary_time, summary_stats) {
+            violation(message);
+        }
     }
     out.extend(ladder_overruns(events));
     out
+}
+
+/// What the trace knows of a compaction, against which its stored summary's `time` and
+/// `compaction_stats` are read (letta-protocol.md §8.4, §8.6).
+struct Told<'a> {
+    at_ms: u64,
+    trigger: &'a str,
+    threshold: Option<u64>,
+    fell_back: bool,
+    /// Messages its plan summarised: what it took out of context, as planned (a compaction
+    /// planned while another ran may find less to remove when it applies).
+    summarized: u64,
+    /// The in-context messages it left, its summary first, less what was written meanwhile.
+    after: u64,
+}
+
+impl Told<'_> {
+    fn check(&self, time: &str, stats: &Value) -> Vec<String> {
+        let mut out = Vec::new();
+        // The time the summary is packed at is the compaction's own. Over real TCP the model
+        // reads the clock once for the packing and once for the trace event, so the second
+        // before also holds.
+        let at = EPOCH_UNIX_MS + self.at_ms;
+        let stamped = [at, at.saturating_sub(1000)].map(letta_time);
+        if !stamped.iter().any(|s| s == time) {
+            out.push(format!(
+                "the summary message says it was written at {time:?}, not {:?}",
+                stamped[0]
+            ));
+        }
+        let count = |key: &str| stats.get(key).and_then(Value::as_u64);
+        if stats.get("trigger").and_then(Value::as_str) != Some(self.trigger) {
+            out.push(format!(
+                "the summary's compaction_stats {stats} do not name the trigger {}",
+                self.trigger
+            ));
+        }
+        let window = count("context_window");
+        if window.map(threshold) != self.threshold {
+            out.push(format!(
+                "the summary's context_window {window:?} does not give the compaction's threshold {:?}",
+                self.threshold
+            ));
+        }
+        let (Some(before), Some(after)) = (
+            count("messages_count_before"),
+            count("messages_count_after"),
+        ) else {
+            out.push(format!(
+                "the summary's compaction_stats {stats} lack the message counts"
+            ));
+            return out;
+        };
+        if after != self.after {
+            out.push(format!(
+                "the summary says {after} messages are left, the conversation holds {}",
+                self.after
+            ));
+        }
+        // Without the fallback the counts are those of one cut: what it summarised and what
+        // it left, the summary standing in for the summarised. The `all` fallback after a
+        // sliding pass counts from that pass's result, which is no shorter than what is left
+        // (§8.2, §8.4).
+        let planned = (self.summarized + self.after).saturating_sub(1);
+        let fits = if self.fell_back {
+            (self.after.min(planned)..=planned).contains(&before)
+        } else {
+            before == planned
+        };
+        if !fits {
+            out.push(format!(
+                "the summary says {before} messages were in context before, but the compaction summarised {} and left {}",
+                self.summarized, self.after
+            ));
+        }
+        out
+    }
 }
 
 /// The messages `ids` stand for: a summary stands for what its compaction summarised, in turn
@@ -230,8 +328,18 @@ mod tests {
         }
     }
 
+    /// A sliding-window compaction at time 0 whose summary's stats count what it summarised
+    /// and kept.
     fn compaction(removed: &[&str], summarized: &[&str], kept: &[&str]) -> TraceEvent {
         let list = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
+        let stats = serde_json::json!({
+            "trigger": "context_window_overflow",
+            "context_tokens_before": 120,
+            "context_tokens_after": 10,
+            "context_window": 128,
+            "messages_count_before": summarized.len() + kept.len() - 1,
+            "messages_count_after": kept.len(),
+        });
         TraceEvent {
             t_ms: 0,
             host: "server".into(),
@@ -245,9 +353,11 @@ mod tests {
                 kept: list(kept),
                 appended: Vec::new(),
                 tokens_after: 10,
-                threshold: Some(100),
+                threshold: Some(threshold(128)),
                 fell_back: false,
                 laddered: false,
+                summary_time: letta_time(EPOCH_UNIX_MS),
+                summary_stats: stats,
             },
         }
     }
@@ -288,6 +398,66 @@ mod tests {
         assert_eq!(
             v[0].message,
             "compaction of conv-1: s1 was removed from context without being summarised"
+        );
+    }
+
+    /// The stored summary carries the compaction's time and counts; a summary stamped at
+    /// another time, or counting other messages than the cut removed and kept, is not what
+    /// the model will be told on its next step.
+    #[test]
+    fn a_summary_that_misstates_its_compaction_breaks_compaction_safety() {
+        let fine = compaction(
+            &["user:m1", "assistant:m2[t1]", "tool:m3[t1]"],
+            &["user:m1", "assistant:m2[t1]", "tool:m3[t1]"],
+            &["summary:s1", "assistant:m4", "user:m5"],
+        );
+        assert_eq!(compaction_safe(std::slice::from_ref(&fine)), []);
+        let mut later = fine.clone();
+        later.t_ms = 61_000;
+        let mut miscounted = fine.clone();
+        let Observation::Compaction { summary_stats, .. } = &mut miscounted.obs else {
+            unreachable!()
+        };
+        summary_stats["messages_count_after"] = 4.into();
+        summary_stats["messages_count_before"] = 7.into();
+        let mut unpacked = fine;
+        let Observation::Compaction {
+            summary_time,
+            summary_stats,
+            ..
+        } = &mut unpacked.obs
+        else {
+            unreachable!()
+        };
+        *summary_time = String::new();
+        *summary_stats = Value::Null;
+        let messages = |e: TraceEvent| -> Vec<String> {
+            compaction_safe(&[e])
+                .into_iter()
+                .map(|v| v.message)
+                .collect()
+        };
+        assert_eq!(
+            messages(later),
+            [
+                "compaction of conv-1: the summary message says it was written at \"2026-01-01 12:00:00 AM UTC+0000\", not \"2026-01-01 12:01:01 AM UTC+0000\""
+            ]
+        );
+        assert_eq!(
+            messages(miscounted),
+            [
+                "compaction of conv-1: the summary says 4 messages are left, the conversation holds 3",
+                "compaction of conv-1: the summary says 7 messages were in context before, but the compaction summarised 3 and left 3",
+            ]
+        );
+        assert_eq!(
+            messages(unpacked),
+            [
+                "compaction of conv-1: the summary message says it was written at \"\", not \"2026-01-01 12:00:00 AM UTC+0000\"",
+                "compaction of conv-1: the summary's compaction_stats null do not name the trigger context_window_overflow",
+                "compaction of conv-1: the summary's context_window None does not give the compaction's threshold Some(103)",
+                "compaction of conv-1: the summary's compaction_stats null lack the message counts",
+            ]
         );
     }
 

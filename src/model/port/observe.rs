@@ -246,6 +246,11 @@ pub enum Observation {
         fell_back: bool,
         /// The summariser overflowed and the ladder cut its transcript.
         laddered: bool,
+        /// The stored summary message's own `time` and `compaction_stats` (§8.6), read back
+        /// from the packed text the conversation now holds (empty and null when it does not
+        /// parse): what the model sees of the compaction on its next step.
+        summary_time: String,
+        summary_stats: serde_json::Value,
     },
     /// One summariser call of a compaction; `budget` is the overflow ladder's transcript budget.
     SummariserCall {

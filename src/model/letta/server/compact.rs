@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::compaction::estimate::js_len;
 use super::compaction::estimate::{CtxMessage, CtxToolCall, Role, provider_estimate};
-use super::compaction::summary::{CompactionStats, package_summary};
+use super::compaction::summary::{CompactionStats, package_summary, read_packed};
 use super::compaction::{
     self, Failed, Mode, Outcome, Settings, Summariser, SummariserError, SummaryRequest, Trigger,
     threshold,
@@ -288,6 +288,7 @@ fn apply<E: Env>(
     let time = ids::letta_time(env.epoch_ms() + now);
     let sliding = outcome.mode == Mode::SlidingWindow;
     let packed = package_summary(sliding, &outcome.stats, &outcome.summary, &time);
+    let (summary_time, summary_stats) = read_packed(&packed);
     let summary_id = st.new_id(config.profile, IdKind::Message);
     st.messages.insert(
         summary_id.clone(),
@@ -394,6 +395,8 @@ fn apply<E: Env>(
         threshold,
         fell_back: outcome.fell_back_to_all,
         laddered: outcome.laddered,
+        summary_time,
+        summary_stats,
     });
     // A run that ended meanwhile (a cancel) gets no more chunks.
     if let (Some(run_id), true) = (emit.run_id, emit.chunks)

@@ -261,6 +261,14 @@ pub fn package_summary(
     .to_string()
 }
 
+/// The `time` and `compaction_stats` of a packed summary, read back from its text (an empty
+/// time and a null stats object where the text does not carry them).
+pub fn read_packed(packed: &str) -> (String, Value) {
+    let v: Value = serde_json::from_str(packed).unwrap_or(Value::Null);
+    let time = v["time"].as_str().unwrap_or_default().to_string();
+    (time, v["compaction_stats"].clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::estimate::CtxToolCall;
