@@ -72,8 +72,7 @@ pub fn compaction_safe(events: &[TraceEvent]) -> Vec<Violation> {
             threshold,
             trigger,
             fell_back,
-            summary_time,
-            summary_stats,
+            summary,
             ..
         } = &e.obs
         else {
@@ -183,7 +182,7 @@ pub fn compaction_safe(events: &[TraceEvent]) -> Vec<Violation> {
             summarized: summarized.len() as u64,
             after: kept.len().saturating_sub(appended.len()) as u64,
         };
-        for message in told.check(summary_time, summary_stats) {
+        for message in told.check(&summary.summary_time, &summary.summary_stats) {
             violation(message);
         }
     }
@@ -314,6 +313,7 @@ fn ladder_overruns(events: &[TraceEvent]) -> Vec<Violation> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::port::observe::StoredSummary;
 
     fn summariser_call(budget: Option<u64>, transcript_chars: u64) -> TraceEvent {
         TraceEvent {
@@ -356,8 +356,10 @@ mod tests {
                 threshold: Some(threshold(128)),
                 fell_back: false,
                 laddered: false,
-                summary_time: letta_time(EPOCH_UNIX_MS),
-                summary_stats: stats,
+                summary: Box::new(StoredSummary {
+                    summary_time: letta_time(EPOCH_UNIX_MS),
+                    summary_stats: stats,
+                }),
             },
         }
     }
@@ -415,22 +417,17 @@ mod tests {
         let mut later = fine.clone();
         later.t_ms = 61_000;
         let mut miscounted = fine.clone();
-        let Observation::Compaction { summary_stats, .. } = &mut miscounted.obs else {
+        let Observation::Compaction { summary, .. } = &mut miscounted.obs else {
             unreachable!()
         };
-        summary_stats["messages_count_after"] = 4.into();
-        summary_stats["messages_count_before"] = 7.into();
+        summary.summary_stats["messages_count_after"] = 4.into();
+        summary.summary_stats["messages_count_before"] = 7.into();
         let mut unpacked = fine;
-        let Observation::Compaction {
-            summary_time,
-            summary_stats,
-            ..
-        } = &mut unpacked.obs
-        else {
+        let Observation::Compaction { summary, .. } = &mut unpacked.obs else {
             unreachable!()
         };
-        *summary_time = String::new();
-        *summary_stats = Value::Null;
+        summary.summary_time = String::new();
+        summary.summary_stats = Value::Null;
         let messages = |e: TraceEvent| -> Vec<String> {
             compaction_safe(&[e])
                 .into_iter()

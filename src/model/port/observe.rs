@@ -246,11 +246,9 @@ pub enum Observation {
         fell_back: bool,
         /// The summariser overflowed and the ladder cut its transcript.
         laddered: bool,
-        /// The stored summary message's own `time` and `compaction_stats` (§8.6), read back
-        /// from the packed text the conversation now holds (empty and null when it does not
-        /// parse): what the model sees of the compaction on its next step.
-        summary_time: String,
-        summary_stats: serde_json::Value,
+        /// What the stored summary message says of the compaction.
+        #[serde(flatten)]
+        summary: Box<StoredSummary>,
     },
     /// One summariser call of a compaction; `budget` is the overflow ladder's transcript budget.
     SummariserCall {
@@ -441,6 +439,15 @@ pub enum Observation {
         steps: u32,
         usage: TokenUsage,
     },
+}
+
+/// The stored summary message's own `time` and `compaction_stats` (letta-protocol.md §8.6),
+/// read back from the packed text the conversation now holds (empty and null when it does not
+/// parse): what the model is told of a compaction on its next step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StoredSummary {
+    pub summary_time: String,
+    pub summary_stats: serde_json::Value,
 }
 
 pub use crate::model::kimi::turn_loop::types::TokenUsage;

@@ -27,7 +27,7 @@ use super::store::{IdKind, Message, MessageBody, Store, SummaryRecord};
 use super::{APPROVAL_PENDING_DETAIL, Profile, ServerConfig, SharedStore, ids, record};
 use crate::model::port::env::Env;
 use crate::model::port::http::{self as mhttp, Body};
-use crate::model::port::observe::Observation;
+use crate::model::port::observe::{Observation, StoredSummary};
 use crate::model::provider::request_path;
 use crate::wire::letta::{ClientTool, Content, Envelope, GenericMessage, LettaChunk};
 use crate::wire::provider::{ProviderDecoder, ProviderEvent, ProviderFormat};
@@ -395,8 +395,10 @@ fn apply<E: Env>(
         threshold,
         fell_back: outcome.fell_back_to_all,
         laddered: outcome.laddered,
-        summary_time,
-        summary_stats,
+        summary: Box::new(StoredSummary {
+            summary_time,
+            summary_stats,
+        }),
     });
     // A run that ended meanwhile (a cancel) gets no more chunks.
     if let (Some(run_id), true) = (emit.run_id, emit.chunks)
