@@ -173,6 +173,11 @@ mod tests {
             "2dc54175-e0d8-4433-838b-5c87a66a8b00"
         );
         assert!(assistant_otid("message-x-b294", 0).ends_with("b280"));
+        // The last byte is rewritten however short the id: a two-character one is all byte;
+        // shorter ones have no byte to rewrite and pass through.
+        assert_eq!(assistant_otid("message-b2", 1), "81");
+        assert_eq!(assistant_otid("message-b", 1), "b");
+        assert_eq!(assistant_otid("message-", 1), "");
     }
 
     /// The closed form against a walk one day at a time from 1970-01-01 to 2498: its century
