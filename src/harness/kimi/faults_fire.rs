@@ -11,6 +11,7 @@
 use crate::harness::faults::Fault;
 use crate::harness::invariants::{CLIENT_FAULTS_FIRE, Violation};
 use crate::harness::trace::TraceEvent;
+use crate::model::kimi::agent::inject::Garbage;
 use crate::model::port::observe::Observation;
 
 /// Whether `obs` is the trace form of a dispatched event of type `event`, for the types the
@@ -78,6 +79,140 @@ pub fn listener_faults_fire(
     out
 }
 
+/// `client-faults-fire` for the tool faults: each `tool_hang` or `tool_garbage` of `plan`
+/// whose execution starts before the plan heals at `heal_at_ms` fires (its report comes
+/// before that execution's `loop_tool_start`) and takes effect. A hung execution ignores the
+/// abort signal, so it ends only by being dropped (the loop's grace timeout, kimi-loop.md
+/// §4.4) or not at all. A garbage execution ends `garbage` unless an abort came first, and
+/// its `tool.result` is the error `coerceToolResult` makes of the value (§4.3): the host has
+/// no `finalizeToolResult` hook to replace it. Of two tool faults on one execution the
+/// harness applies the first in the plan; the other is not held to firing.
+pub fn tool_faults_fire(plan: &[Fault], heal_at_ms: u64, events: &[TraceEvent]) -> Vec<Violation> {
+    let tool_fault = |f: &Fault| match f {
+        Fault::ToolHang { execution, .. } => Some((*execution, None)),
+        Fault::ToolGarbage { execution, value } => Some((*execution, Some(*value))),
+        _ => None,
+    };
+    let mut out = Vec::new();
+    let mut taken = std::collections::BTreeSet::new();
+    for fault in plan {
+        let Some((execution, garbage)) = tool_fault(fault) else {
+            continue;
+        };
+        if !taken.insert(execution) {
+            continue;
+        }
+        let Some((start, tool_call_id, tool)) =
+            events.iter().enumerate().find_map(|(i, e)| match &e.obs {
+                Observation::LoopToolStart {
+                    tool_call_id,
+                    tool,
+                    execution: n,
+                    ..
+                } if *n == execution && e.t_ms < heal_at_ms => {
+                    Some((i, tool_call_id.as_str(), tool.as_str()))
+                }
+                _ => None,
+            })
+        else {
+            continue;
+        };
+        let mut violation = |at: usize, message: String| {
+            out.push(Violation {
+                invariant: CLIENT_FAULTS_FIRE,
+                event: Some(at),
+                message: format!("the plan's `{fault}`: {message}"),
+            })
+        };
+        let report = fault.to_string();
+        let fired = events[..start].iter().any(|e| {
+            e.host == "harness"
+                && matches!(&e.obs, Observation::Fault { fault } if *fault == report)
+        });
+        if !fired {
+            violation(
+                start,
+                format!(
+                    "did not fire: tool execution {execution} ({tool} {tool_call_id}) started here, before the plan healed"
+                ),
+            );
+            continue;
+        }
+        let later = || events.iter().enumerate().skip(start + 1);
+        let ended = later().find_map(|(i, e)| match &e.obs {
+            Observation::LoopToolEnd {
+                tool_call_id: id,
+                how,
+            } if id == tool_call_id => Some((i, how.as_str())),
+            _ => None,
+        });
+        let Some(value) = garbage else {
+            if let Some((at, how)) = ended.filter(|(_, how)| *how != "dropped") {
+                violation(
+                    at,
+                    format!(
+                        "the hung execution {execution} ({tool_call_id}) ended `{how}`, though a hung tool ignores the abort signal"
+                    ),
+                );
+            }
+            continue;
+        };
+        match ended {
+            Some((_, "garbage" | "aborted" | "dropped")) | None => {}
+            Some((at, how)) => violation(
+                at,
+                format!(
+                    "execution {execution} ({tool_call_id}) ended `{how}` instead of returning garbage"
+                ),
+            ),
+        }
+        if !matches!(ended, Some((_, "garbage"))) {
+            continue;
+        }
+        let want = coerced(tool, value);
+        let result = later().find_map(|(i, e)| match &e.obs {
+            Observation::LoopToolResult {
+                tool_call_id: id,
+                is_error,
+                output,
+            } if id == tool_call_id => Some((i, *is_error, output.as_str())),
+            _ => None,
+        });
+        if let Some((at, is_error, output)) = result {
+            let shown = output.strip_suffix('…').unwrap_or(output);
+            let same = if shown.len() < output.len() {
+                want.starts_with(shown)
+            } else {
+                want == output
+            };
+            if !is_error || !same {
+                violation(
+                    at,
+                    format!(
+                        "the result of {tool_call_id} is {} {output:?}, not the error {want:?}",
+                        if is_error { "the error" } else { "the success" }
+                    ),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// The error result `coerceToolResult` makes of a tool's garbage (kimi-loop.md §4.3).
+fn coerced(tool: &str, value: Garbage) -> String {
+    match value {
+        Garbage::Undefined => format!("Tool \"{tool}\" returned no result."),
+        Garbage::Number | Garbage::Boolean | Garbage::String => format!(
+            "Tool \"{tool}\" returned a {} instead of a tool result.",
+            value.as_str()
+        ),
+        Garbage::Array | Garbage::NoOutput => format!(
+            "Tool \"{tool}\" returned a result with a missing or malformed \"output\" field."
+        ),
+    }
+}
+
 fn missed(fault: &Fault, event: &str, n: u32, at: usize) -> Violation {
     Violation {
         invariant: CLIENT_FAULTS_FIRE,
@@ -100,6 +235,72 @@ mod tests {
             .into_iter()
             .map(|v| v.message)
             .collect()
+    }
+
+    /// `tool_garbage.toml`'s three garbage executions become the coerced errors; a result
+    /// that is not the coercion of its garbage, a garbage fault that never reached its
+    /// execution, and a hung execution that ended normally each break `client-faults-fire`.
+    #[test]
+    fn tool_faults_fire_and_take_effect() {
+        let s = bundled("tool_garbage.toml");
+        let plan = crate::harness::world::plan(&s);
+        let check = |plan: &[Fault], trace: &[TraceEvent]| -> Vec<String> {
+            tool_faults_fire(plan, u64::MAX, trace)
+                .into_iter()
+                .map(|v| v.message)
+                .collect()
+        };
+        let faithful = run_once(&s, 1).unwrap().trace;
+        assert_eq!(check(&plan, &faithful), Vec::<String>::new());
+        let number_result = |e: &TraceEvent| matches!(&e.obs, Observation::LoopToolResult { tool_call_id, .. } if tool_call_id == "toolu_s1_2");
+        let mut miscoerced = faithful.clone();
+        let Some(Observation::LoopToolResult { output, .. }) = miscoerced
+            .iter_mut()
+            .find(|e| number_result(e))
+            .map(|e| &mut e.obs)
+        else {
+            panic!("no result for toolu_s1_2")
+        };
+        *output = "Tool \"Read\" returned no result.".into();
+        let unfired: Vec<TraceEvent> = faithful
+            .iter()
+            .filter(|e| !matches!(&e.obs, Observation::Fault { fault } if fault.contains("execution=3")))
+            .cloned()
+            .collect();
+        let hung = [Fault::ToolHang {
+            execution: 1,
+            abort_after_ms: None,
+        }];
+        let hung_trace: Vec<TraceEvent> = faithful
+            .iter()
+            .cloned()
+            .map(|mut e| {
+                if let Observation::Fault { fault } = &mut e.obs
+                    && fault.contains("execution=1")
+                {
+                    *fault = hung[0].to_string();
+                }
+                e
+            })
+            .collect();
+        assert_eq!(
+            check(&plan, &miscoerced),
+            [
+                "the plan's `tool_garbage execution=2 value=number`: the result of toolu_s1_2 is the error \"Tool \\\"Read\\\" returned no result.\", not the error \"Tool \\\"Read\\\" returned a number instead of a tool result.\""
+            ]
+        );
+        assert_eq!(
+            check(&plan, &unfired),
+            [
+                "the plan's `tool_garbage execution=3 value=no_output`: did not fire: tool execution 3 (Read toolu_s1_3) started here, before the plan healed"
+            ]
+        );
+        assert_eq!(
+            check(&hung, &hung_trace),
+            [
+                "the plan's `tool_hang execution=1`: the hung execution 1 (toolu_s1_1) ended `garbage`, though a hung tool ignores the abort signal"
+            ]
+        );
     }
 
     /// The planted canary: a loop whose events reach the listener without their type names

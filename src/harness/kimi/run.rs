@@ -7,7 +7,7 @@ use crate::harness::invariants::{
     history_valid_except,
 };
 use crate::harness::kimi::budget::is_request_structure_rejection;
-use crate::harness::kimi::faults_fire::listener_faults_fire;
+use crate::harness::kimi::faults_fire::{listener_faults_fire, tool_faults_fire};
 use crate::harness::kimi::invariants::{budget_respected, lock_safety, loop_envelope};
 use crate::harness::kimi::world::run_once;
 use crate::harness::scenario::{InputError, Scenario};
@@ -40,14 +40,13 @@ pub fn invariants(
         (LOOP_ENVELOPE, loop_envelope(trace)),
         (LOCK_SAFETY, lock_safety(trace)),
         (BUDGET_RESPECTED, budget_respected(trace)),
-        (
-            CLIENT_FAULTS_FIRE,
-            listener_faults_fire(
-                &crate::harness::world::plan(scenario),
-                scenario.limits.heal_at_ms,
-                trace,
-            ),
-        ),
+        (CLIENT_FAULTS_FIRE, {
+            let plan = crate::harness::world::plan(scenario);
+            let heal = scenario.limits.heal_at_ms;
+            let mut v = listener_faults_fire(&plan, heal, trace);
+            v.extend(tool_faults_fire(&plan, heal, trace));
+            v
+        }),
         // A request-structure refusal is the loop's designed path to its strict projection
         // (kimi-loop.md §4.7); `budget-respected` checks that it gets its one resend.
         (
