@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use crate::harness::invariants::{APPROVAL_CONFLICT_RECOVERED, Violation};
 use crate::harness::letta::invariants::{conversation_of_send, same_conversation, track_pending};
 use crate::harness::trace::TraceEvent;
-use crate::model::letta::client::policy::{LLM_API_ERROR_MAX_RETRIES, is_approval_pending_error};
+use crate::model::letta::client::policy::LLM_API_ERROR_MAX_RETRIES;
 use crate::model::port::observe::{HistoryEntry, Observation};
 
 /// The retry kinds that spend the turn's shared LLM budget (letta-protocol.md §3.9).
@@ -229,8 +229,9 @@ pub fn approval_conflict_recovered(events: &[TraceEvent]) -> Vec<Violation> {
                 let Some(s) = &t.send else {
                     continue;
                 };
-                let names_conflict =
-                    is_approval_pending_error(&serde_json::Value::String(error.to_string()));
+                // The server's conflict texts (letta-protocol.md §3.2) all say it; read here
+                // rather than through the client's own classifier, which is under test.
+                let names_conflict = error.to_lowercase().contains("waiting for approval");
                 let refused = s.client_saw_it && !s.conflicted_with.is_empty();
                 if !refused && !names_conflict {
                     continue;
