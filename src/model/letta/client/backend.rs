@@ -585,13 +585,18 @@ impl<E: Env> Backend for HttpBackend<E> {
         }
         let v = self.json_array(&format!("/v1/messages/{id}")).await?;
         if self.config.cache_messages {
-            let mut cache = self.cache.lock().unwrap();
-            cache.insert(id.to_string(), v.clone());
-            while cache.len() > MESSAGE_CACHE_SIZE {
-                cache.shift_remove_index(0);
-            }
+            remember(&mut self.cache.lock().unwrap(), id, &v);
         }
         Ok(v)
+    }
+}
+
+/// Puts a retrieved message at the back of the LRU and evicts from the front down to
+/// [`MESSAGE_CACHE_SIZE`] (letta-protocol.md §2.8).
+fn remember(cache: &mut IndexMap<String, Vec<Value>>, id: &str, v: &[Value]) {
+    cache.insert(id.to_string(), v.to_vec());
+    while cache.len() > MESSAGE_CACHE_SIZE {
+        cache.shift_remove_index(0);
     }
 }
 
@@ -601,6 +606,19 @@ pub(crate) mod mock;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The LRU holds exactly the last 32 messages retrieved. No scenario retrieves that many,
+    /// so no sweep sees the bound.
+    #[test]
+    fn the_message_cache_keeps_the_last_32_retrieved() {
+        let mut cache = IndexMap::new();
+        for i in 0..=MESSAGE_CACHE_SIZE {
+            remember(&mut cache, &format!("message-{i}"), &[]);
+            assert_eq!(cache.len(), (i + 1).min(MESSAGE_CACHE_SIZE));
+        }
+        assert_eq!(cache.keys().next().map(String::as_str), Some("message-1"));
+        assert!(cache.contains_key(&format!("message-{MESSAGE_CACHE_SIZE}")));
+    }
 
     /// No server behaviour sends the client a `Retry-After` yet, so the SDK's retry delay is
     /// pinned here: an HTTP date is read against the run's epoch plus its simulated time.
