@@ -646,8 +646,8 @@ mod tests {
     /// Letta 0.16.8 lists a send's user message only once its run's first step has written
     /// the model's answer, or the run has ended (captures/letta_e2e e); the other profiles list
     /// it at once.
-    #[test]
-    fn a_running_sends_user_message_is_listed_on_the_oss_server_only_after_its_first_answer() {
+    /// A store with one agent and its run `run-1`, still running.
+    fn store_with_a_running_run() -> Store {
         let mut st = Store::new(
             0,
             &[AgentConfig {
@@ -664,7 +664,7 @@ mod tests {
                 conversation_id: "agent-1".into(),
                 status: RunStatus::Running,
                 stop_reason: None,
-                background: false,
+                background: true,
                 log: Vec::new(),
                 done_marker: false,
                 finished: false,
@@ -676,6 +676,46 @@ mod tests {
                 changed,
             },
         );
+        st
+    }
+
+    /// A restart ends a run the crash left unfinished as §1.1's server does a run without a
+    /// terminal: stop_reason `error`, then the `stream_incomplete` error frame, whose texts
+    /// are the ones the run object then reports.
+    #[test]
+    fn a_restart_ends_an_unfinished_run_with_the_stream_incomplete_frames() {
+        let mut st = store_with_a_running_run();
+        st.recover(Profile::Cloud, 7);
+        let run = &st.runs["run-1"];
+        let frames: Vec<(Option<&str>, Value)> = run
+            .log
+            .iter()
+            .map(|e| (e.event, serde_json::from_str(&e.json).unwrap()))
+            .collect();
+        assert_eq!(frames.len(), 2, "{frames:?}");
+        assert_eq!(frames[0].0, None);
+        assert_eq!(frames[0].1["message_type"], "stop_reason");
+        assert_eq!(frames[0].1["stop_reason"], "error");
+        let (event, error) = &frames[1];
+        assert_eq!(*event, Some("error"));
+        assert_eq!(error["message_type"], "error_message");
+        assert_eq!(error["error_type"], "stream_incomplete");
+        for key in ["message", "detail"] {
+            assert_eq!(
+                error[key], "Stream ended unexpectedly without a terminal event.",
+                "{key}"
+            );
+        }
+        let meta = run.error.as_ref().unwrap();
+        for key in ["error_type", "message", "detail"] {
+            assert_eq!(meta[key], error[key], "{key}");
+        }
+        assert!((run.finished, run.completed_ms) == (true, Some(7)));
+    }
+
+    #[test]
+    fn a_running_sends_user_message_is_listed_on_the_oss_server_only_after_its_first_answer() {
+        let mut st = store_with_a_running_run();
         let user = message(
             "m-user",
             "run-1",
