@@ -1,6 +1,7 @@
 //! The Kimi agent-loop system in the harness: its scenario section and provider script, its
 //! world (provider and agent hosts), its invariants, liveness diagnosis and swarm families.
 
+pub mod access_rule;
 pub mod budget;
 pub mod coverage;
 pub mod faults_fire;
