@@ -158,16 +158,17 @@ pub fn tool_faults_fire(plan: &[Fault], heal_at_ms: u64, events: &[TraceEvent]) 
             continue;
         };
         match ended {
-            Some((_, "garbage" | "aborted" | "dropped")) | None => {}
-            Some((at, how)) => violation(
-                at,
-                format!(
-                    "execution {execution} ({tool_call_id}) ended `{how}` instead of returning garbage"
-                ),
-            ),
-        }
-        if !matches!(ended, Some((_, "garbage"))) {
-            continue;
+            Some((_, "garbage")) => {}
+            Some((_, "aborted" | "dropped")) | None => continue,
+            Some((at, how)) => {
+                violation(
+                    at,
+                    format!(
+                        "execution {execution} ({tool_call_id}) ended `{how}` instead of returning garbage"
+                    ),
+                );
+                continue;
+            }
         }
         let want = coerced(tool, value);
         let result = later().find_map(|(i, e)| match &e.obs {

@@ -27,7 +27,7 @@ use super::store::{IdKind, Message, MessageBody, Store, SummaryRecord};
 use super::{APPROVAL_PENDING_DETAIL, Profile, ServerConfig, SharedStore, ids, record};
 use crate::model::port::env::Env;
 use crate::model::port::http::{self as mhttp, Body};
-use crate::model::port::observe::{Observation, StoredSummary};
+use crate::model::port::observe::Observation;
 use crate::model::provider::request_path;
 use crate::wire::letta::{ClientTool, Content, Envelope, GenericMessage, LettaChunk};
 use crate::wire::provider::{ProviderDecoder, ProviderEvent, ProviderFormat};
@@ -288,7 +288,7 @@ fn apply<E: Env>(
     let time = ids::letta_time(env.epoch_ms() + now);
     let sliding = outcome.mode == Mode::SlidingWindow;
     let packed = package_summary(sliding, &outcome.stats, &outcome.summary, &time);
-    let (summary_time, summary_stats) = read_packed(&packed);
+    let stored = read_packed(&packed);
     let summary_id = st.new_id(config.profile, IdKind::Message);
     st.messages.insert(
         summary_id.clone(),
@@ -395,10 +395,7 @@ fn apply<E: Env>(
         threshold,
         fell_back: outcome.fell_back_to_all,
         laddered: outcome.laddered,
-        summary: Box::new(StoredSummary {
-            summary_time,
-            summary_stats,
-        }),
+        summary: Box::new(stored),
     });
     // A run that ended meanwhile (a cancel) gets no more chunks.
     if let (Some(run_id), true) = (emit.run_id, emit.chunks)

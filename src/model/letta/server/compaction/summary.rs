@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use super::estimate::{CtxMessage, Role, js_len};
+use crate::model::port::observe::StoredSummary;
 
 /// Tool results longer than this are cut in the summariser's transcript
 /// (`LOCAL_SUMMARY_TOOL_RETURN_TRUNCATION_CHARS`, A.9.3).
@@ -263,10 +264,12 @@ pub fn package_summary(
 
 /// The `time` and `compaction_stats` of a packed summary, read back from its text (an empty
 /// time and a null stats object where the text does not carry them).
-pub fn read_packed(packed: &str) -> (String, Value) {
+pub fn read_packed(packed: &str) -> StoredSummary {
     let v: Value = serde_json::from_str(packed).unwrap_or(Value::Null);
-    let time = v["time"].as_str().unwrap_or_default().to_string();
-    (time, v["compaction_stats"].clone())
+    StoredSummary {
+        summary_time: v["time"].as_str().unwrap_or_default().to_string(),
+        summary_stats: v["compaction_stats"].clone(),
+    }
 }
 
 #[cfg(test)]
