@@ -78,9 +78,11 @@ pub const CLIENT_FAULTS_FIRE: &str = "client-faults-fire";
 pub const OTIDS_FRESH: &str = "otids-fresh";
 /// Every answer the Letta server gives names its content type.
 pub const ANSWERS_TYPED: &str = "answers-typed";
+/// Every request the Letta client sends reaches a route the server serves.
+pub const REQUESTS_ROUTED: &str = "requests-routed";
 
 /// Every invariant id `sim run` knows (a scenario's `[[expect]]` table names one of these).
-pub const ALL: [&str; 24] = [
+pub const ALL: [&str; 25] = [
     TOOL_CALL_RESOLVED,
     TURN_TERMINATES,
     LOOP_ENVELOPE,
@@ -103,6 +105,7 @@ pub const ALL: [&str; 24] = [
     CLIENT_FAULTS_FIRE,
     OTIDS_FRESH,
     ANSWERS_TYPED,
+    REQUESTS_ROUTED,
     LOCK_SAFETY,
     DETERMINISTIC,
 ];

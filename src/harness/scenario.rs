@@ -328,6 +328,9 @@ pub struct Planted {
     /// answers-typed).
     #[serde(default)]
     pub server_untyped_answers: bool,
+    /// Server's router lost `POST /v1/conversations/{id}/cancel` (breaks requests-routed).
+    #[serde(default)]
+    pub server_unserved_conversation_cancel: bool,
 }
 
 impl Planted {
@@ -377,6 +380,9 @@ impl Planted {
         }
         if self.server_untyped_answers {
             v.push(super::invariants::ANSWERS_TYPED);
+        }
+        if self.server_unserved_conversation_cancel {
+            v.push(super::invariants::REQUESTS_ROUTED);
         }
         if self.server_compaction_splits_tool_call
             || self.server_compaction_cuts_at_user

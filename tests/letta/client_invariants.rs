@@ -7,7 +7,7 @@ use crate::common::{load, repo, run, violations};
 use loopsim::harness::invariants::{
     ANSWERS_TYPED, APPROVAL_ATTRIBUTION, APPROVAL_CONFLICT_RECOVERED, ARGS_INTACT,
     BUDGET_RESPECTED, CLIENT_FAULTS_FIRE, ENDS_AS_DECLARED, LOCK_SAFETY, NO_DOUBLE_EXECUTION,
-    OTIDS_FRESH, PENDING_DENIED_AT_START, RECOVERY_COMPLETES, RESULTS_ORDERED,
+    OTIDS_FRESH, PENDING_DENIED_AT_START, RECOVERY_COMPLETES, REQUESTS_ROUTED, RESULTS_ORDERED,
     STOP_REASON_CONSISTENT, STREAM_GAPLESS,
 };
 use loopsim::harness::report::{RunReport, Verdict, exit};
@@ -333,6 +333,49 @@ fn answers_typed_fails_when_the_server_answers_a_conversation_read_without_a_con
     s.planted.server_untyped_answers = false;
     let ok = run(&s, 1, 2);
     assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
+}
+
+/// A cancel the server's router lost gets FastAPI's 405; the client fires it and forgets it, so
+/// both turns end as the faithful run's do: only `requests-routed` sees it. The probe of
+/// `server_bad_requests.toml` aims at unknown paths and methods on purpose and passes. Without
+/// the defect the same run passes.
+#[test]
+fn requests_routed_fails_when_the_server_has_lost_the_conversation_cancel() {
+    let r = planted("server_unserved_conversation_cancel.toml");
+    assert_breaks(
+        &r,
+        REQUESTS_ROUTED,
+        "/cancel matched no route of the server, which answered 405 (Method Not Allowed)",
+    );
+    assert!(
+        violations(&r, REQUESTS_ROUTED)[0]
+            .message
+            .starts_with("POST /v1/conversations/agent-"),
+        "{}",
+        r.render()
+    );
+    assert_eq!(r.turn_outcomes.len(), 2, "{}", r.render());
+    assert_eq!(r.turn_outcomes[1], "stopped: end_turn", "{}", r.render());
+    let mut s = load(repo().join("scenarios/planted/server_unserved_conversation_cancel.toml"));
+    s.planted.server_unserved_conversation_cancel = false;
+    let ok = run(&s, 1, 2);
+    assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
+    assert_eq!(ok.turn_outcomes, r.turn_outcomes);
+    let probed = run(
+        &load(repo().join("scenarios/letta/server_bad_requests.toml")),
+        1,
+        2,
+    );
+    assert!(
+        violations(&probed, REQUESTS_ROUTED).is_empty(),
+        "{}",
+        probed.render()
+    );
+    assert!(
+        probed.trace_text.contains(" server_unrouted "),
+        "the probe reaches the catch-all: {}",
+        probed.render()
+    );
 }
 
 /// Under a plan the run is not the scenario as written, so it is not held to the declaration;

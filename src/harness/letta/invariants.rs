@@ -1,12 +1,12 @@
 //! The Letta server's oracles over the trace (DESIGN.md §5, docs/invariants.md):
 //! `tool-call-resolved`, `one-run-per-request`, `durable-ack`,
-//! `stream-stays-in-conversation`, `answers-typed`, and the tool calls a run leaves awaiting approval
+//! `stream-stays-in-conversation`, `answers-typed`, `requests-routed`, and the tool calls a run leaves awaiting approval
 //! (`history-valid`, which both systems share, is in `harness::invariants`). Pure: they read a finished trace and nothing else.
 
 use std::collections::BTreeMap;
 
 use crate::harness::invariants::{
-    ANSWERS_TYPED, DURABLE_ACK, ONE_RUN_PER_REQUEST, STREAM_STAYS_IN_CONVERSATION,
+    ANSWERS_TYPED, DURABLE_ACK, ONE_RUN_PER_REQUEST, REQUESTS_ROUTED, STREAM_STAYS_IN_CONVERSATION,
     TOOL_CALL_RESOLVED, Violation,
 };
 use crate::harness::letta::compaction_safe::removed_history_units;
@@ -290,6 +290,45 @@ pub fn answers_typed(events: &[TraceEvent]) -> Vec<Violation> {
             _ => None,
         })
         .collect()
+}
+
+/// `requests-routed`: every request that reaches the server matches a route it serves, except
+/// the probe's, which a scenario may aim at an unknown path or method on purpose. The client
+/// calls only routes of the server it was written against (letta-protocol.md §2.1,
+/// letta-tests-and-real-client.md B.3); one that falls to the router's catch-all gets FastAPI's
+/// bare 404 or 405, which the client answers like any other failure or, for a fire-and-forget
+/// call (a cancel), ignores. Either way no turn's outcome shows that the server has lost a route
+/// or that the client calls one it never had. A probe request is matched by method and path:
+/// the server's `server_unrouted` events of each pair may number at most the probe's
+/// `probe_request` events of it.
+pub fn requests_routed(events: &[TraceEvent]) -> Vec<Violation> {
+    let mut probed: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        match &e.obs {
+            Observation::ProbeRequest { method, path, .. } => {
+                let path = path.split('?').next().unwrap_or_default();
+                *probed.entry((method.as_str(), path)).or_default() += 1;
+            }
+            Observation::ServerUnrouted {
+                method,
+                path,
+                status,
+            } => match probed.get_mut(&(method.as_str(), path.as_str())) {
+                Some(n) if *n > 0 => *n -= 1,
+                _ => out.push(Violation::at(
+                    REQUESTS_ROUTED,
+                    i,
+                    format!(
+                        "{method} {path} matched no route of the server, which answered {status} ({}); the client calls only routes the Letta server serves",
+                        if *status == 405 { "Method Not Allowed" } else { "Not Found" }
+                    ),
+                )),
+            },
+            _ => {}
+        }
+    }
+    out
 }
 
 /// `stream-stays-in-conversation`: a stream that answers a send on conversation A never

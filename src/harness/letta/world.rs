@@ -221,6 +221,7 @@ pub fn server_parts(
             refuse_run_resume: p.server_refuses_run_resume,
             close_caught_up_stream: p.server_closes_caught_up_stream,
             untyped_answers: p.server_untyped_answers,
+            unserved_conversation_cancel: p.server_unserved_conversation_cancel,
         },
         hooks,
         request_log: None,

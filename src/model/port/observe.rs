@@ -184,6 +184,15 @@ pub enum Observation {
         path: String,
         status: u16,
     },
+    /// The request `method path` matched no route the server serves: FastAPI's bare 404
+    /// `{"detail":"Not Found"}` for an unknown path, 405 for a known path with another method.
+    /// Recorded only when it happens; a client that calls a route the server does not have
+    /// learns nothing it acts on from either answer.
+    ServerUnrouted {
+        method: String,
+        path: String,
+        status: u16,
+    },
     /// The server put `Retry-After: header` on an error answer, asking for a wait of `wait_ms`.
     /// An HTTP date has whole seconds, so a client reading it later reads up to a second, plus
     /// the answer's transit, less (`dated`).
@@ -497,7 +506,7 @@ impl Serialize for AccessList {
 
 impl Observation {
     /// Every name [`Observation::name`] can return, one per variant, in declaration order.
-    pub const NAMES: [&'static str; 57] = [
+    pub const NAMES: [&'static str; 58] = [
         "turn_start",
         "client_send",
         "client_response",
@@ -519,6 +528,7 @@ impl Observation {
         "tool_started",
         "tool_aborted",
         "server_request",
+        "server_unrouted",
         "server_retry_after",
         "run_started",
         "chunk_recorded",

@@ -64,7 +64,7 @@ pub(crate) async fn route<E: Env>(
             match m {
                 Method::GET => get_agent(&config, &store, &agent_id, epoch, now),
                 Method::PATCH => patch_agent(&store, &agent_id, &body, epoch, now),
-                _ => method_not_allowed(),
+                _ => unrouted(&env, req, method_not_allowed()),
             }
         }
         (["v1", "agents", agent_id, "messages"], Method::GET) => {
@@ -123,7 +123,9 @@ pub(crate) async fn route<E: Env>(
             };
             attach(env, config, store, &conv, body).await
         }
-        (["v1", "conversations", conv_id, "cancel"], Method::POST) => {
+        (["v1", "conversations", conv_id, "cancel"], Method::POST)
+            if !config.bugs.unserved_conversation_cancel =>
+        {
             let conv = conv_id.to_string();
             cancel_conversation(&env, &config, &store, &conv)
         }
@@ -155,9 +157,24 @@ pub(crate) async fn route<E: Env>(
         | (["v1", "runs"], _)
         | (["v1", "runs", _], _)
         | (["v1", "runs", _, "stream"], _)
-        | (["v1", "messages", _], _) => method_not_allowed(),
-        _ => not_found(),
+        | (["v1", "messages", _], _) => unrouted(&env, req, method_not_allowed()),
+        _ => unrouted(&env, req, not_found()),
     }
+}
+
+/// Reports a request that matched no route (`server_unrouted`, for `requests-routed`) and
+/// gives FastAPI's answer for it.
+fn unrouted<E: Env>(
+    env: &E,
+    req: &::http::request::Parts,
+    answer: Response<Body>,
+) -> Response<Body> {
+    env.observe(Observation::ServerUnrouted {
+        method: req.method.to_string(),
+        path: req.uri.path().to_string(),
+        status: answer.status().as_u16(),
+    });
+    answer
 }
 
 // ---- models and agents ------------------------------------------------------------------------
