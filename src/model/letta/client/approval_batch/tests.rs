@@ -167,6 +167,23 @@ fn a5_same_key_serialises_different_keys_run_concurrently() {
     );
 }
 
+/// The planted defect runs every approved tool at once: two on one file overlap too, which the
+/// published client's per-key queues would serialise (so `lock-safety` fails for the defect
+/// itself, not only for the global-tool ordering the profiles differ on).
+#[test]
+fn the_unlocked_scheme_queues_nothing() {
+    let d = vec![
+        approve(ap("w1", "Write", r#"{"file_path":"/w/a"}"#)),
+        approve(ap("w2", "Write", r#"{"file_path":"/w/a"}"#)),
+        approve(ap("b1", "Bash", "{}")),
+    ];
+    let b = bucket_decisions(&d, "/w", LockScheme::Unlocked);
+    assert_eq!(b.parallel, [0, 1, 2]);
+    assert!(b.queues.is_empty(), "{:?}", b.queues);
+    let (_, log) = run_batch(&d, LockScheme::Unlocked, &|_| 3, false);
+    assert!(overlaps(&log, "w1", "w2"), "{log:?}");
+}
+
 #[test]
 fn a5_abort_failures_and_unparseable_args() {
     let d = vec![

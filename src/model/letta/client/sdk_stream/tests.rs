@@ -62,3 +62,22 @@ fn json_the_typed_decoder_rejects_is_still_a_chunk() {
     assert!(matches!(&q[1], SdkEvent::Chunk(c) if matches!(**c, LettaChunk::Unknown(_))));
     assert!(matches!(&q[2], SdkEvent::Chunk(c) if matches!(**c, LettaChunk::Unknown(_))));
 }
+
+/// A throw's kind is how the client's stream read ended in the trace (`client_stream_end`): the
+/// words docs/trace.md documents, which `approval-conflict-recovered` reads (`error-event`).
+#[test]
+fn thrown_kinds_are_the_traces_words() {
+    let trace_doc = include_str!("../../../../../docs/trace.md");
+    let row = trace_doc
+        .lines()
+        .find(|l| l.contains("`client_stream_end`"))
+        .expect("docs/trace.md documents client_stream_end");
+    for (kind, word) in [
+        (ThrownKind::ErrorEvent, "error-event"),
+        (ThrownKind::Parse, "parse-error"),
+        (ThrownKind::Transport, "transport-error"),
+    ] {
+        assert_eq!(kind.as_str(), word);
+        assert!(row.contains(&format!("`{word}`")), "{row}");
+    }
+}
