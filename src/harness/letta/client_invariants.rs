@@ -454,13 +454,16 @@ pub fn results_ordered(events: &[TraceEvent]) -> Vec<Violation> {
 
 /// `lock-safety`: conflicting tool executions never overlap in simulated time. Two executions
 /// conflict when neither tool is parallel-safe and they share a resource key, or either holds
-/// the global key (global tools serialise with every write, letta-protocol.md §5.1-5.3).
+/// the global key; the keys and the rule are the oracle's own ([`Lock`], from
+/// letta-protocol.md §5.1-5.2), not the client's.
+///
+/// [`Lock`]: crate::harness::letta::lock_rule::Lock
 pub fn client_lock_safety(events: &[TraceEvent]) -> Vec<Violation> {
-    use crate::model::letta::client::approvals::{GLOBAL_KEY, resource_key};
+    use crate::harness::letta::lock_rule::Lock;
     struct Exec {
         id: String,
         tool: String,
-        key: Option<String>,
+        lock: Lock,
         start: u64,
         end: Option<u64>,
     }
@@ -474,25 +477,24 @@ pub fn client_lock_safety(events: &[TraceEvent]) -> Vec<Violation> {
                 arguments,
                 ..
             } => {
-                let key = resource_key(tool, arguments, "/workspace");
+                let lock = Lock::of(tool, arguments);
                 for other in execs
                     .iter()
                     .filter(|x| x.end.is_none_or(|end| end > e.t_ms))
                 {
-                    let conflict = match (&key, &other.key) {
-                        (Some(a), Some(b)) => a == b || a == GLOBAL_KEY || b == GLOBAL_KEY,
-                        _ => false,
-                    };
-                    if conflict && other.start <= e.t_ms && other.id != *tool_call_id {
+                    if lock.conflicts(&other.lock)
+                        && other.start <= e.t_ms
+                        && other.id != *tool_call_id
+                    {
                         out.push(v(
                             LOCK_SAFETY,
                             i,
                             format!(
                                 "{tool} ({tool_call_id}, key {}) started while {} ({}, key {}) was running",
-                                key.as_deref().unwrap_or("-"),
+                                lock.key().unwrap_or("-"),
                                 other.tool,
                                 other.id,
-                                other.key.as_deref().unwrap_or("-")
+                                other.lock.key().unwrap_or("-")
                             ),
                         ));
                     }
@@ -500,7 +502,7 @@ pub fn client_lock_safety(events: &[TraceEvent]) -> Vec<Violation> {
                 execs.push(Exec {
                     id: tool_call_id.clone(),
                     tool: tool.clone(),
-                    key,
+                    lock,
                     start: e.t_ms,
                     end: None,
                 });

@@ -11,6 +11,7 @@ pub mod conformance;
 pub mod coverage;
 pub mod findings;
 pub mod invariants;
+pub mod lock_rule;
 pub mod otids_fresh;
 pub mod pending_at_start;
 pub mod probe;
