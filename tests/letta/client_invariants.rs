@@ -165,6 +165,41 @@ fn results_ordered_fails_when_results_go_back_in_completion_order() {
     );
 }
 
+/// A Cloudflare edge page reaches the client only in the failed run's error detail, which it
+/// reads back before its post-stream retry: the wait is the Cloudflare one, 5 s (letta-protocol.md
+/// §3.8). A client that waited the plain 1 s would break `budget-respected`; the oracle knows
+/// the detail from the server's side of the trace, not from the client's report.
+#[test]
+fn budget_respected_holds_a_post_stream_retry_to_the_runs_cloudflare_detail() {
+    use loopsim::harness::letta::budget_respected::budget_respected;
+    use loopsim::harness::letta::world::run_once;
+    use loopsim::model::port::observe::Observation;
+    let s = load(repo().join("scenarios/letta/client_llm_error_cloudflare.toml"));
+    let mut trace = run_once(&s, 1).unwrap().trace;
+    assert!(budget_respected(&trace).is_empty());
+    let retry = trace
+        .iter_mut()
+        .find_map(|e| match &mut e.obs {
+            Observation::ClientRetry {
+                kind,
+                delay_ms,
+                detail,
+                ..
+            } if kind == "post_stream" => Some((delay_ms, detail.clone())),
+            _ => None,
+        })
+        .expect("a post-stream retry");
+    assert_eq!(*retry.0, 5000);
+    assert!(!retry.1.contains("loudflare"), "{}", retry.1);
+    *retry.0 = 1000;
+    let v = budget_respected(&trace);
+    assert!(
+        v.iter().any(|v| v.message
+            == "post_stream retry attempt 1 waits 1000 ms; the documented delay is 5000 ms"),
+        "{v:?}"
+    );
+}
+
 #[test]
 fn lock_safety_fails_when_tools_ignore_their_locks() {
     let r = planted("client_no_resource_locks.toml");

@@ -690,6 +690,26 @@ fn llm_api_error_retryable_is_retried_with_fresh_otids() {
     assert!(st.contains(&"POST /v1/conversations/{conv}/messages items=user(o2) -> 200".into()));
 }
 
+/// The same failure behind a Cloudflare edge: the page is in the run's error detail, so the
+/// retry waits the Cloudflare base, 5 s (letta-protocol.md §3.6, §3.8), in both profiles.
+#[test]
+fn a_cloudflare_edge_page_in_the_run_detail_waits_the_cloudflare_delay() {
+    for profile in ["reference", "letta-code"] {
+        let r = pass(
+            &with_profile(scenario("client_llm_error_cloudflare"), profile),
+            1,
+        );
+        assert_eq!(
+            retries(&r)
+                .iter()
+                .map(|(_, k, a, d)| (k.as_str(), *a, *d))
+                .collect::<Vec<_>>(),
+            vec![("post_stream", 1, 5000)],
+            "{profile}"
+        );
+    }
+}
+
 #[test]
 fn llm_api_error_with_retryable_false_is_not_retried_except_by_headless_letta_code() {
     let s = scenario("client_llm_error_nonretryable");

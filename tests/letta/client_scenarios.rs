@@ -71,6 +71,7 @@ fn outcomes_per_scenario() {
         ("client_lost_last_args_frame", vec!["stopped: end_turn"]),
         ("client_shutdown_503", vec!["stopped: end_turn"]),
         ("client_llm_error_retryable", vec!["stopped: end_turn"]),
+        ("client_llm_error_cloudflare", vec!["stopped: end_turn"]),
         ("client_empty_response", vec!["stopped: end_turn"]),
         ("client_lock_safety", vec!["stopped: end_turn"]),
         ("client_headless_denial", vec!["stopped: end_turn"]),

@@ -22,9 +22,7 @@ fn documented_delay(
     Some(match kind {
         "transient" | "post_stream" => match retry_after {
             Some(ms) => ms,
-            None if crate::model::letta::client::policy::is_cloudflare_edge_52x(detail) => {
-                exp(5000)
-            }
+            None if cloudflare_edge_text(detail) => exp(5000),
             None => exp(1000),
         },
         "busy" => exp(10_000),
@@ -35,6 +33,30 @@ fn documented_delay(
         "resume" => 0,
         _ => return None,
     })
+}
+
+/// A Cloudflare edge 52x text, read from letta-protocol.md §3.6's prose rather than taken from
+/// the client: (a) `Cloudflare` and an edge code as words; (b) JSON saying
+/// `"cloudflare_error": true`; (c) a text that mentions cloudflare, looks like HTML or says
+/// "error code", and carries a code as `<code> <!doctype html`, `error code <code>` or a title's
+/// `| <code>:`. The edge codes are 502 and 520 to 526.
+fn cloudflare_edge_text(detail: &str) -> bool {
+    static RULES: std::sync::LazyLock<[regex::Regex; 3]> = std::sync::LazyLock::new(|| {
+        let code = "(?:502|52[0-6])";
+        [
+            format!(r"(?i)(?-u:\b)cloudflare\s+{code}(?-u:\b)"),
+            r#""cloudflare_error"\s*:\s*true"#.to_string(),
+            format!(r"(?i)(?:^|\s){code}\s*<!doctype html|error code\s*{code}|\|\s*{code}\s*:"),
+        ]
+        .map(|r| regex::Regex::new(&r).expect("a valid pattern"))
+    });
+    let [words, json, marker] = &*RULES;
+    let lower = detail.to_lowercase();
+    let page = lower.contains("cloudflare")
+        && ["<!doctype html", "<html", "error code"]
+            .iter()
+            .any(|s| lower.contains(s));
+    words.is_match(detail) || json.is_match(detail) || (page && marker.is_match(detail))
 }
 
 /// `budget-respected`: retries stay within their budgets and their delays follow the
@@ -50,16 +72,42 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
     // Each `Retry-After` the server sent, by its text; the one on the client's latest answer.
     let mut promised: BTreeMap<&str, Promise> = BTreeMap::new();
     let mut answered_retry_after: Option<&str> = None;
+    // The error detail each run failed with, as the server stored it; the run the client last
+    // acted on, and that detail once the client read the run back (`GET /v1/runs/{id}`, 200).
+    let mut run_details: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut acted_on: Option<&str> = None;
+    let mut read_detail: Option<&str> = None;
     for (i, e) in events.iter().enumerate() {
         if let Some((header, promise)) = Promise::of(e) {
             promised.insert(header, promise);
+        }
+        if let Observation::ProviderResult { run_id, outcome } = &e.obs
+            && let Some(detail) = outcome.strip_prefix("error: ")
+        {
+            run_details.insert(run_id, detail);
         }
         if e.host != "client" {
             continue;
         }
         match &e.obs {
-            Observation::ClientResponse { retry_after, .. } => {
+            Observation::ClientActedOn { run_id, .. } => {
+                acted_on = run_id.as_deref();
+                read_detail = None;
+            }
+            Observation::ClientResponse {
+                method,
+                path,
+                status,
+                retry_after,
+            } => {
                 answered_retry_after = retry_after.as_deref();
+                if let Some(run) = acted_on
+                    && *status == 200
+                    && method == "GET"
+                    && path.strip_prefix("/v1/runs/") == Some(run)
+                {
+                    read_detail = run_details.get(run).copied();
+                }
             }
             Observation::ClientConnectError { .. } => answered_retry_after = None,
             Observation::ClientStarted { mode, .. } => {
@@ -123,6 +171,13 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
                 detail,
                 retry_after_ms,
             } => {
+                // A post-stream retry waits by the run's error detail when the client read
+                // it, else by the stream's error line (letta-protocol.md §3.10 step 7), which
+                // is what the client reports: a Cloudflare page reaches it only in the run.
+                let detail = match read_detail {
+                    Some(d) if kind == "post_stream" && !d.is_empty() => d,
+                    _ => detail.as_str(),
+                };
                 let retry = Retry {
                     kind,
                     attempt: *attempt,
@@ -410,6 +465,33 @@ fn retry_breaks(
 mod tests {
     use super::*;
     use crate::harness::letta::test_trace::{client, started, started_as};
+
+    /// The oracle's reading of §3.6 and the client's agree on each clause and its near misses.
+    #[test]
+    fn the_oracle_reads_cloudflare_texts_as_the_client_does() {
+        use crate::model::letta::client::policy::is_cloudflare_edge_52x;
+        let page = "INTERNAL_SERVER_ERROR: Anthropic API error: Error code: 502 - <!DOCTYPE html>\n<title>api.anthropic.com | 502: Bad gateway</title><span>Error code 502</span> cloudflare.com";
+        let cases = [
+            (page, true),
+            ("upstream said Cloudflare 524", true),
+            ("cloudflare 520: origin down", true),
+            ("Cloudflare 5240", false),
+            ("Cloudflare 503", false),
+            (r#"{"cloudflare_error": true}"#, true),
+            (r#"{"Cloudflare_error": true}"#, false),
+            ("<html>cloudflare</html> error code 523", true),
+            ("<html>cloudflare</html> error code 503", false),
+            ("error code 502 from cloudflare", true),
+            ("<html>nginx</html> error code 502", false),
+            ("x 521 <!doctype html> cloudflare", true),
+            ("cloudflare | 526: Invalid SSL certificate <html>", true),
+            ("Internal server error", false),
+        ];
+        for (text, want) in cases {
+            assert_eq!(cloudflare_edge_text(text), want, "{text}");
+            assert_eq!(is_cloudflare_edge_52x(text), want, "{text}");
+        }
+    }
 
     /// `budget-respected` fails `events` once, saying `want`.
     fn assert_one_violation(events: &[TraceEvent], want: &str) {
