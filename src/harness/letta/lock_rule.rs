@@ -126,15 +126,7 @@ fn absolute(p: &str) -> String {
             name => out.push(name),
         }
     }
-    let mut path = String::new();
-    for name in out {
-        path.push('/');
-        path.push_str(name);
-    }
-    if path.is_empty() {
-        path.push('/');
-    }
-    path
+    format!("/{}", out.join("/"))
 }
 
 #[cfg(test)]
