@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::access_rule::conflict;
+use super::stop_rule;
 use crate::harness::invariants::{LOCK_SAFETY, LOOP_ENVELOPE, Violation};
 use crate::harness::trace::TraceEvent;
 use crate::model::kimi::turn_loop::access::ToolAccesses;
@@ -26,8 +27,24 @@ struct OpenStep {
     uuid: String,
     /// Tool calls of the step still waiting for their result, in provider order.
     pending: Vec<String>,
-    /// Usage of each model response returned inside the step.
-    returns: Vec<TokenUsage>,
+    /// Each model response returned inside the step.
+    returns: Vec<Returned>,
+}
+
+/// What `loop_model_return` said of a response: what its step's `step.end` must agree with.
+struct Returned {
+    usage: TokenUsage,
+    tool_calls: usize,
+    provider_finish: Option<String>,
+    raw_finish: Option<String>,
+}
+
+/// What a `step.end` reported.
+struct StepEnd<'a> {
+    step: u32,
+    uuid: &'a str,
+    usage: &'a TokenUsage,
+    reported: stop_rule::Reported<'a>,
 }
 
 #[derive(Default)]
@@ -83,12 +100,23 @@ impl Turn {
                 self.step_part(obs, *step)
             }
             Observation::LoopToolResult { tool_call_id, .. } => self.tool_result(tool_call_id),
-            Observation::LoopModelReturn { usage, .. } => {
+            Observation::LoopModelReturn {
+                usage,
+                tool_calls,
+                finish,
+                provider_finish,
+                ..
+            } => {
                 self.run.active = true;
                 self.run.returned = self.run.returned.add(usage);
                 match self.run.open.as_mut() {
                     Some(open) => {
-                        open.returns.push(*usage);
+                        open.returns.push(Returned {
+                            usage: *usage,
+                            tool_calls: *tool_calls,
+                            provider_finish: provider_finish.clone(),
+                            raw_finish: finish.clone(),
+                        });
                         Vec::new()
                     }
                     None => vec![format!(
@@ -97,8 +125,23 @@ impl Turn {
                 }
             }
             Observation::LoopStepEnd {
-                step, uuid, usage, ..
-            } => self.step_end(*step, uuid, usage),
+                step,
+                uuid,
+                usage,
+                finish_reason,
+                provider_finish_reason,
+                raw_finish_reason,
+                ..
+            } => self.step_end(StepEnd {
+                step: *step,
+                uuid,
+                usage,
+                reported: stop_rule::Reported {
+                    finish_reason,
+                    provider: provider_finish_reason.as_deref(),
+                    raw: raw_finish_reason.as_deref(),
+                },
+            }),
             Observation::LoopUserAbort { reason, .. } => {
                 self.abort.get_or_insert_with(|| reason.clone());
                 Vec::new()
@@ -221,7 +264,13 @@ impl Turn {
         }
     }
 
-    fn step_end(&mut self, step: u32, uuid: &str, usage: &TokenUsage) -> Vec<String> {
+    fn step_end(&mut self, end: StepEnd<'_>) -> Vec<String> {
+        let StepEnd {
+            step,
+            uuid,
+            usage,
+            reported,
+        } = end;
         let tn = self.turn;
         let Some(open) = self.run.open.take() else {
             return vec![format!(
@@ -245,12 +294,25 @@ impl Turn {
             None => out.push(format!(
                 "turn {tn}: step.end of step {step} but no model response returned in the step"
             )),
-            Some(r) if r != usage => out.push(format!(
-                "turn {tn}: step.end of step {step} reports usage {} but its response returned {}",
-                usage_text(usage),
-                usage_text(r)
-            )),
-            Some(_) => {}
+            Some(r) => {
+                if r.usage != *usage {
+                    out.push(format!(
+                        "turn {tn}: step.end of step {step} reports usage {} but its response returned {}",
+                        usage_text(usage),
+                        usage_text(&r.usage)
+                    ));
+                }
+                let response = stop_rule::Response {
+                    tool_calls: r.tool_calls,
+                    provider: r.provider_finish.as_deref(),
+                    raw: r.raw_finish.as_deref(),
+                };
+                out.extend(
+                    stop_rule::violations(&reported, &response)
+                        .into_iter()
+                        .map(|v| format!("turn {tn}: step.end of step {step} {v}")),
+                );
+            }
         }
         out
     }
@@ -504,6 +566,8 @@ mod tests {
             uuid: step_uuid(step),
             finish_reason: "tool_use".into(),
             usage: u,
+            provider_finish_reason: None,
+            raw_finish_reason: None,
         })
     }
 
@@ -511,8 +575,9 @@ mod tests {
         ev(Observation::LoopModelReturn {
             turn_step: None,
             usage: u,
-            tool_calls: 0,
-            finish: None,
+            tool_calls: 1,
+            finish: Some("tool_calls".into()),
+            provider_finish: Some("tool_calls".into()),
         })
     }
 
@@ -606,6 +671,8 @@ mod tests {
                 uuid: uuid.into(),
                 finish_reason: "tool_use".into(),
                 usage: u,
+                provider_finish_reason: None,
+                raw_finish_reason: None,
             })
         };
         let trace = vec![

@@ -10,6 +10,7 @@ pub mod recovery_completes;
 pub mod run;
 pub mod scenario;
 pub mod script;
+pub mod stop_rule;
 pub mod swarm;
 #[cfg(test)]
 mod test_events;

@@ -340,13 +340,19 @@ pub enum Observation {
         step: u32,
         uuid: String,
     },
-    /// `step.end`: the effective stop reason and the usage of the response the step used.
+    /// `step.end`: the effective stop reason and the usage of the response the step used, and
+    /// the provider's diagnostics where kimi-loop.md §3.2's rule includes them (absent when
+    /// the provider's reason agrees with the effective one, so most steps show none).
     LoopStepEnd {
         turn_id: String,
         step: u32,
         uuid: String,
         finish_reason: String,
         usage: TokenUsage,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        provider_finish_reason: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        raw_finish_reason: Option<String>,
     },
     /// `content.part`: a completed text or think block (kind and length).
     LoopContentPart {
@@ -383,12 +389,16 @@ pub enum Observation {
         active_step: Option<u32>,
         message: Option<String>,
     },
-    /// A model call (`LLM.chat`) returned a response.
+    /// A model call (`LLM.chat`) returned a response: `finish` is the provider's raw reason,
+    /// `provider_finish` kosong's normalised one (kimi-loop.md §2.7), which the step derives
+    /// its stop reason from (§4.1).
     LoopModelReturn {
         turn_step: Option<String>,
         usage: TokenUsage,
         tool_calls: usize,
         finish: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        provider_finish: Option<String>,
     },
     /// A model call failed (what the retry logic then classifies).
     LoopModelError {

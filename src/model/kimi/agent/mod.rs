@@ -205,6 +205,8 @@ fn observation_of(event: &LoopEvent) -> Option<Observation> {
             uuid: e.uuid.clone(),
             finish_reason: e.finish_reason.as_str().to_string(),
             usage: e.usage,
+            provider_finish_reason: e.provider_finish_reason.map(|r| r.as_str().to_string()),
+            raw_finish_reason: e.raw_finish_reason.clone(),
         },
         LoopEvent::Recorded(LoopRecordedEvent::ContentPart(e)) => {
             let (kind, chars) = match &e.part {
@@ -307,6 +309,9 @@ impl Llm for ObservedLlm {
                     usage: response.usage,
                     tool_calls: response.tool_calls.len(),
                     finish: response.raw_finish_reason.clone(),
+                    provider_finish: response
+                        .provider_finish_reason
+                        .map(|r| r.as_str().to_string()),
                 },
                 Err(error) => Observation::LoopModelError {
                     turn_step,

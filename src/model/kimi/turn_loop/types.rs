@@ -140,6 +140,20 @@ pub enum FinishReason {
     Other,
 }
 
+impl FinishReason {
+    /// The wire spelling (`completed`, `tool_calls`, ...), as `step.end` carries it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::ToolCalls => "tool_calls",
+            Self::Truncated => "truncated",
+            Self::Filtered => "filtered",
+            Self::Paused => "paused",
+            Self::Other => "other",
+        }
+    }
+}
+
 /// Token usage (kosong `TokenUsage`, kimi-loop.md §2.3). All four fields are always present.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
