@@ -106,6 +106,9 @@ struct RetryState {
     answer: Option<(Answer, Option<u16>)>,
     /// A retry's sleep: when `step.retrying` was heard, its delay.
     sleeping: Option<(u64, u64, u32)>,
+    /// The oracle's own count of the step's current `chatWithRetry` call: the attempt its
+    /// latest request was (1 for the first; a fallback resend is a new call).
+    attempt: u32,
     /// A rejection with a fallback whose resend must come: its projection and error.
     owed: Option<(&'static str, String, u16)>,
     /// Media fallbacks the run was already owed (the first takes the degraded projection).
@@ -175,6 +178,7 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
             }
             Observation::LoopStepBegin { step, .. } => {
                 st.step = *step;
+                st.attempt = 1;
                 st.failed = false;
                 st.resent = false;
                 if *step == 1 {
@@ -192,6 +196,10 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
                         attempt + 1,
                         e.t_ms - at
                     ));
+                }
+                if st.failed {
+                    // A resend after a rejection, with no retry announced: a new call.
+                    st.attempt = 1;
                 }
                 st.resent |= st.failed;
                 st.failed = false;
@@ -234,10 +242,17 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
             Observation::LoopRetrying {
                 step,
                 failed_attempt,
+                next_attempt,
                 delay_ms,
                 error,
-                ..
             } => {
+                let attempt = st.attempt;
+                if (*failed_attempt, *next_attempt) != (attempt, attempt + 1) {
+                    flag(format!(
+                        "turn {tn} step {step}: step.retrying says failedAttempt {failed_attempt}, nextAttempt {next_attempt}, but the request that failed was attempt {attempt} of the step's call (kimi-loop.md §6: failedAttempt = attempt, nextAttempt = attempt + 1)"
+                    ));
+                }
+                st.attempt += 1;
                 let (name, status, _) = split_error(error);
                 if name == "APIProviderQuotaExhaustedError" {
                     flag(format!(
@@ -252,20 +267,20 @@ pub fn budget_respected(events: &[TraceEvent]) -> Vec<Violation> {
                 }
                 match st.answer.map(|(a, _)| a) {
                     Some(Answer::RetryAfter(ms)) if ms > 0 && *delay_ms != ms => flag(format!(
-                        "turn {tn} step {step}: retry {failed_attempt} waited {delay_ms} ms, but the failed answer said Retry-After {ms} ms (kimi-loop.md §6: delayMs = error.retryAfterMs when > 0, with no cap)"
+                        "turn {tn} step {step}: retry {attempt} waited {delay_ms} ms, but the failed answer said Retry-After {ms} ms (kimi-loop.md §6: delayMs = error.retryAfterMs when > 0, with no cap)"
                     )),
                     Some(Answer::RetryAfter(ms)) if ms > 0 => {}
                     Some(Answer::RetryAfter(_) | Answer::NoRetryAfter) => {
-                        let (lo, hi) = backoff_window(*failed_attempt);
+                        let (lo, hi) = backoff_window(attempt);
                         if !(lo..=hi).contains(delay_ms) {
                             flag(format!(
-                                "turn {tn} step {step}: retry {failed_attempt} waited {delay_ms} ms, outside the backoff table's {lo}–{hi} ms for it (kimi-loop.md §6: min(500·2^i, 32000) plus up to 25 % jitter; the answer had no Retry-After)"
+                                "turn {tn} step {step}: retry {attempt} waited {delay_ms} ms, outside the backoff table's {lo}–{hi} ms for it (kimi-loop.md §6: min(500·2^i, 32000) plus up to 25 % jitter; the answer had no Retry-After)"
                             ));
                         }
                     }
                     Some(Answer::Unknown) | None => {}
                 }
-                st.sleeping = Some((e.t_ms, *delay_ms, *failed_attempt));
+                st.sleeping = Some((e.t_ms, *delay_ms, attempt));
                 st.answer = None;
                 st.failed = false;
             }
@@ -399,6 +414,23 @@ mod tests {
         );
         assert_eq!(backoff_window(7), (32_000, 40_000));
         assert_eq!(backoff_window(9), (32_000, 40_000));
+    }
+
+    /// `step.retrying` numbers the attempts as the oracle counts them (kimi-loop.md §6): a
+    /// loop that announces the retry it is about to make as the one that failed breaks it.
+    #[test]
+    fn a_retry_names_the_attempt_that_failed_and_the_next() {
+        let mut misnumbered = retried_429(2000, 2001);
+        let Observation::LoopRetrying { next_attempt, .. } = &mut misnumbered[6].obs else {
+            panic!("event 6 is the retry: {:?}", misnumbered[6].obs);
+        };
+        *next_attempt = 1;
+        assert_eq!(
+            messages(budget_respected(&misnumbered)),
+            [
+                "turn 1 step 1: step.retrying says failedAttempt 1, nextAttempt 1, but the request that failed was attempt 1 of the step's call (kimi-loop.md §6: failedAttempt = attempt, nextAttempt = attempt + 1)"
+            ]
+        );
     }
 
     #[test]
