@@ -17,15 +17,16 @@ use super::serve::Request;
 use crate::harness::faults::Fault;
 use crate::harness::invariants::{
     APPROVAL_ATTRIBUTION, BUDGET_RESPECTED, COMPACTION_SAFE, HISTORY_VALID, NO_DOUBLE_EXECUTION,
-    ONE_RUN_PER_REQUEST, OTIDS_FRESH, RESULTS_ORDERED, STREAM_STAYS_IN_CONVERSATION,
-    TOOL_CALL_RESOLVED, TURN_TERMINATES, Violation, history_valid,
+    ONE_RUN_PER_REQUEST, OTIDS_FRESH, REQUESTS_ROUTED, RESULTS_ORDERED,
+    STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED, TURN_TERMINATES, Violation, history_valid,
 };
 use crate::harness::letta::client_invariants::{
     approval_attribution, no_double_execution, results_ordered,
 };
 use crate::harness::letta::compaction_safe::compaction_safe;
 use crate::harness::letta::invariants::{
-    one_run_per_request, pending_tool_calls, stream_stays_in_conversation, tool_call_resolved,
+    one_run_per_request, pending_tool_calls, requests_routed, stream_stays_in_conversation,
+    tool_call_resolved,
 };
 use crate::harness::letta::otids_fresh::otids_fresh;
 use crate::harness::trace::TraceEvent;
@@ -45,12 +46,13 @@ pub const TOLERANCE_MS: u64 = 250;
 pub const EFFECTS_FILE: &str = "sim-effects.log";
 
 /// The invariants a real-client run is judged by, in report order.
-pub const CHECKED: [&str; 12] = [
+pub const CHECKED: [&str; 13] = [
     TOOL_CALL_RESOLVED,
     ONE_RUN_PER_REQUEST,
     HISTORY_VALID,
     COMPACTION_SAFE,
     STREAM_STAYS_IN_CONVERSATION,
+    REQUESTS_ROUTED,
     NO_DOUBLE_EXECUTION,
     RESULTS_ORDERED,
     APPROVAL_ATTRIBUTION,
@@ -107,6 +109,7 @@ pub fn judge(ev: &Evidence<'_>) -> Vec<(&'static str, Vec<Finding>)> {
             STREAM_STAYS_IN_CONVERSATION,
             on_trace(stream_stays_in_conversation(trace), trace),
         ),
+        (REQUESTS_ROUTED, routed(trace)),
         (NO_DOUBLE_EXECUTION, double_execution(ev)),
         (RESULTS_ORDERED, on_trace(results_ordered(&client), &client)),
         (
@@ -118,6 +121,47 @@ pub fn judge(ev: &Evidence<'_>) -> Vec<(&'static str, Vec<Finding>)> {
         (TURN_TERMINATES, terminates(ev)),
         (CLI_RESULT, cli_result(ev)),
     ]
+}
+
+/// The agent routes the published CLI calls that Letta 0.16.8 does not serve either: the real
+/// server answered each `GET /v1/agents/{id}/<route>` with its bare 404 and the CLI carried on,
+/// in every flow of captures/letta_e2e (PROVENANCE.md).
+pub const ROUTES_THE_REAL_SERVER_LACKS: [&str; 3] = ["secrets", "mcp-servers", "repositories"];
+
+/// `requests-routed` on the server's trace, less the 404s the real server gives too
+/// ([`ROUTES_THE_REAL_SERVER_LACKS`]): a route the server model lacks and the real server has,
+/// or one the CLI calls that neither has, is a finding.
+fn routed(trace: &[TraceEvent]) -> Vec<Finding> {
+    let judged: Vec<TraceEvent> = trace
+        .iter()
+        .filter(|e| !lacked_by_the_real_server(&e.obs))
+        .cloned()
+        .collect();
+    requests_routed(&judged)
+        .into_iter()
+        .map(|v| {
+            let t_ms = v.event.and_then(|i| judged.get(i)).map(|e| e.t_ms);
+            finding(REQUESTS_ROUTED, v.message, t_ms)
+        })
+        .collect()
+}
+
+/// A 404 for `GET /v1/agents/{id}/<route>`, `<route>` one of [`ROUTES_THE_REAL_SERVER_LACKS`].
+fn lacked_by_the_real_server(obs: &Observation) -> bool {
+    let Observation::ServerUnrouted {
+        method,
+        path,
+        status: 404,
+    } = obs
+    else {
+        return false;
+    };
+    let route = path
+        .strip_prefix("/v1/agents/")
+        .map(|rest| rest.trim_end_matches('/').split('/').collect::<Vec<_>>());
+    method == "GET"
+        && matches!(route.as_deref(), Some([id, route])
+            if !id.is_empty() && ROUTES_THE_REAL_SERVER_LACKS.contains(route))
 }
 
 fn finding(invariant: &str, message: String, t_ms: Option<u64>) -> Finding {
@@ -622,6 +666,50 @@ mod tests {
             plan: &plan,
             budget_ms: 60_000,
         })
+    }
+
+    fn unrouted(t_ms: u64, method: &str, path: &str, status: u16) -> TraceEvent {
+        TraceEvent {
+            t_ms,
+            host: "server".into(),
+            obs: Observation::ServerUnrouted {
+                method: method.into(),
+                path: path.into(),
+                status,
+            },
+        }
+    }
+
+    /// The three agent routes Letta 0.16.8 lacks too are the real CLI's to call; any other
+    /// request the server could not route is a finding, with the time it came.
+    #[test]
+    fn requests_routed_spares_only_the_routes_the_real_server_lacks() {
+        let agent = "/v1/agents/agent-1";
+        let tolerated = [
+            unrouted(1, "GET", &format!("{agent}/secrets"), 404),
+            unrouted(2, "GET", &format!("{agent}/mcp-servers/"), 404),
+            unrouted(3, "GET", &format!("{agent}/repositories"), 404),
+        ];
+        assert_eq!(routed(&tolerated), []);
+        let trace = [
+            tolerated.as_slice(),
+            &[
+                unrouted(4, "GET", &format!("{agent}/folders"), 404),
+                unrouted(5, "POST", &format!("{agent}/secrets"), 405),
+                unrouted(6, "GET", "/v1/agents//secrets", 404),
+            ],
+        ]
+        .concat();
+        let found = routed(&trace);
+        assert_eq!(
+            found.iter().map(|f| f.t_ms).collect::<Vec<_>>(),
+            [Some(4), Some(5), Some(6)],
+            "{found:?}"
+        );
+        assert_eq!(
+            found[0].message,
+            "GET /v1/agents/agent-1/folders matched no route of the server, which answered 404 (Not Found); the client calls only routes the Letta server serves"
+        );
     }
 
     #[test]
