@@ -583,12 +583,15 @@ fn run_seed_of(
         reproduce,
         faults: guided.map(<[Fault]>::to_vec).unwrap_or_default(),
     });
-    let findings = report
+    // One finding may explain several invariants of a run (a dead end breaks both
+    // `approval-conflict-recovered` and `recovery-completes`): the sweep counts runs.
+    let findings: std::collections::BTreeSet<String> = report
         .expected
         .iter()
         .filter(|(_, _, failed)| *failed)
         .map(|(_, f, _)| f.clone())
         .collect();
+    let findings = findings.into_iter().collect();
     Ok(SeedResult {
         failure,
         goals: report.goals.iter().map(|g| g.to_string()).collect(),
