@@ -167,6 +167,17 @@ fn headless_post_stream_order() {
         headless_post_stream_action(&done, &mut b),
         HeadlessPostStreamAction::Done
     );
+    // The turn loop acts on these two stop reasons before it asks this policy, so only this
+    // test holds the function to §3.10's order for them.
+    let approvals = HeadlessPostStreamInput {
+        stop_reason: Some(StopReason::RequiresApproval),
+        error_line: Some("Invalid tool call IDs. Expected".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        headless_post_stream_action(&approvals, &mut b),
+        HeadlessPostStreamAction::ExecuteApprovals
+    );
     // The reference retries an empty response before reading metadata.
     let empty = HeadlessPostStreamInput {
         stop_reason: Some(StopReason::LlmApiError),
