@@ -26,12 +26,6 @@ impl PlanError {
     }
 }
 
-impl std::fmt::Display for PlanError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.text())
-    }
-}
-
 /// Percentage normalisation (§8.3): missing or non-finite → 0.3; ≤ 0 → 0.1; > 1 → 1.
 pub fn normalise_percentage(p: Option<f64>) -> f64 {
     match p {
