@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 use super::Probe;
 use super::inject::{AbortReason, ToolAct};
-use crate::model::kimi::turn_loop::access::ToolAccesses;
+use crate::model::kimi::turn_loop::access::{FileOperation, ToolAccesses, ToolResourceAccess};
 use crate::model::kimi::turn_loop::errors::LoopError;
 use crate::model::kimi::turn_loop::result::ExecutableToolResult;
 use crate::model::kimi::turn_loop::tool::{
@@ -251,8 +251,9 @@ enum Op {
 }
 
 impl Op {
-    /// The accesses this operation really touches (kimi-loop.md §5.1 vocabulary).
-    fn accesses(&self) -> ToolAccesses {
+    /// The accesses this operation declares to the scheduler, through §5.1's helpers as a
+    /// tool of the reference does (`readFile(p)`, `writeFile(p)`, ...).
+    fn declared(&self) -> ToolAccesses {
         match self {
             Op::Read { path } => ToolAccesses::read_file(path.as_str()),
             Op::Write { path, .. } => ToolAccesses::write_file(path.as_str()),
@@ -260,6 +261,28 @@ impl Op {
             Op::Grep { path, .. } => ToolAccesses::search_tree(path.as_str()),
             Op::Bash { .. } => ToolAccesses::all(),
             Op::Weather { .. } => ToolAccesses::none(),
+        }
+    }
+
+    /// The accesses this operation really touches, written out rather than built by the
+    /// helpers it declares with: `lock-safety` judges these, so a helper that declares wrongly
+    /// does not also make the execution look harmless.
+    fn touched(&self) -> ToolAccesses {
+        use FileOperation::{Read, Readwrite, Search, Write};
+        let file = |operation, path: &str, recursive| {
+            ToolAccesses(vec![ToolResourceAccess::File {
+                operation,
+                path: path.to_owned(),
+                recursive,
+            }])
+        };
+        match self {
+            Op::Read { path } => file(Read, path, false),
+            Op::Write { path, .. } => file(Write, path, false),
+            Op::Edit { path, .. } => file(Readwrite, path, false),
+            Op::Grep { path, .. } => file(Search, path, true),
+            Op::Bash { .. } => ToolAccesses(vec![ToolResourceAccess::All]),
+            Op::Weather { .. } => ToolAccesses(Vec::new()),
         }
     }
 
@@ -386,7 +409,8 @@ impl ExecutableTool for WorkspaceTool {
     ) -> BoxFuture<'a, Result<ToolExecution, LoopError>> {
         Box::pin(async move {
             let op = self.op(&args);
-            let accesses = op.accesses();
+            let accesses = op.touched();
+            let declared = op.declared();
             let description = op.describe();
             let runtime = Arc::clone(&self.runtime);
             let name: &'static str = match self.kind {
@@ -397,7 +421,6 @@ impl ExecutableTool for WorkspaceTool {
                 Kind::Bash => "Bash",
                 Kind::Weather => "get_weather",
             };
-            let declared = accesses.clone();
             let runnable = RunnableToolExecution::new(format!("{name}(*)"), move |ctx| {
                 Box::pin(runtime.execute(name, op, accesses, ctx))
             })
