@@ -374,7 +374,8 @@ impl Turn {
 /// order, one open at a time, each `step.end` closing its own `step.begin`); a step left open
 /// only by a run that was interrupted; every `tool.call` followed by its `tool.result`, the
 /// results in provider order, all before the step's `step.end`; each `step.end` carries the
-/// usage of the response its step returned; a turn's reported usage equals the sum of the
+/// usage of the response its step returned, and the stop reason and diagnostics `stop_rule`
+/// gives for that response (kimi-loop.md §4.1, §3.2); a turn's reported usage equals the sum of the
 /// responses its run returned, aborted steps included; an aborted run's `interruptReason`
 /// says whether the user cancelled it; a turn fails with `loop.max_steps_exceeded` exactly
 /// when its last run was interrupted for `max_steps`; each step has its own UUIDv4.
