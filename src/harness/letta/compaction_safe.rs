@@ -87,7 +87,17 @@ pub fn compaction_safe(events: &[TraceEvent]) -> Vec<Violation> {
         };
         let kept: Vec<Described> = kept.iter().map(|s| parse(s)).collect();
         let removed_d: Vec<Described> = removed.iter().map(|s| parse(s)).collect();
-        // 1. No tool call on one side of the cut with its result on the other.
+        // 1. No tool call on one side of the cut with its result on the other; for that, each
+        // result names the one call it answers.
+        for m in kept.iter().chain(&removed_d).filter(|m| m.role == "tool") {
+            if m.calls.len() != 1 {
+                violation(format!(
+                    "the tool result {} names {} tool calls, not the one it answers, so the cut cannot be held to its call",
+                    m.id,
+                    m.calls.len()
+                ));
+            }
+        }
         let kept_calls: BTreeSet<&str> = kept
             .iter()
             .filter(|m| m.role == "assistant")
@@ -406,6 +416,31 @@ mod tests {
     /// The stored summary carries the compaction's time and counts; a summary stamped at
     /// another time, or counting other messages than the cut removed and kept, is not what
     /// the model will be told on its next step.
+    /// A tool result that names no call (or several) cannot be held to the cut, so it breaks
+    /// the rule itself: otherwise a cut between a call and its unnamed result would pass.
+    #[test]
+    fn a_tool_result_names_the_one_call_it_answers() {
+        let fine = compaction(
+            &["user:m1", "assistant:m2[t1]", "tool:m3[t1]"],
+            &["user:m1", "assistant:m2[t1]", "tool:m3[t1]"],
+            &["summary:s1", "assistant:m4[t2]", "tool:m5[t2]"],
+        );
+        assert_eq!(compaction_safe(&[fine]), []);
+        let unnamed = compaction(
+            &["user:m1", "assistant:m2[t1]"],
+            &["user:m1", "assistant:m2[t1]"],
+            &["summary:s1", "tool:m3[]", "assistant:m4"],
+        );
+        let messages: Vec<String> = compaction_safe(&[unnamed])
+            .into_iter()
+            .map(|v| v.message)
+            .collect();
+        assert_eq!(
+            messages[0],
+            "compaction of conv-1: the tool result m3 names 0 tool calls, not the one it answers, so the cut cannot be held to its call"
+        );
+    }
+
     #[test]
     fn a_summary_that_misstates_its_compaction_breaks_compaction_safety() {
         let fine = compaction(
