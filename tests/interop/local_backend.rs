@@ -104,7 +104,7 @@ async fn provider_only_answers_catalogs_without_consuming_a_response_and_logs_ev
     // Invalid for the API: refused with its text, not counted as a call.
     let stray = post(
         "/v1/chat/completions",
-        serde_json::json!({"messages": [
+        serde_json::json!({"model": "gpt-4o-mini", "messages": [
         {"role": "tool", "tool_call_id": "c", "content": "r"}]}),
     )
     .await;

@@ -19,6 +19,12 @@
 //!   function call turn." and "Please ensure that the number of function response parts is
 //!   equal to the number of function call parts of the function call turn."
 //!
+//! Both OpenAI APIs refuse a request without a `model`: Chat with "you must provide a model
+//! parameter" (its 400 in irudnyts/openai #68 and chain-ml/council #45), Responses with
+//! "Missing required parameter: 'model'." (`param` `model`, code `missing_required_parameter`:
+//! mattermost/mattermost-plugin-agents #476). Anthropic's and Gemini's texts for it are not on
+//! record (Gemini's model is in the URL), so those two are not checked for it.
+//!
 //! Anthropic also refuses a message whose content is empty (`""` or `[]`), the final assistant
 //! message (a prefill) excepted: "messages.N: all messages must have non-empty content except
 //! for the optional final assistant message" (anthropics/claude-code #3196, #6774).
@@ -112,9 +118,17 @@ pub fn error_body(format: ProviderFormat, message: &str) -> Value {
             "type": "error",
             "error": {"type": "invalid_request_error", "message": message},
         }),
+        ProviderFormat::OpenAiChat if message == CHAT_NO_MODEL => json!({
+            "error": {"message": message, "type": "invalid_request_error",
+                      "param": null, "code": null},
+        }),
         ProviderFormat::OpenAiChat => json!({
             "error": {"message": message, "type": "invalid_request_error",
                       "param": "messages", "code": null},
+        }),
+        ProviderFormat::OpenAiResponses if message == RESPONSES_NO_MODEL => json!({
+            "error": {"message": message, "type": "invalid_request_error",
+                      "param": "model", "code": "missing_required_parameter"},
         }),
         ProviderFormat::OpenAiResponses => json!({
             "error": {"message": message, "type": "invalid_request_error",
@@ -126,9 +140,20 @@ pub fn error_body(format: ProviderFormat, message: &str) -> Value {
     }
 }
 
+/// The OpenAI Chat API's refusal of a request without a model.
+const CHAT_NO_MODEL: &str = "you must provide a model parameter";
+/// The OpenAI Responses API's refusal of a request without a model.
+const RESPONSES_NO_MODEL: &str = "Missing required parameter: 'model'.";
+
 /// Checks a request body; `Err` carries the API's error message.
 pub fn validate(format: ProviderFormat, body: &[u8]) -> Result<(), String> {
     let v = parse(body)?;
+    let no_model = v["model"].as_str().is_none_or(str::is_empty);
+    match format {
+        ProviderFormat::OpenAiChat if no_model => return Err(CHAT_NO_MODEL.into()),
+        ProviderFormat::OpenAiResponses if no_model => return Err(RESPONSES_NO_MODEL.into()),
+        _ => {}
+    }
     match format {
         ProviderFormat::Anthropic | ProviderFormat::OpenAiChat => {
             let Some(messages) = v["messages"].as_array() else {
@@ -331,7 +356,10 @@ mod tests {
             Err("messages: at least one message is required".into())
         );
         assert_eq!(
-            check(ProviderFormat::OpenAiChat, json!({"messages": []})),
+            check(
+                ProviderFormat::OpenAiChat,
+                json!({"model": "m", "messages": []})
+            ),
             Err("[] is too short - 'messages'".into())
         );
         assert_eq!(
@@ -345,7 +373,7 @@ mod tests {
         assert_eq!(
             check(
                 ProviderFormat::OpenAiChat,
-                json!({"messages": [{"role": "system", "content": "s"}]})
+                json!({"model": "m", "messages": [{"role": "system", "content": "s"}]})
             ),
             Ok(())
         );
@@ -356,7 +384,7 @@ mod tests {
         let check = |input: Value| {
             validate_stream(
                 StreamFormat::OpenAiResponses,
-                json!({"input": input}).to_string().as_bytes(),
+                json!({"model": "m", "input": input}).to_string().as_bytes(),
             )
         };
         let call =
@@ -373,7 +401,7 @@ mod tests {
             Err("No tool output found for function call fc_1.".into())
         );
         // With a previous response the calls live there: nothing to check.
-        let later = json!({"previous_response_id": "resp_1", "input": [output]});
+        let later = json!({"model": "m", "previous_response_id": "resp_1", "input": [output]});
         assert_eq!(
             validate_stream(StreamFormat::OpenAiResponses, later.to_string().as_bytes()),
             Ok(())
@@ -449,9 +477,28 @@ mod tests {
         }
     }
 
+    /// Both OpenAI APIs refuse a request without a model, each with its own text and body; a
+    /// body that is not a request at all (`null`) has none either.
+    #[test]
+    fn openai_requests_without_a_model_are_refused() {
+        let chat = json!({"messages": [{"role": "user", "content": "hi"}]});
+        assert_eq!(
+            validate(ProviderFormat::OpenAiChat, chat.to_string().as_bytes()),
+            Err("you must provide a model parameter".into())
+        );
+        for body in [json!({"input": []}), Value::Null] {
+            let refused = validate(ProviderFormat::OpenAiResponses, body.to_string().as_bytes());
+            assert_eq!(refused, Err("Missing required parameter: 'model'.".into()));
+        }
+        assert_eq!(
+            error_body(ProviderFormat::OpenAiResponses, RESPONSES_NO_MODEL)["error"]["code"],
+            "missing_required_parameter"
+        );
+    }
+
     #[test]
     fn openai_orphan_tool_calls_and_stray_tool_messages_are_refused() {
-        let body = json!({"messages": [
+        let body = json!({"model": "m", "messages": [
             {"role": "system", "content": "s"},
             {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "x", "arguments": "{}"}}]},
             {"role": "user", "content": "next"},
@@ -461,9 +508,9 @@ mod tests {
             err.ends_with("did not have response messages: call_1"),
             "{err}"
         );
-        let stray = json!({"messages": [{"role": "tool", "tool_call_id": "c", "content": "r"}]});
+        let stray = json!({"model": "m", "messages": [{"role": "tool", "tool_call_id": "c", "content": "r"}]});
         assert!(validate(ProviderFormat::OpenAiChat, stray.to_string().as_bytes()).is_err());
-        let ok = json!({"messages": [
+        let ok = json!({"model": "m", "messages": [
             {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "x", "arguments": "{}"}}]},
             {"role": "tool", "tool_call_id": "call_1", "content": "r"},
         ]});
