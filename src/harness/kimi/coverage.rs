@@ -91,6 +91,11 @@ pub const GOALS: &[Goal] = &[
         },
     },
     Goal {
+        id: "loop-calls-unexecuted",
+        what: "a response ended before its tools could run and its calls were recorded unexecuted",
+        reached: |t| tool_result_says(t, "This tool call was not executed"),
+    },
+    Goal {
         id: "loop-listener-threw",
         what: "the live listener threw and the turn went on",
         reached: |t| any(t, |o| is_fault(o, "listener_throws")),

@@ -60,9 +60,27 @@ pub struct Response<'a> {
     pub raw: Option<&'a str>,
 }
 
-/// Where a `step.end` disagrees with its response under §4.1 and §3.2: each message says what
-/// it reports and what the rule gives (the caller names the turn and step).
-pub fn violations(reported: &Reported<'_>, response: &Response<'_>) -> Vec<String> {
+/// kimi-loop.md §4.2, `UNEXECUTED_TOOL_CALL_OUTPUT`: the error result of a call its response
+/// ended before it could run (the oracle's own copy; the dash is an em dash, U+2014).
+pub const UNEXECUTED_OUTPUT: &str = "This tool call was not executed: the model response ended \
+before tool execution could start (the provider stream was interrupted). Do not assume the tool \
+ran \u{2014} re-issue the call if it is still needed.";
+
+/// A `tool.call` the step recorded, and its `tool.result` once one came: whether it is an
+/// error and the start of its output, as the trace shortens it.
+pub struct Recorded {
+    pub id: String,
+    pub result: Option<(bool, String)>,
+}
+
+/// Where a `step.end` disagrees with its response under §4.1 and §3.2, or its step recorded
+/// the response's tool calls other than §4.1's post-adjustments and §4.2 say: each message
+/// says what it reports and what the rule gives (the caller names the turn and step).
+pub fn violations(
+    reported: &Reported<'_>,
+    response: &Response<'_>,
+    recorded: &[Recorded],
+) -> Vec<String> {
     let derived = derived(response.provider, response.tool_calls > 0);
     let mut out = Vec::new();
     if !effective_follows(derived, reported.finish_reason) {
@@ -91,6 +109,63 @@ pub fn violations(reported: &Reported<'_>, response: &Response<'_>) -> Vec<Strin
             response.raw.unwrap_or("absent"),
             shown(want)
         ));
+    }
+    out.extend(recorded_violations(
+        derived,
+        reported.finish_reason,
+        response,
+        recorded,
+    ));
+    out
+}
+
+/// §4.1's post-adjustments and §4.2: a step that runs its batch records each of the
+/// response's calls (skipped ones too, §4.4); one whose usage hook stopped the turn before the
+/// batch records none, so a `tool_use` response that ended the turn records all or none; a
+/// `paused`, `unknown` or `max_tokens` response's calls are each recorded with the unexecuted
+/// error result; a `filtered` response's calls vanish.
+fn recorded_violations(
+    derived: &str,
+    effective: &str,
+    response: &Response<'_>,
+    recorded: &[Recorded],
+) -> Vec<String> {
+    let (n, calls) = (response.tool_calls, recorded.len());
+    let unexecuted = matches!(derived, "paused" | "unknown" | "max_tokens");
+    let allowed = match (derived, effective) {
+        ("tool_use", "end_turn") => calls == 0 || calls == n,
+        ("filtered", _) => calls == 0,
+        _ => calls == n,
+    };
+    let mut out = Vec::new();
+    if !allowed {
+        let rule = match derived {
+            "filtered" => "a filtered response's calls vanish (kimi-loop.md §4.1 item 3)",
+            "tool_use" => "a batch records every call (kimi-loop.md §4.1, §4.4)",
+            _ if unexecuted => "each is recorded unexecuted (kimi-loop.md §4.2)",
+            _ => "a response without calls records none",
+        };
+        out.push(format!(
+            "({effective}) recorded {calls} tool.call(s) for its response's {n} tool calls: {rule}"
+        ));
+    }
+    if unexecuted {
+        for call in recorded {
+            let ok = call.result.as_ref().is_some_and(|(is_error, output)| {
+                let shown = output.trim_end_matches('\u{2026}');
+                *is_error && !shown.is_empty() && UNEXECUTED_OUTPUT.starts_with(shown)
+            });
+            if !ok {
+                let got = match &call.result {
+                    Some((is_error, output)) => format!("is_error={is_error} {output:?}"),
+                    None => "no result".into(),
+                };
+                out.push(format!(
+                    "({effective}) gave its unexecuted call {} {got}, not the error result of kimi-loop.md §4.2",
+                    call.id
+                ));
+            }
+        }
     }
     out
 }
@@ -148,7 +223,7 @@ mod tests {
                 ev(Observation::LoopToolCall {
                     step: 1,
                     tool_call_id: "a".into(),
-                    name: "Read".into(),
+                    name: "T".into(),
                     args: "{}".into(),
                 }),
                 ev(Observation::LoopToolResult {
@@ -189,6 +264,143 @@ mod tests {
             [
                 "turn 1: step.end of step 1 reports finishReason max_tokens but its response (completed, 1 tool calls) derives tool_use (kimi-loop.md §4.1)"
             ]
+        );
+    }
+
+    /// A step of one response with `calls` tool calls that ended `finish_reason` as the provider
+    /// said `provider` (raw `raw`), having recorded `recorded` (id, result output), then the
+    /// turn's end.
+    fn step_with_calls(
+        provider: &str,
+        raw: &str,
+        finish_reason: &str,
+        calls: usize,
+        recorded: &[(&str, &str)],
+        outcome: &str,
+    ) -> Vec<crate::harness::trace::TraceEvent> {
+        use crate::harness::kimi::test_events::{begin, ev, step_uuid, turn_start};
+        use crate::model::port::observe::Observation;
+        let mut trace = vec![
+            turn_start(),
+            begin(1),
+            ev(Observation::LoopModelReturn {
+                turn_step: None,
+                usage: Default::default(),
+                tool_calls: calls,
+                finish: Some(raw.into()),
+                provider_finish: Some(provider.into()),
+            }),
+        ];
+        for (id, output) in recorded {
+            trace.push(ev(Observation::LoopToolCall {
+                step: 1,
+                tool_call_id: id.to_string(),
+                name: "T".into(),
+                args: "{}".into(),
+            }));
+            trace.push(ev(Observation::LoopToolResult {
+                tool_call_id: id.to_string(),
+                is_error: true,
+                output: output.to_string(),
+            }));
+        }
+        let (provider_finish_reason, raw_finish_reason) =
+            diagnostics(Some(provider), Some(raw), finish_reason);
+        trace.push(ev(Observation::LoopStepEnd {
+            turn_id: "1".into(),
+            step: 1,
+            uuid: step_uuid(1),
+            finish_reason: finish_reason.into(),
+            usage: Default::default(),
+            provider_finish_reason: provider_finish_reason.map(str::to_string),
+            raw_finish_reason: raw_finish_reason.map(str::to_string),
+        }));
+        trace.push(ev(Observation::TurnEnd {
+            turn: 1,
+            outcome: outcome.into(),
+        }));
+        trace
+    }
+
+    /// kimi-loop.md §4.2: a truncated response's calls are each recorded with the unexecuted
+    /// error result; a loop that drops them, or answers them with another text, breaks
+    /// `loop-envelope`; a filtered response's calls must vanish (§4.1 item 3), and the host fails
+    /// its turn (§8.1).
+    #[test]
+    fn a_response_that_ended_early_records_its_calls_unexecuted() {
+        use crate::harness::kimi::invariants::loop_envelope;
+        use crate::harness::kimi::test_events::messages;
+        let shown: String = UNEXECUTED_OUTPUT.chars().take(60).collect::<String>() + "\u{2026}";
+        let done = "completed: max_tokens (1 step)";
+        let faithful = step_with_calls(
+            "truncated",
+            "max_tokens",
+            "max_tokens",
+            2,
+            &[("a", &shown), ("b", &shown)],
+            done,
+        );
+        assert_eq!(messages(loop_envelope(&faithful)), Vec::<String>::new());
+        let dropped = step_with_calls("truncated", "max_tokens", "max_tokens", 2, &[], done);
+        assert_eq!(
+            messages(loop_envelope(&dropped)),
+            [
+                "turn 1: step.end of step 1 (max_tokens) recorded 0 tool.call(s) for its response's 2 tool calls: each is recorded unexecuted (kimi-loop.md §4.2)"
+            ]
+        );
+        let other_text = step_with_calls(
+            "paused",
+            "pause_turn",
+            "paused",
+            1,
+            &[("a", "Tool \"Read\" was aborted")],
+            "completed: paused (1 step)",
+        );
+        assert_eq!(
+            messages(loop_envelope(&other_text)),
+            [
+                "turn 1: step.end of step 1 (paused) gave its unexecuted call a is_error=true \"Tool \\\"Read\\\" was aborted\", not the error result of kimi-loop.md §4.2"
+            ]
+        );
+        let filtered = "failed: provider.filtered: Provider safety policy blocked the response.";
+        let vanished = step_with_calls("filtered", "refusal", "filtered", 1, &[], filtered);
+        assert_eq!(messages(loop_envelope(&vanished)), Vec::<String>::new());
+        let kept = step_with_calls(
+            "filtered",
+            "refusal",
+            "filtered",
+            1,
+            &[("a", &shown)],
+            filtered,
+        );
+        assert_eq!(
+            messages(loop_envelope(&kept)),
+            [
+                "turn 1: step.end of step 1 (filtered) recorded 1 tool.call(s) for its response's 1 tool calls: a filtered response's calls vanish (kimi-loop.md §4.1 item 3)"
+            ]
+        );
+        let completed = step_with_calls(
+            "filtered",
+            "refusal",
+            "filtered",
+            0,
+            &[],
+            "completed: filtered (1 step)",
+        );
+        assert_eq!(
+            messages(loop_envelope(&completed)),
+            [
+                "turn 1 ended (completed: filtered (1 step)) without a turn.interrupted, its last step filtered: kimi-loop.md §8.1 fails a filtered step with \"failed: provider.filtered: Provider safety policy blocked the response.\" and completes any other"
+            ]
+        );
+    }
+
+    /// The oracle's copy of the unexecuted text is the reference's, as the model has it too.
+    #[test]
+    fn the_unexecuted_text_is_the_references() {
+        assert_eq!(
+            UNEXECUTED_OUTPUT,
+            crate::model::kimi::turn_loop::tool_call::UNEXECUTED_TOOL_CALL_OUTPUT
         );
     }
 

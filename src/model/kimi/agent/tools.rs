@@ -308,6 +308,24 @@ enum Kind {
     Weather,
 }
 
+impl Kind {
+    fn parameters(self) -> Value {
+        match self {
+            Kind::Read => string_props(&["path"], &[]),
+            Kind::Write => string_props(&["path", "content"], &[]),
+            Kind::Edit => string_props(&["path", "old", "new"], &[]),
+            Kind::Grep => string_props(&["pattern"], &["path"]),
+            Kind::Bash => string_props(&["command"], &[]),
+            // The recorded stream's tool: lenient, like the original client tool.
+            Kind::Weather => json!({
+                "type": "object",
+                "properties": {"location": {"type": "string"}},
+                "required": ["location"],
+            }),
+        }
+    }
+}
+
 /// One workspace tool.
 struct WorkspaceTool {
     kind: Kind,
@@ -388,19 +406,7 @@ impl ExecutableTool for WorkspaceTool {
     }
 
     fn parameters(&self) -> Value {
-        match self.kind {
-            Kind::Read => string_props(&["path"], &[]),
-            Kind::Write => string_props(&["path", "content"], &[]),
-            Kind::Edit => string_props(&["path", "old", "new"], &[]),
-            Kind::Grep => string_props(&["pattern"], &["path"]),
-            Kind::Bash => string_props(&["command"], &[]),
-            // The recorded stream's tool: lenient, like the original client tool.
-            Kind::Weather => json!({
-                "type": "object",
-                "properties": {"location": {"type": "string"}},
-                "required": ["location"],
-            }),
-        }
+        self.kind.parameters()
     }
 
     fn resolve_execution<'a>(
@@ -431,21 +437,31 @@ impl ExecutableTool for WorkspaceTool {
     }
 }
 
+/// The parameter schema the agent's tool `name` declares to the model, or `None` for a name
+/// that is not one of [`TOOL_NAMES`].
+pub fn declared_parameters(name: &str) -> Option<Value> {
+    kind_of(name).map(Kind::parameters)
+}
+
+fn kind_of(name: &str) -> Option<Kind> {
+    Some(match name {
+        "Read" => Kind::Read,
+        "Write" => Kind::Write,
+        "Edit" => Kind::Edit,
+        "Grep" => Kind::Grep,
+        "Bash" => Kind::Bash,
+        "get_weather" => Kind::Weather,
+        _ => return None,
+    })
+}
+
 /// The named tools over `runtime`, in the order given. Names not in [`TOOL_NAMES`] are
 /// skipped (the scenario loader rejects them).
 pub fn workspace_tools(names: &[String], runtime: &Arc<ToolRuntime>) -> Vec<SharedTool> {
     names
         .iter()
         .filter_map(|n| {
-            let kind = match n.as_str() {
-                "Read" => Kind::Read,
-                "Write" => Kind::Write,
-                "Edit" => Kind::Edit,
-                "Grep" => Kind::Grep,
-                "Bash" => Kind::Bash,
-                "get_weather" => Kind::Weather,
-                _ => return None,
-            };
+            let kind = kind_of(n)?;
             Some(Arc::new(WorkspaceTool {
                 kind,
                 runtime: Arc::clone(runtime),

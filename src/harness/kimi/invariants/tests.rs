@@ -1,0 +1,351 @@
+//! The agent-loop oracles on hand-made traces: each rule passes a well-formed turn and names
+//! what a broken one broke.
+
+use super::*;
+use crate::harness::kimi::test_events::{begin, ev, messages, step_uuid, turn_start};
+use crate::model::kimi::turn_loop::access::ToolAccesses;
+use crate::model::port::observe::AccessList;
+
+fn usage(input: u64, output: u64) -> TokenUsage {
+    TokenUsage {
+        input_other: input,
+        output,
+        ..TokenUsage::default()
+    }
+}
+
+fn end(step: u32, u: TokenUsage) -> TraceEvent {
+    ev(Observation::LoopStepEnd {
+        turn_id: "1".into(),
+        step,
+        uuid: step_uuid(step),
+        finish_reason: "tool_use".into(),
+        usage: u,
+        provider_finish_reason: None,
+        raw_finish_reason: None,
+    })
+}
+
+/// A response with one tool call.
+fn ret(u: TokenUsage) -> TraceEvent {
+    ret_calls(u, 1)
+}
+
+/// A response with `calls` tool calls (`tool_calls`), or a text answer (`completed`).
+fn ret_calls(u: TokenUsage, calls: usize) -> TraceEvent {
+    let (raw, provider) = if calls > 0 {
+        ("tool_calls", "tool_calls")
+    } else {
+        ("stop", "completed")
+    };
+    ev(Observation::LoopModelReturn {
+        turn_step: None,
+        usage: u,
+        tool_calls: calls,
+        finish: Some(raw.into()),
+        provider_finish: Some(provider.into()),
+    })
+}
+
+fn call(id: &str) -> TraceEvent {
+    call_in(1, id)
+}
+
+fn call_in(step: u32, id: &str) -> TraceEvent {
+    ev(Observation::LoopToolCall {
+        step,
+        tool_call_id: id.into(),
+        name: "T".into(),
+        args: "{}".into(),
+    })
+}
+
+fn result(id: &str) -> TraceEvent {
+    ev(Observation::LoopToolResult {
+        tool_call_id: id.into(),
+        is_error: false,
+        output: String::new(),
+    })
+}
+
+/// A `turn.interrupted` of step 1 (`active_step` when the step was still open).
+fn interrupted(
+    reason: &str,
+    cause: &str,
+    active_step: Option<u32>,
+    message: Option<&str>,
+) -> TraceEvent {
+    ev(Observation::LoopInterrupted {
+        reason: reason.into(),
+        cause: cause.into(),
+        attempted_steps: 1,
+        active_step,
+        message: message.map(str::to_string),
+    })
+}
+
+fn turn_end(outcome: &str) -> TraceEvent {
+    ev(Observation::TurnEnd {
+        turn: 1,
+        outcome: outcome.into(),
+    })
+}
+
+fn turn_result(u: TokenUsage) -> TraceEvent {
+    ev(Observation::LoopTurnResult {
+        turn: 1,
+        stop_reason: "end_turn".into(),
+        steps: 1,
+        usage: u,
+    })
+}
+
+#[test]
+fn a_well_formed_turn_passes() {
+    let u = usage(10, 2);
+    let trace = vec![
+        turn_start(),
+        begin(1),
+        ret_calls(u, 2),
+        call("a"),
+        call("b"),
+        result("a"),
+        result("b"),
+        end(1, u),
+        turn_result(u),
+        turn_end("completed: end_turn"),
+    ];
+    assert_eq!(messages(loop_envelope(&trace)), Vec::<String>::new());
+}
+
+/// Each `step.begin` draws its own random UUIDv4 (kimi-loop.md §3.2): an empty uuid, or
+/// the uuid of an earlier step, is a PRNG that no longer draws.
+#[test]
+fn a_step_uuid_is_a_fresh_uuid_v4() {
+    let u = usage(10, 2);
+    let with_uuid = |step: u32, uuid: &str| {
+        ev(Observation::LoopStepBegin {
+            turn_id: "1".into(),
+            step,
+            uuid: uuid.into(),
+        })
+    };
+    let end_with = |step: u32, uuid: &str| {
+        ev(Observation::LoopStepEnd {
+            turn_id: "1".into(),
+            step,
+            uuid: uuid.into(),
+            finish_reason: "end_turn".into(),
+            usage: u,
+            provider_finish_reason: None,
+            raw_finish_reason: None,
+        })
+    };
+    let trace = vec![
+        turn_start(),
+        with_uuid(1, ""),
+        ret_calls(u, 0),
+        end_with(1, ""),
+        with_uuid(2, &step_uuid(7)),
+        ret_calls(u, 0),
+        end_with(2, &step_uuid(7)),
+        with_uuid(3, &step_uuid(7)),
+        ret_calls(u, 0),
+        end_with(3, &step_uuid(7)),
+        turn_end("completed: end_turn"),
+    ];
+    assert_eq!(
+        messages(loop_envelope(&trace)),
+        [
+            "step.begin of step 1 has uuid \"\", not a random UUIDv4 (kimi-loop.md §3.2)"
+                .to_string(),
+            format!(
+                "step.begin of step 3 reuses uuid {} of the step begun at event 5: each step draws its own (kimi-loop.md §3.2)",
+                step_uuid(7)
+            ),
+        ]
+    );
+    assert!(is_uuid_v4("f47ac10b-58cc-4372-a567-0e02b2c3d479"));
+    assert!(!is_uuid_v4("f47ac10b-58cc-1372-a567-0e02b2c3d479"));
+    assert!(!is_uuid_v4("F47AC10B-58CC-4372-A567-0E02B2C3D479"));
+}
+
+#[test]
+fn each_envelope_rule_has_its_message() {
+    let u = usage(10, 2);
+    let trace = vec![
+        turn_start(),
+        begin(2),
+        ret(u),
+        call_in(2, "a"),
+        call("b"),
+        end(2, usage(99, 2)),
+        ev(Observation::LoopBackstopResult {
+            tool_call_id: "a".into(),
+        }),
+        turn_result(usage(11, 2)),
+        turn_end("completed: end_turn"),
+    ];
+    assert_eq!(
+        messages(loop_envelope(&trace)),
+        [
+            "turn 1: step.begin numbered 2, expected step 1",
+            "turn 1: tool.call of step 1 inside step 2",
+            "turn 1: step 2 ended with tool calls still without a result: a",
+            "turn 1: step.end of step 2 reports usage in=99 out=2 cache_read=0 cache_creation=0 but its response returned in=10 out=2 cache_read=0 cache_creation=0",
+            "turn 1: the host had to close tool call a, left without a result by a run that was not interrupted",
+            "turn 1: runTurn reported usage in=11 out=2 cache_read=0 cache_creation=0 but the responses its run returned sum to in=10 out=2 cache_read=0 cache_creation=0",
+        ]
+    );
+}
+
+#[test]
+fn an_open_step_is_allowed_only_when_the_run_was_interrupted() {
+    let u = usage(1, 1);
+    let interrupted = interrupted("aborted", "user_cancelled", Some(1), None);
+    let ok = vec![
+        turn_start(),
+        begin(1),
+        ret(u),
+        call("a"),
+        interrupted,
+        turn_result(u),
+        turn_end("cancelled"),
+    ];
+    assert_eq!(messages(loop_envelope(&ok)), Vec::<String>::new());
+    let bad = vec![turn_start(), begin(1), ret(u), turn_end("cancelled")];
+    assert_eq!(
+        messages(loop_envelope(&bad)),
+        [
+            "turn 1 ended (cancelled) with step 1 open and no turn.interrupted",
+            "turn 1 ended (cancelled) without a turn.interrupted",
+        ]
+    );
+}
+
+/// Case D of kimi-loop.md §3.3: the run that exhausts `maxSteps` is interrupted with
+/// `max_steps` and the turn fails with `loop.max_steps_exceeded`; any other failure is
+/// interrupted with `error`.
+#[test]
+fn only_a_run_out_of_steps_is_interrupted_for_max_steps() {
+    const OUT_OF_STEPS: &str = "failed: loop.max_steps_exceeded: Turn exceeded maxSteps=1.";
+    const OTHER: &str = "failed: APIStatusError: model: the requested model does not exist";
+    let u = usage(1, 1);
+    let turn = |reason: &str, outcome: &str| {
+        vec![
+            turn_start(),
+            begin(1),
+            ret(u),
+            call("a"),
+            result("a"),
+            end(1, u),
+            interrupted(reason, reason, None, Some(outcome)),
+            turn_end(outcome),
+        ]
+    };
+    assert_eq!(
+        messages(loop_envelope(&turn("max_steps", OUT_OF_STEPS))),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        messages(loop_envelope(&turn("error", OTHER))),
+        Vec::<String>::new()
+    );
+    for (reason, outcome) in [("error", OUT_OF_STEPS), ("max_steps", OTHER)] {
+        assert_eq!(
+            messages(loop_envelope(&turn(reason, outcome))),
+            [format!(
+                "turn 1 ended ({outcome}) after a turn.interrupted with reason {reason}: a run interrupted for max_steps fails with loop.max_steps_exceeded, and only such a run"
+            )]
+        );
+    }
+}
+
+#[test]
+fn an_aborted_run_names_the_cause_its_abort_gave() {
+    let abort = |reason: &str| {
+        ev(Observation::LoopUserAbort {
+            turn: 1,
+            reason: reason.into(),
+        })
+    };
+    let aborted = |cause: &str| interrupted("aborted", cause, Some(1), None);
+    let u = usage(1, 1);
+    let turn = |reason: &str, cause: &str| {
+        vec![
+            turn_start(),
+            begin(1),
+            ret(u),
+            abort(reason),
+            aborted(cause),
+            turn_result(u),
+            turn_end("cancelled"),
+        ]
+    };
+    assert_eq!(
+        messages(loop_envelope(&turn("user", "user_cancelled"))),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        messages(loop_envelope(&turn("signal", "aborted"))),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        messages(loop_envelope(&turn("signal", "user_cancelled"))),
+        [
+            "turn 1: turn.interrupted names the cause user_cancelled after a signal abort; its signal's reason makes it aborted"
+        ]
+    );
+    assert_eq!(
+        messages(loop_envelope(&turn("user", "aborted"))),
+        [
+            "turn 1: turn.interrupted names the cause aborted after a user abort; its signal's reason makes it user_cancelled"
+        ]
+    );
+}
+
+#[test]
+fn lock_safety_flags_overlap_and_provider_order() {
+    let start = |id: &str, a: ToolAccesses| {
+        ev(Observation::LoopToolStart {
+            tool_call_id: id.into(),
+            tool: "T".into(),
+            execution: 1,
+            accesses: AccessList(a),
+        })
+    };
+    let stop = |id: &str| {
+        ev(Observation::LoopToolEnd {
+            tool_call_id: id.into(),
+            how: "ok".into(),
+        })
+    };
+    // Disjoint or read-only overlap is fine.
+    let fine = vec![
+        begin(1),
+        call("a"),
+        call("b"),
+        start("a", ToolAccesses::read_file("/x")),
+        start("b", ToolAccesses::read_tree("/")),
+        stop("a"),
+        stop("b"),
+    ];
+    assert!(lock_safety(&fine).is_empty());
+    // b starts before the earlier conflicting a, and they overlap.
+    let bad = vec![
+        begin(1),
+        call("a"),
+        call("b"),
+        start("b", ToolAccesses::write_file("/X")),
+        start("a", ToolAccesses::search_tree("/")),
+        stop("a"),
+        stop("b"),
+    ];
+    assert_eq!(
+        messages(lock_safety(&bad)),
+        [
+            "T a (search-tree:/) started while T b (write:/X), which conflicts with it, was still running (since event 4)",
+            "T a (search-tree:/) started after b (write:/X), a later call in provider order that conflicts with it",
+        ]
+    );
+}
