@@ -403,11 +403,14 @@ impl Turn {
 /// order, one open at a time, each `step.end` closing its own `step.begin`); a step left open
 /// only by a run that was interrupted; every `tool.call` followed by its `tool.result`, the
 /// results in provider order, all before the step's `step.end`; each `step.end` carries the
-/// usage of the response its step returned, and the stop reason and diagnostics `stop_rule`
-/// gives for that response (kimi-loop.md §4.1, §3.2); a turn's reported usage equals the sum of the
-/// responses its run returned, aborted steps included; an aborted run's `interruptReason`
-/// says whether the user cancelled it; a turn fails with `loop.max_steps_exceeded` exactly
-/// when its last run was interrupted for `max_steps`; each step has its own UUIDv4.
+/// usage of the response its step returned, and the stop reason, diagnostics and recorded
+/// calls `stop_rule` gives for that response (kimi-loop.md §4.1, §3.2, §4.2); a call whose
+/// arguments break its tool's schema never runs (`preflight_rule`, §4.6); a turn's reported
+/// usage equals the sum of the responses its run returned, aborted steps included; a turn
+/// not interrupted completes, or fails with `provider.filtered` after a filtered step (§8.1);
+/// an aborted run's `interruptReason` says whether the user cancelled it; a turn fails with
+/// `loop.max_steps_exceeded` exactly when its last run was interrupted for `max_steps`; each
+/// step has its own UUIDv4.
 pub fn loop_envelope(events: &[TraceEvent]) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut turn: Option<Turn> = None;

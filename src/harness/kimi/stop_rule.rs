@@ -1,8 +1,10 @@
 //! `loop-envelope`'s reading of a `step.end`'s stop reason and diagnostics (kimi-loop.md §4.1,
-//! §3.2), written from the reference rather than taken from the step, so a step that derives
-//! or reports its reason wrongly cannot also judge itself right. The inputs are the words of
-//! the trace: the normalised provider reason of the step's response (`loop_model_return`'s
-//! `provider_finish`, kosong's `FinishReason`) and the effective reason `step.end` reports.
+//! §3.2) and of the tool calls its step recorded (§4.1's post-adjustments, §4.2), written from
+//! the reference rather than taken from the step, so a step that derives or reports its reason
+//! wrongly cannot also judge itself right. The inputs are the words of the trace: the
+//! normalised provider reason of the step's response (`loop_model_return`'s `provider_finish`,
+//! kosong's `FinishReason`), its number of tool calls, the effective reason `step.end`
+//! reports, and the step's `tool.call`s with their results.
 
 /// §4.1's table (`deriveStepStopReason`): the step's reason from the provider's reason and
 /// whether the response carried tool calls.
