@@ -1,6 +1,7 @@
 //! The agent loop's coverage goals: situations of the turn loop a sweep should reach.
 
 use crate::harness::coverage::{Goal, any, is_fault, placed};
+use crate::harness::kimi::stop_rule::is_unexecuted_output;
 use crate::harness::trace::TraceEvent;
 use crate::model::port::observe::Observation;
 
@@ -93,7 +94,12 @@ pub const GOALS: &[Goal] = &[
     Goal {
         id: "loop-calls-unexecuted",
         what: "a response ended before its tools could run and its calls were recorded unexecuted",
-        reached: |t| tool_result_says(t, "This tool call was not executed"),
+        reached: |t| {
+            any(
+                t,
+                |o| matches!(o, Observation::LoopToolResult { output, .. } if is_unexecuted_output(output)),
+            )
+        },
     },
     Goal {
         id: "loop-listener-threw",

@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use crate::harness::invariants::{LOOP_ENVELOPE, Violation};
+use crate::harness::kimi::stop_rule::is_unexecuted_output;
 use crate::harness::trace::TraceEvent;
 use crate::model::kimi::agent::tools::declared_parameters;
 use crate::model::port::observe::Observation;
@@ -93,13 +94,10 @@ pub fn violations(events: &[TraceEvent]) -> Vec<Violation> {
                 let (_, name, errors) = broken.remove(k);
                 // The texts that stand in for preflight's own: a call recorded unexecuted
                 // (§4.2), skipped after a stop (§4.4), or closed by the host's backstop (§8.1).
-                let replaced = [
-                    "This tool call was not executed",
-                    "Tool skipped because",
-                    "Tool call did not complete",
-                ]
-                .iter()
-                .any(|t| output.starts_with(t));
+                let replaced = is_unexecuted_output(output)
+                    || ["Tool skipped because", "Tool call did not complete"]
+                        .iter()
+                        .any(|t| output.starts_with(t));
                 let rejected =
                     *is_error && output.starts_with(&format!("Invalid args for tool \"{name}\""));
                 if !(rejected || replaced || started.contains(tool_call_id.as_str())) {

@@ -68,6 +68,12 @@ pub const UNEXECUTED_OUTPUT: &str = "This tool call was not executed: the model 
 before tool execution could start (the provider stream was interrupted). Do not assume the tool \
 ran \u{2014} re-issue the call if it is still needed.";
 
+/// Whether a `tool.result`'s output, as the trace shortens it, is §4.2's unexecuted text.
+pub fn is_unexecuted_output(output: &str) -> bool {
+    let shown = output.trim_end_matches('\u{2026}');
+    !shown.is_empty() && UNEXECUTED_OUTPUT.starts_with(shown)
+}
+
 /// A `tool.call` the step recorded, and its `tool.result` once one came: whether it is an
 /// error and the start of its output, as the trace shortens it.
 pub struct Recorded {
@@ -153,10 +159,10 @@ fn recorded_violations(
     }
     if unexecuted {
         for call in recorded {
-            let ok = call.result.as_ref().is_some_and(|(is_error, output)| {
-                let shown = output.trim_end_matches('\u{2026}');
-                *is_error && !shown.is_empty() && UNEXECUTED_OUTPUT.starts_with(shown)
-            });
+            let ok = call
+                .result
+                .as_ref()
+                .is_some_and(|(is_error, output)| *is_error && is_unexecuted_output(output));
             if !ok {
                 let got = match &call.result {
                     Some((is_error, output)) => format!("is_error={is_error} {output:?}"),

@@ -150,11 +150,8 @@ pub fn validate(format: ProviderFormat, body: &[u8]) -> Result<(), String> {
     let v = parse(body)?;
     let no_model = v["model"].as_str().is_none_or(str::is_empty);
     match format {
-        ProviderFormat::OpenAiChat if no_model => return Err(CHAT_NO_MODEL.into()),
-        ProviderFormat::OpenAiResponses if no_model => return Err(RESPONSES_NO_MODEL.into()),
-        _ => {}
-    }
-    match format {
+        ProviderFormat::OpenAiChat if no_model => Err(CHAT_NO_MODEL.into()),
+        ProviderFormat::OpenAiResponses if no_model => Err(RESPONSES_NO_MODEL.into()),
         ProviderFormat::Anthropic | ProviderFormat::OpenAiChat => {
             let Some(messages) = v["messages"].as_array() else {
                 return Err("messages: Field required".into());
