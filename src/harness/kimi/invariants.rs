@@ -405,7 +405,8 @@ impl Turn {
 /// results in provider order, all before the step's `step.end`; each `step.end` carries the
 /// usage of the response its step returned, and the stop reason, diagnostics and recorded
 /// calls `stop_rule` gives for that response (kimi-loop.md §4.1, §3.2, §4.2); a call whose
-/// arguments break its tool's schema never runs (`preflight_rule`, §4.6); a turn's reported
+/// arguments break its tool's schema never runs (`preflight_rule`, §4.6); a tool's result is
+/// an error exactly when its execution ended in one (`outcome_rule`, §4.3); a turn's reported
 /// usage equals the sum of the responses its run returned, aborted steps included; a turn
 /// not interrupted completes, or fails with `provider.filtered` after a filtered step (§8.1);
 /// an aborted run's `interruptReason` says whether the user cancelled it; a turn fails with
@@ -454,6 +455,7 @@ pub fn loop_envelope(events: &[TraceEvent]) -> Vec<Violation> {
         }));
     }
     out.extend(super::preflight_rule::violations(events));
+    out.extend(super::outcome_rule::violations(events));
     out
 }
 

@@ -6,6 +6,7 @@ pub mod budget;
 pub mod coverage;
 pub mod faults_fire;
 pub mod invariants;
+pub mod outcome_rule;
 pub mod preflight_rule;
 pub mod recovery_completes;
 pub mod run;
