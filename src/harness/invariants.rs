@@ -80,9 +80,11 @@ pub const OTIDS_FRESH: &str = "otids-fresh";
 pub const ANSWERS_TYPED: &str = "answers-typed";
 /// Every request the Letta client sends reaches a route the server serves.
 pub const REQUESTS_ROUTED: &str = "requests-routed";
+/// Every chunk reaches the Letta client with its message id, and text chunks with their otid.
+pub const CHUNKS_NAMED: &str = "chunks-named";
 
 /// Every invariant id `sim run` knows (a scenario's `[[expect]]` table names one of these).
-pub const ALL: [&str; 25] = [
+pub const ALL: [&str; 26] = [
     TOOL_CALL_RESOLVED,
     TURN_TERMINATES,
     LOOP_ENVELOPE,
@@ -106,6 +108,7 @@ pub const ALL: [&str; 25] = [
     OTIDS_FRESH,
     ANSWERS_TYPED,
     REQUESTS_ROUTED,
+    CHUNKS_NAMED,
     LOCK_SAFETY,
     DETERMINISTIC,
 ];

@@ -328,6 +328,10 @@ pub struct Planted {
     /// answers-typed).
     #[serde(default)]
     pub server_untyped_answers: bool,
+    /// Server's token stream leaves the otid off the chunks it translates (breaks
+    /// chunks-named).
+    #[serde(default)]
+    pub server_unnamed_chunks: bool,
     /// Server's router lost `POST /v1/conversations/{id}/cancel` (breaks requests-routed).
     #[serde(default)]
     pub server_unserved_conversation_cancel: bool,
@@ -383,6 +387,9 @@ impl Planted {
         }
         if self.server_unserved_conversation_cancel {
             v.push(super::invariants::REQUESTS_ROUTED);
+        }
+        if self.server_unnamed_chunks {
+            v.push(super::invariants::CHUNKS_NAMED);
         }
         if self.server_compaction_splits_tool_call
             || self.server_compaction_cuts_at_user

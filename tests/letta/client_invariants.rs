@@ -6,9 +6,9 @@
 use crate::common::{load, repo, run, violations};
 use loopsim::harness::invariants::{
     ANSWERS_TYPED, APPROVAL_ATTRIBUTION, APPROVAL_CONFLICT_RECOVERED, ARGS_INTACT,
-    BUDGET_RESPECTED, CLIENT_FAULTS_FIRE, ENDS_AS_DECLARED, LOCK_SAFETY, NO_DOUBLE_EXECUTION,
-    OTIDS_FRESH, PENDING_DENIED_AT_START, RECOVERY_COMPLETES, REQUESTS_ROUTED, RESULTS_ORDERED,
-    STOP_REASON_CONSISTENT, STREAM_GAPLESS,
+    BUDGET_RESPECTED, CHUNKS_NAMED, CLIENT_FAULTS_FIRE, ENDS_AS_DECLARED, LOCK_SAFETY,
+    NO_DOUBLE_EXECUTION, OTIDS_FRESH, PENDING_DENIED_AT_START, RECOVERY_COMPLETES, REQUESTS_ROUTED,
+    RESULTS_ORDERED, STOP_REASON_CONSISTENT, STREAM_GAPLESS,
 };
 use loopsim::harness::report::{RunReport, Verdict, exit};
 use loopsim::harness::scenario::Scenario;
@@ -366,6 +366,36 @@ fn answers_typed_fails_when_the_server_answers_a_conversation_read_without_a_con
     );
     let mut s = load(repo().join("scenarios/planted/server_untyped_answers.toml"));
     s.planted.server_untyped_answers = false;
+    let ok = run(&s, 1, 2);
+    assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
+}
+
+/// Assistant text streamed without its otid changes no turn's outcome (the client groups its
+/// text by message id instead): only `chunks-named` sees it. Without the defect the same run
+/// passes.
+#[test]
+fn chunks_named_fails_when_the_server_streams_text_without_its_otid() {
+    let r = planted("server_unnamed_chunks.toml");
+    assert_breaks(
+        &r,
+        CHUNKS_NAMED,
+        "without its otid: a Letta server names every message chunk but its error frame by id",
+    );
+    assert!(
+        violations(&r, CHUNKS_NAMED)[0]
+            .message
+            .starts_with("the client got assistant_message seq_id "),
+        "{}",
+        r.render()
+    );
+    assert_eq!(
+        r.turn_outcomes,
+        ["stopped: end_turn", "stopped: end_turn"],
+        "{}",
+        r.render()
+    );
+    let mut s = load(repo().join("scenarios/planted/server_unnamed_chunks.toml"));
+    s.planted.server_unnamed_chunks = false;
     let ok = run(&s, 1, 2);
     assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
 }

@@ -225,6 +225,13 @@ fn label(r: &Row) -> String {
         "client_chunk" | "chunk_recorded" => {
             format!("{} #{} {}", r.event, f("seq_id"), f("message_type"))
         }
+        "client_chunk_unnamed" => format!(
+            "{} #{} {} lacks {}",
+            r.event,
+            f("seq_id"),
+            f("message_type"),
+            f("lacks")
+        ),
         "fault" => format!("FAULT {}", f("fault")),
         "turn_end" | "turn_start" => {
             format!("{} {}", r.event, f("outcome").if_empty(|| f("text")))

@@ -1,14 +1,14 @@
 //! The Letta server's oracles over the trace (DESIGN.md §5, docs/invariants.md):
 //! `tool-call-resolved`, `one-run-per-request`, `durable-ack`, `stream-stays-in-conversation`,
-//! `answers-typed`, `requests-routed`, and the tool calls a run leaves awaiting approval
+//! `answers-typed`, `chunks-named`, `requests-routed`, and the tool calls a run leaves awaiting approval
 //! (`history-valid`, which both systems share, is in `harness::invariants`). Pure: they read a
 //! finished trace and nothing else.
 
 use std::collections::BTreeMap;
 
 use crate::harness::invariants::{
-    ANSWERS_TYPED, DURABLE_ACK, ONE_RUN_PER_REQUEST, REQUESTS_ROUTED, STREAM_STAYS_IN_CONVERSATION,
-    TOOL_CALL_RESOLVED, Violation,
+    ANSWERS_TYPED, CHUNKS_NAMED, DURABLE_ACK, ONE_RUN_PER_REQUEST, REQUESTS_ROUTED,
+    STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED, Violation,
 };
 use crate::harness::letta::compaction_safe::removed_history_units;
 use crate::harness::trace::TraceEvent;
@@ -286,6 +286,36 @@ pub fn answers_typed(events: &[TraceEvent]) -> Vec<Violation> {
                 format!(
                     "the {}'s {method} {path} was answered {status} with no content type; a Letta server types every answer (application/json, or text/event-stream for a stream)",
                     e.host
+                ),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `chunks-named`: every chunk reaches the client with the names every Letta server gives it:
+/// a message id on each chunk with an envelope but the error frame (letta-protocol.md §1.3;
+/// store ids, §1.7, §8.6), an otid on assistant and reasoning text. The accumulator keys an
+/// assistant or reasoning line by its otid, so a `[text, thinking, text]` message split by
+/// otid is three lines (§4.6); the resume backfill dedupes by otid, else by id and type
+/// (A.6.2). A nameless chunk changes no turn's outcome: only the transcript shows it.
+pub fn chunks_named(events: &[TraceEvent]) -> Vec<Violation> {
+    events
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match &e.obs {
+            Observation::ClientChunkUnnamed {
+                run_id,
+                seq_id,
+                message_type,
+                lacks,
+            } => Some(Violation::at(
+                CHUNKS_NAMED,
+                i,
+                format!(
+                    "the client got {message_type} seq_id {} of run {} without its {lacks}: a Letta server names every message chunk but its error frame by id, and assistant and reasoning text by otid as well (letta-protocol.md §1.3, §4.6)",
+                    seq_id.map_or("none".into(), |s| s.to_string()),
+                    run_id.as_deref().unwrap_or("?"),
                 ),
             )),
             _ => None,

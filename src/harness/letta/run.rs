@@ -5,8 +5,8 @@
 
 use crate::harness::faults::Fault;
 use crate::harness::invariants::{
-    ANSWERS_TYPED, APPROVAL_CONFLICT_RECOVERED, CLIENT_FAULTS_FIRE, COMPACTION_SAFE, DURABLE_ACK,
-    HISTORY_VALID, ONE_RUN_PER_REQUEST, PENDING_DENIED_AT_START, REQUESTS_ROUTED,
+    ANSWERS_TYPED, APPROVAL_CONFLICT_RECOVERED, CHUNKS_NAMED, CLIENT_FAULTS_FIRE, COMPACTION_SAFE,
+    DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, PENDING_DENIED_AT_START, REQUESTS_ROUTED,
     STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED, Violation, history_valid,
 };
 use crate::harness::letta::client_faults_fire::{client_faults_fire, scripts_chunk_faults};
@@ -14,8 +14,8 @@ use crate::harness::letta::client_invariants::client_invariants;
 use crate::harness::letta::compaction_safe::compaction_safe;
 use crate::harness::letta::conflict_recovered::approval_conflict_recovered;
 use crate::harness::letta::invariants::{
-    answers_typed, durable_ack, one_run_per_request, pending_tool_calls, requests_routed,
-    stream_stays_in_conversation, tool_call_resolved,
+    answers_typed, chunks_named, durable_ack, one_run_per_request, pending_tool_calls,
+    requests_routed, stream_stays_in_conversation, tool_call_resolved,
 };
 use crate::harness::letta::pending_at_start::pending_denied_at_start;
 use crate::harness::letta::{findings, world};
@@ -62,6 +62,7 @@ pub fn invariants(
         (PENDING_DENIED_AT_START, pending_denied_at_start(trace)),
         (ANSWERS_TYPED, answers_typed(trace)),
         (REQUESTS_ROUTED, requests_routed(trace)),
+        (CHUNKS_NAMED, chunks_named(trace)),
     ];
     let crashes_server = scenario
         .faults

@@ -222,6 +222,7 @@ pub fn server_parts(
             close_caught_up_stream: p.server_closes_caught_up_stream,
             untyped_answers: p.server_untyped_answers,
             unserved_conversation_cancel: p.server_unserved_conversation_cancel,
+            unnamed_chunks: p.server_unnamed_chunks,
         },
         hooks,
         request_log: None,

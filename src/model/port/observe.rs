@@ -85,6 +85,14 @@ pub enum Observation {
         seq_id: Option<u64>,
         message_type: String,
     },
+    /// A chunk reached the client without a name every Letta server gives it (`lacks` is `id`
+    /// or `otid`; see the client's `unnamed`). Recorded only then, so a faithful trace has none.
+    ClientChunkUnnamed {
+        run_id: Option<String>,
+        seq_id: Option<u64>,
+        message_type: String,
+        lacks: String,
+    },
     /// How the response body ended, as the client saw it.
     ClientStreamEnd {
         how: String,
@@ -516,13 +524,14 @@ impl Serialize for AccessList {
 
 impl Observation {
     /// Every name [`Observation::name`] can return, one per variant, in declaration order.
-    pub const NAMES: [&'static str; 58] = [
+    pub const NAMES: [&'static str; 59] = [
         "turn_start",
         "client_send",
         "client_response",
         "untyped_answer",
         "client_connect_error",
         "client_chunk",
+        "client_chunk_unnamed",
         "client_stream_end",
         "client_drained",
         "client_decision",

@@ -505,6 +505,14 @@ fn take_chunk(
             seq_id: chunk.seq_id(),
             message_type: chunk.message_type().to_string(),
         });
+        if let Some(lacks) = unnamed(chunk) {
+            observe(Observation::ClientChunkUnnamed {
+                run_id: chunk.run_id().map(str::to_string),
+                seq_id: chunk.seq_id(),
+                message_type: chunk.message_type().to_string(),
+                lacks: lacks.into(),
+            });
+        }
     }
     if let Some(e) = &processed.error {
         *error_info = Some(e.clone());
@@ -524,6 +532,23 @@ fn take_chunk(
         ));
     }
     Ok(processed)
+}
+
+/// The name a chunk lacks of those every Letta server gives it, if any: a message id on every
+/// chunk with an envelope but the error frame (letta-protocol.md §1.3 makes `id` required;
+/// 0.16.8's `error_message` has none, captures/letta_server), and an otid on assistant and
+/// reasoning text, which the accumulator keys their lines by (§4.6; local otids §1.7; every
+/// `assistant_message` of captures/letta_server carries one).
+fn unnamed(chunk: &LettaChunk) -> Option<&'static str> {
+    let env = chunk.envelope()?;
+    if env.id.is_empty() && !matches!(chunk, LettaChunk::ErrorMessage(_)) {
+        return Some("id");
+    }
+    let text = matches!(
+        chunk,
+        LettaChunk::AssistantMessage(_) | LettaChunk::ReasoningMessage(_)
+    );
+    (text && env.otid.as_deref().is_none_or(str::is_empty)).then_some("otid")
 }
 
 /// How a read ended: the loop's outcome, settled by [`finish`].

@@ -200,6 +200,9 @@ pub struct ServerBugs {
     /// Breaks `answers-typed`: `GET /v1/conversations/{id}` answers its JSON without a
     /// content type.
     pub untyped_answers: bool,
+    /// Breaks `chunks-named`: the token stream leaves the otid off every chunk it translates
+    /// from the provider's stream.
+    pub unnamed_chunks: bool,
     /// Breaks `requests-routed`: the router has lost `POST /v1/conversations/{id}/cancel`, so
     /// a cancel gets FastAPI's 405 for a known path.
     pub unserved_conversation_cancel: bool,

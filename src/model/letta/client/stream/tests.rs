@@ -750,3 +750,31 @@ fn abort_generation_change_cancels_without_marking_tools() {
     );
     assert_eq!(d2.2, 1);
 }
+
+/// A chunk lacks a name only where every Letta server gives one: an id on any chunk with an
+/// envelope but the error frame (0.16.8's has none), an otid on assistant and reasoning text.
+#[test]
+fn a_chunk_is_unnamed_only_without_the_names_a_server_gives_it() {
+    let chunk = |json: &str| LettaChunk::from_json(json).unwrap();
+    let text = r#"{"message_type":"assistant_message","id":"message-1","otid":"o-1","date":"d","content":"hi"}"#;
+    assert_eq!(unnamed(&chunk(text)), None);
+    assert_eq!(
+        unnamed(&chunk(&text.replace(r#""otid":"o-1","#, ""))),
+        Some("otid")
+    );
+    assert_eq!(
+        unnamed(&chunk(&text.replace(r#""o-1""#, r#""""#))),
+        Some("otid")
+    );
+    assert_eq!(
+        unnamed(&chunk(&text.replace(r#""message-1""#, r#""""#))),
+        Some("id")
+    );
+    let ping = r#"{"message_type":"ping","id":"ping-1","date":"d"}"#;
+    assert_eq!(unnamed(&chunk(ping)), None);
+    assert_eq!(unnamed(&chunk(&ping.replace("ping-1", ""))), Some("id"));
+    let error = r#"{"message_type":"error_message","run_id":"run-1","error_type":"internal_error","message":"m"}"#;
+    assert_eq!(unnamed(&chunk(error)), None);
+    let stop = r#"{"message_type":"stop_reason","stop_reason":"end_turn"}"#;
+    assert_eq!(unnamed(&chunk(stop)), None);
+}

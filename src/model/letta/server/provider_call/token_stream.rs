@@ -152,7 +152,7 @@ impl<E: Env> Translation<'_, E> {
             id,
             date: self.date.clone(),
             message_type: message_type.into(),
-            otid,
+            otid: otid.filter(|_| !self.config.bugs.unnamed_chunks),
             step_id: (!self.local).then(|| self.step_id.clone()),
             ..Default::default()
         }
