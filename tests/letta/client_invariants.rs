@@ -11,7 +11,7 @@ use loopsim::harness::invariants::{
     RESULTS_ORDERED, STOP_REASON_CONSISTENT, STREAM_GAPLESS,
 };
 use loopsim::harness::report::{RunReport, Verdict, exit};
-use loopsim::harness::scenario::Scenario;
+use loopsim::harness::scenario::{Planted, Scenario};
 
 fn planted(name: &str) -> RunReport {
     let s = load(repo().join("scenarios/planted").join(name));
@@ -345,29 +345,13 @@ fn ends_as_declared_fails_when_the_server_closes_a_stream_that_caught_up_with_it
 /// the same run passes.
 #[test]
 fn answers_typed_fails_when_the_server_answers_a_conversation_read_without_a_content_type() {
-    let r = planted("server_untyped_answers.toml");
-    assert_breaks(
-        &r,
+    assert_silent_server_defect(
+        "server_untyped_answers.toml",
         ANSWERS_TYPED,
         "was answered 200 with no content type; a Letta server types every answer",
+        "the client's GET /v1/conversations/conv-",
+        |p| p.server_untyped_answers = false,
     );
-    assert!(
-        violations(&r, ANSWERS_TYPED)[0]
-            .message
-            .starts_with("the client's GET /v1/conversations/conv-"),
-        "{}",
-        r.render()
-    );
-    assert_eq!(
-        r.turn_outcomes,
-        ["stopped: end_turn", "stopped: end_turn"],
-        "{}",
-        r.render()
-    );
-    let mut s = load(repo().join("scenarios/planted/server_untyped_answers.toml"));
-    s.planted.server_untyped_answers = false;
-    let ok = run(&s, 1, 2);
-    assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
 }
 
 /// Assistant text streamed without its otid changes no turn's outcome (the client groups its
@@ -375,16 +359,29 @@ fn answers_typed_fails_when_the_server_answers_a_conversation_read_without_a_con
 /// passes.
 #[test]
 fn chunks_named_fails_when_the_server_streams_text_without_its_otid() {
-    let r = planted("server_unnamed_chunks.toml");
-    assert_breaks(
-        &r,
+    assert_silent_server_defect(
+        "server_unnamed_chunks.toml",
         CHUNKS_NAMED,
         "without its otid: a Letta server names every message chunk but its error frame by id",
+        "the client got assistant_message seq_id ",
+        |p| p.server_unnamed_chunks = false,
     );
+}
+
+/// A planted server defect that no turn's outcome shows: the planted scenario `file` breaks
+/// `id` (its first violation starting with `first`), both its turns still end `end_turn`, and
+/// the same run with the defect switched `off` passes.
+fn assert_silent_server_defect(
+    file: &str,
+    id: &str,
+    part: &str,
+    first: &str,
+    off: fn(&mut Planted),
+) {
+    let r = planted(file);
+    assert_breaks(&r, id, part);
     assert!(
-        violations(&r, CHUNKS_NAMED)[0]
-            .message
-            .starts_with("the client got assistant_message seq_id "),
+        violations(&r, id)[0].message.starts_with(first),
         "{}",
         r.render()
     );
@@ -394,8 +391,8 @@ fn chunks_named_fails_when_the_server_streams_text_without_its_otid() {
         "{}",
         r.render()
     );
-    let mut s = load(repo().join("scenarios/planted/server_unnamed_chunks.toml"));
-    s.planted.server_unnamed_chunks = false;
+    let mut s = load(repo().join("scenarios/planted").join(file));
+    off(&mut s.planted);
     let ok = run(&s, 1, 2);
     assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
 }
