@@ -1,8 +1,8 @@
 //! The Letta server's oracles over the trace (DESIGN.md §5, docs/invariants.md):
 //! `tool-call-resolved`, `one-run-per-request`, `durable-ack`, `stream-stays-in-conversation`,
-//! `answers-typed`, `chunks-named`, `requests-routed`, and the tool calls a run leaves awaiting approval
-//! (`history-valid`, which both systems share, is in `harness::invariants`). Pure: they read a
-//! finished trace and nothing else.
+//! `answers-typed`, `chunks-named`, `requests-routed`, and the tool calls a run leaves
+//! awaiting approval (`history-valid`, which both systems share, is in `harness::invariants`).
+//! Pure: they read a finished trace and nothing else.
 
 use std::collections::BTreeMap;
 
