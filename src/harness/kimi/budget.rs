@@ -327,6 +327,7 @@ mod tests {
                     path: "/v1/messages".into(),
                     messages: 1,
                     tools: 0,
+                    results: Default::default(),
                 },
             ),
             at(
@@ -374,6 +375,7 @@ mod tests {
                     path: "/v1/messages".into(),
                     messages: 1,
                     tools: 0,
+                    results: Default::default(),
                 },
             ),
         ]
@@ -518,6 +520,7 @@ mod tests {
                 path: "/v1/messages".into(),
                 messages: 1,
                 tools: 0,
+                results: Default::default(),
             },
         ));
         assert_eq!(messages(budget_respected(&resent)), Vec::<String>::new());

@@ -12,6 +12,7 @@ pub mod recovery_completes;
 pub mod run;
 pub mod scenario;
 pub mod script;
+pub mod shown_rule;
 pub mod stop_rule;
 pub mod swarm;
 #[cfg(test)]

@@ -9,6 +9,7 @@ use crate::harness::invariants::{
 use crate::harness::kimi::budget::is_request_structure_rejection;
 use crate::harness::kimi::faults_fire::{listener_faults_fire, tool_faults_fire};
 use crate::harness::kimi::invariants::{budget_respected, lock_safety, loop_envelope};
+use crate::harness::kimi::shown_rule;
 use crate::harness::kimi::world::run_once;
 use crate::harness::scenario::{InputError, Scenario};
 use crate::harness::trace::TraceEvent;
@@ -48,11 +49,13 @@ pub fn invariants(
             v
         }),
         // A request-structure refusal is the loop's designed path to its strict projection
-        // (kimi-loop.md §4.7); `budget-respected` checks that it gets its one resend.
-        (
-            HISTORY_VALID,
-            history_valid_except(trace, is_request_structure_rejection),
-        ),
+        // (kimi-loop.md §4.7); `budget-respected` checks that it gets its one resend. What a
+        // request shows of each tool result is judged by `shown_rule` (§8.3).
+        (HISTORY_VALID, {
+            let mut v = history_valid_except(trace, is_request_structure_rejection);
+            v.extend(shown_rule::violations(trace));
+            v
+        }),
     ]
 }
 

@@ -3,6 +3,8 @@
 //! the invariants over them. Every variant is something a person debugging the protocol would
 //! want on the timeline, and nothing volatile (no wall clock, no addresses).
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 /// What kind of entry the server appended to a conversation's history.
@@ -413,12 +415,17 @@ pub enum Observation {
         turn_step: Option<String>,
         error: String,
     },
-    /// The agent sent request number `call` (0-based) to the provider.
+    /// The agent sent request number `call` (0-based) to the provider. `results` is the text
+    /// of each tool message the request shows the model, by call id, cut as
+    /// `loop_tool_result`'s `output` is: what the model is told each tool returned
+    /// (kimi-loop.md §8.3 step 2), held by `history-valid` to the results the loop recorded.
     LoopProviderRequest {
         call: u32,
         path: String,
         messages: usize,
         tools: usize,
+        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+        results: BTreeMap<String, String>,
     },
     /// The provider's response head (`status`), or why none came (`error`).
     LoopProviderResponse {

@@ -13,6 +13,7 @@
 //!   read timeout; the loop itself has none, so without it a stalled stream hangs the turn);
 //! - choice: an undecodable stream → an unclassified provider error (retryable).
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -35,6 +36,31 @@ use crate::model::port::observe::Observation;
 use crate::model::provider::request_path;
 use crate::wire::provider::{ProviderDecoder, ProviderEvent, ProviderFormat};
 use crate::wire::sse::SseDecoder;
+
+/// The text each tool message of a request shows the model, by call id (the first message
+/// of an id when a projection repeats one), cut for the trace as a recorded result is. A
+/// message of several parts reads as its texts joined by lines, a media part as `[media]`.
+fn shown_results(messages: &[Message]) -> BTreeMap<String, String> {
+    let mut shown = BTreeMap::new();
+    for message in messages.iter().filter(|m| m.role == Role::Tool) {
+        let Some(id) = &message.tool_call_id else {
+            continue;
+        };
+        let text: Vec<&str> = message
+            .content
+            .iter()
+            .map(|part| match part {
+                ContentPart::Text { text } => text.as_str(),
+                ContentPart::Think { think, .. } => think.as_str(),
+                _ => "[media]",
+            })
+            .collect();
+        shown
+            .entry(id.clone())
+            .or_insert_with(|| super::shorten(&text.join("\n")));
+    }
+    shown
+}
 
 /// `max_tokens` of every Anthropic request.
 pub const MAX_TOKENS: u32 = 4096;
@@ -79,6 +105,7 @@ impl<E: Env> HttpChatProvider<E> {
             path: path.clone(),
             messages: request.messages.len(),
             tools: request.tools.len(),
+            results: shown_results(&request.messages),
         });
         let body = request_body(self.api, &request).to_string();
         let req = Request::post(path.as_str())
