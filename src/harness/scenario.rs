@@ -292,6 +292,10 @@ pub struct Planted {
     /// so the first model call carries an empty conversation (breaks history-valid).
     #[serde(default)]
     pub loop_prompt_appended_after_turn: bool,
+    /// The loop's projection shows failed tools' results without their error status (breaks
+    /// history-valid).
+    #[serde(default)]
+    pub loop_errors_shown_as_success: bool,
     /// Server starts a second run for a duplicate request token (breaks one-run-per-request).
     #[serde(default)]
     pub server_ignores_request_token: bool,
@@ -363,7 +367,7 @@ impl Planted {
         if self.loop_retry_default_of_three {
             v.push(super::invariants::RECOVERY_COMPLETES);
         }
-        if self.loop_prompt_appended_after_turn {
+        if self.loop_prompt_appended_after_turn || self.loop_errors_shown_as_success {
             v.push(super::invariants::HISTORY_VALID);
         }
         // Server defects.

@@ -538,6 +538,35 @@ fn history_valid_fails_on_a_loop_that_records_the_prompt_after_its_turn() {
     }
 }
 
+/// `history-valid` (agent loop) broken on purpose where no provider looks: a projection that
+/// drops a failed tool's error status tells the model the tool succeeded. Every request is
+/// one the provider accepts and the turn completes, but the second model call shows the Read's
+/// failure as a plain output. The faithful host's run passes.
+#[test]
+fn history_valid_fails_on_a_loop_that_shows_a_failed_tool_as_a_success() {
+    let planted = load("scenarios/planted/loop_errors_shown_as_success.toml");
+    assert_eq!(planted.planted.expected_failures(), [HISTORY_VALID]);
+    let mut faithful = planted.clone();
+    faithful.planted.loop_errors_shown_as_success = false;
+    let ok = run_scenario(&faithful, 1, 1).unwrap();
+    assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
+
+    for seed in 0..4 {
+        let report = run_scenario(&planted, seed, 1).unwrap();
+        assert_eq!(report.verdict, Verdict::Correctness, "{}", report.render());
+        let v = violations(&report, HISTORY_VALID);
+        assert_eq!(v.len(), 1, "{}", report.render());
+        assert_eq!(
+            v[0].message,
+            "model call #1 shows tool call toolu_s1_1's result as \"File does not exist: \
+             /CHECKLIST.md\", but the loop recorded is_error=true \"File does not exist: \
+             /CHECKLIST.md\", which the projection renders as \"<system>ERROR: Tool execution \
+             failed.</system>\\nFile does not exist: /CHECKLIST.md\" (kimi-loop.md §8.3 step 2)"
+        );
+        assert_eq!(report.turn_outcomes, ["completed: end_turn (2 steps)"]);
+    }
+}
+
 // ---- scenario schema ---------------------------------------------------------------------
 
 const MINIMAL: &str = r#"[scenario]

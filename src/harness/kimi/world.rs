@@ -70,6 +70,7 @@ pub fn agent_config(
             scheduler_drain_ignores_active: scenario.planted.loop_scheduler_drain_ignores_active,
             retry_default_of_three: scenario.planted.loop_retry_default_of_three,
             prompt_appended_after_turn: scenario.planted.loop_prompt_appended_after_turn,
+            errors_shown_as_success: scenario.planted.loop_errors_shown_as_success,
             ..LoopBugs::default()
         },
         faults,

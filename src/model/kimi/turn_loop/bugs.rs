@@ -37,4 +37,9 @@ pub struct LoopBugs {
     /// harness keys by type ever fires, and a throwing listener changes nothing a turn shows.
     /// Caught by the harness invariant `client-faults-fire` (agent loop).
     pub listener_events_unnamed: bool,
+    /// Breaks kimi-loop.md §8.3 step 2 (`tool-result-render.ts`: an error result reads
+    /// `<system>ERROR: Tool execution failed.</system>` before its output): the projection shows
+    /// a failed tool's output without its error status, so the model is told a failed tool
+    /// succeeded. Caught by the harness invariant `history-valid` (agent loop).
+    pub errors_shown_as_success: bool,
 }

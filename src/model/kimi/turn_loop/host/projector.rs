@@ -100,6 +100,26 @@ fn synthetic_result(tool_call_id: &str) -> ContextMessage {
     message
 }
 
+/// The planted `errors_shown_as_success` defect (`LoopBugs`): each tool message of a
+/// projection loses its error status, as if every tool had succeeded.
+pub fn without_error_status(mut messages: Vec<Message>) -> Vec<Message> {
+    for message in messages.iter_mut().filter(|m| m.role == Role::Tool) {
+        message
+            .content
+            .retain(|part| !matches!(part, ContentPart::Text { text } if text == ERROR_STATUS));
+        for part in &mut message.content {
+            if let ContentPart::Text { text } = part {
+                if let Some(output) = text.strip_prefix(&format!("{ERROR_STATUS}\n")) {
+                    *text = output.to_owned();
+                } else if text == ERROR_EMPTY {
+                    *text = EMPTY_STATUS.to_owned();
+                }
+            }
+        }
+    }
+    messages
+}
+
 /// `project(history, {dropOrphanResults:true})`, rules 1–9 of kimi-loop.md §8.3.
 pub fn project(history: &[ContextMessage], mode: ProjectionMode) -> Vec<Message> {
     let mut messages: Vec<ContextMessage> = Vec::new();

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 
 use super::context::{ContextMemory, ContextMessage, Origin, estimate_tokens};
-use super::projector::{ProjectionMode, project, project_media};
+use super::projector::{ProjectionMode, project, project_media, without_error_status};
 use super::records::{WireLog, WireRecord};
 use crate::model::kimi::turn_loop::abort::AbortSignal;
 use crate::model::kimi::turn_loop::clock::{Clock, LoopPrng};
@@ -321,11 +321,17 @@ impl Host {
 
     fn turn_input(&self, turn_id: &str, signal: &AbortSignal) -> RunTurnInput {
         let dispatcher = LoopEventDispatcher::new(self.state.clone(), Arc::clone(&self.parts.live));
+        let normal: fn(&[ContextMessage]) -> Vec<Message> =
+            if self.parts.bugs.errors_shown_as_success {
+                |h| without_error_status(project(h, ProjectionMode::Normal))
+            } else {
+                |h| project(h, ProjectionMode::Normal)
+            };
         let mut input = RunTurnInput::new(
             turn_id,
             signal.clone(),
             Arc::clone(&self.parts.llm),
-            builder(&self.state, |h| project(h, ProjectionMode::Normal)),
+            builder(&self.state, normal),
             Arc::new(dispatcher),
             Arc::clone(&self.parts.clock),
             Arc::clone(&self.parts.prng),
