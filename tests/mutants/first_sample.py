@@ -36,9 +36,11 @@ MUTANTS = [
     ("kimi/turn_loop/provider.rs:147 `||` -> `&&`",
      "src/model/kimi/turn_loop/classify.rs",
      '        r"text content blocks must be non-empty",\n'
-     '        r"text content blocks must contain non-whitespace",\n',
+     '        r"text content blocks must contain non-whitespace",\n'
+     '        r"first message must use the .*user.* role",\n',
      "",
-     0, 39, "the text-block clause was and-ed away; now its two patterns"),
+     0, 39, "`&&` joined the text-block and first-message clauses, so neither matched alone; "
+     "now their three patterns"),
     ("kimi/turn_loop/retry.rs:156 `>` -> `==`",
      "src/model/kimi/turn_loop/retry.rs",
      ".filter(|&ms| ms > 0)", ".filter(|&ms| ms == 0)", 115, 127, ""),
