@@ -80,13 +80,18 @@ pub struct Root {
 }
 
 impl Root {
-    /// The root of `scenario`: its fault-free run (seed 0, its explicit faults removed).
+    /// The root of `scenario`: its fault-free run (seed 0, its explicit faults removed). A
+    /// root run that panics roots the sweep in an empty trace: its plans are drawn from
+    /// nothing and each seed's own run reports the panic as its failure.
     pub fn of(scenario: &Scenario) -> Result<Root, InputError> {
         let mut clean = scenario.clone();
         clean.faults.clear();
         let system = clean.system();
-        let out = system.run_world(&clean, 0)?;
-        let swarm = system.baseline_of(&out.trace, out.end_ms);
+        let (trace, end_ms) = match super::guard::guarded(|| system.run_world(&clean, 0))? {
+            Ok(out) => (out.trace, out.end_ms),
+            Err(_panic) => (Vec::new(), 0),
+        };
+        let swarm = system.baseline_of(&trace, end_ms);
         let (sends, max_chunks) = match &swarm {
             Baseline::Letta(b) => (
                 b.response_frames.len().max(1) as u64,
@@ -94,7 +99,7 @@ impl Root {
             ),
             Baseline::Kimi(_) => (1, 1),
         };
-        let goals = super::coverage::reached(system.goals(), &out.trace);
+        let goals = super::coverage::reached(system.goals(), &trace);
         let families: &'static [&'static str] = match system {
             System::Letta if clean.server_profile()? == Profile::Local => &LOCAL_FAMILIES,
             System::Letta => &LETTA_FAMILIES,
@@ -103,14 +108,13 @@ impl Root {
         Ok(Root {
             system,
             swarm,
-            guidance: guidance(&goals, &out.trace),
-            turns: out
-                .trace
+            guidance: guidance(&goals, &trace),
+            turns: trace
                 .iter()
                 .filter(|e| matches!(e.obs, Observation::TurnStart { .. }))
                 .count()
                 .max(1) as u32,
-            user_sends: super::realclient::plan::user_sends(&out.trace),
+            user_sends: super::realclient::plan::user_sends(&trace),
             sends,
             max_chunks,
             conversation: if clean.client.conversation == "default" {

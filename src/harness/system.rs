@@ -154,19 +154,26 @@ impl System {
     }
 
     /// The fault-free baseline run of `clean` (seed 0, explicit faults removed): where swarm
-    /// faults can land.
+    /// faults can land. A baseline run that panics gives the baseline of an empty trace, so a
+    /// swarm or guided sweep goes on and each seed's own run reports the panic as its failure,
+    /// as a plain sweep does, rather than the sweep dying before its first seed.
     pub fn baseline(self, clean: &Scenario) -> Result<Baseline, InputError> {
-        let (trace, end_ms) = match self {
-            System::Letta => {
-                let out = letta::world::run_once(clean, 0)?;
-                (out.trace, out.end_ms)
-            }
-            System::Kimi => {
-                let out = kimi::world::run_once(clean, 0)?;
-                (out.trace, out.end_ms)
-            }
-        };
-        Ok(self.baseline_of(&trace, end_ms))
+        let run = super::guard::guarded(|| {
+            Ok(match self {
+                System::Letta => {
+                    let out = letta::world::run_once(clean, 0)?;
+                    (out.trace, out.end_ms)
+                }
+                System::Kimi => {
+                    let out = kimi::world::run_once(clean, 0)?;
+                    (out.trace, out.end_ms)
+                }
+            })
+        })?;
+        Ok(match run {
+            Ok((trace, end_ms)) => self.baseline_of(&trace, end_ms),
+            Err(_panic) => self.baseline_of(&[], 0),
+        })
     }
 
     /// The baseline a fault-free run's trace gives.
