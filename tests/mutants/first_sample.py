@@ -35,12 +35,10 @@ MUTANTS = [
      0, 52, "the body-size branch of `from_http`"),
     ("kimi/turn_loop/provider.rs:147 `||` -> `&&`",
      "src/model/kimi/turn_loop/classify.rs",
-     '        r"text content blocks must be non-empty",\n'
-     '        r"text content blocks must contain non-whitespace",\n'
-     '        r"first message must use the .*user.* role",\n',
+     '        r"roles must alternate",\n',
      "",
-     0, 39, "`&&` joined the text-block and first-message clauses, so neither matched alone; "
-     "now their three patterns"),
+     0, 39, "the line's leading `||` before the roles-alternate clause, so it matched only "
+     "beside the first-message one; now that pattern"),
     ("kimi/turn_loop/retry.rs:156 `>` -> `==`",
      "src/model/kimi/turn_loop/retry.rs",
      ".filter(|&ms| ms > 0)", ".filter(|&ms| ms == 0)", 115, 127, ""),
@@ -148,7 +146,8 @@ def main():
     print("| mutant | before: swarm | before: guided | runs | plain | swarm | guided |")
     print("|---|---|---|---|---|---|---|")
     for name, note, bs, bg, runs, ways in rows:
-        label = f"`{name}`" + (f" ({note})" if note else "")
+        where, _, what = name.partition(" ")
+        label = (f"`{where}` {what}" + (f" ({note})" if note else "")).replace("|", "\\|")
         print(f"| {label} | {bs:,} | {bg:,} | {runs or '-'} | "
               + " | ".join(cell(ways.get(w)) for w in ("plain", "swarm", "guided")) + " |")
     measured = [r for r in rows if all(w in r[5] for w in ("swarm", "guided"))]
