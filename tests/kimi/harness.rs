@@ -14,7 +14,7 @@ use loopsim::harness::invariants::{
 };
 use loopsim::harness::report::{RunReport, Verdict, exit};
 use loopsim::harness::run::run_scenario;
-use loopsim::harness::scenario::{Fault, Scenario};
+use loopsim::harness::scenario::{Fault, Planted, Scenario};
 use loopsim::harness::shrink::{shrink, with_plan};
 use loopsim::model::kimi::agent::inject::{AbortReason, Garbage, ListenerFault};
 
@@ -513,29 +513,13 @@ fn recovery_completes_fails_on_a_loop_that_gives_up_after_three_attempts() {
 /// refuses it with Anthropic's text and the turn fails. The faithful host's run passes.
 #[test]
 fn history_valid_fails_on_a_loop_that_records_the_prompt_after_its_turn() {
-    let planted = load("scenarios/planted/loop_prompt_after_turn.toml");
-    assert_eq!(planted.planted.expected_failures(), [HISTORY_VALID]);
-    let mut faithful = planted.clone();
-    faithful.planted.loop_prompt_appended_after_turn = false;
-    let ok = run_scenario(&faithful, 1, 1).unwrap();
-    assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
-    assert_eq!(ok.turn_outcomes, ["completed: end_turn (2 steps)"]);
-
-    for seed in 0..4 {
-        let report = run_scenario(&planted, seed, 1).unwrap();
-        assert_eq!(report.verdict, Verdict::Correctness, "{}", report.render());
-        let v = violations(&report, HISTORY_VALID);
-        assert_eq!(v.len(), 1, "{}", report.render());
-        assert_eq!(
-            v[0].message,
-            "the provider refused model call #0 with 400: messages: at least one message is \
-             required"
-        );
-        assert_eq!(
-            report.turn_outcomes,
-            ["failed: APIStatusError: messages: at least one message is required"]
-        );
-    }
+    assert_planted_breaks_once(
+        "loop_prompt_after_turn.toml",
+        HISTORY_VALID,
+        |p| p.loop_prompt_appended_after_turn = false,
+        "the provider refused model call #0 with 400: messages: at least one message is required",
+        "failed: APIStatusError: messages: at least one message is required",
+    );
 }
 
 /// `history-valid` (agent loop) broken on purpose where no provider looks: a projection that
@@ -544,26 +528,44 @@ fn history_valid_fails_on_a_loop_that_records_the_prompt_after_its_turn() {
 /// failure as a plain output. The faithful host's run passes.
 #[test]
 fn history_valid_fails_on_a_loop_that_shows_a_failed_tool_as_a_success() {
-    let planted = load("scenarios/planted/loop_errors_shown_as_success.toml");
-    assert_eq!(planted.planted.expected_failures(), [HISTORY_VALID]);
+    assert_planted_breaks_once(
+        "loop_errors_shown_as_success.toml",
+        HISTORY_VALID,
+        |p| p.loop_errors_shown_as_success = false,
+        "model call #1 shows tool call toolu_s1_1's result as \"File does not exist: \
+         /CHECKLIST.md\", but the loop recorded is_error=true \"File does not exist: \
+         /CHECKLIST.md\", which the projection renders as \"<system>ERROR: Tool execution \
+         failed.</system>\\nFile does not exist: /CHECKLIST.md\" (kimi-loop.md §8.3 step 2)",
+        "completed: end_turn (2 steps)",
+    );
+}
+
+/// A planted agent-loop defect caught where it happens: `scenarios/planted/<file>` names `id`
+/// as its one expected failure; with the defect switched `off` the same scenario passes at
+/// seed 1, completing its turn in two steps; with it on, each of seeds 0..4 breaks `id` once,
+/// with `message`, and its one turn ends `outcome`.
+fn assert_planted_breaks_once(
+    file: &str,
+    id: &str,
+    off: fn(&mut Planted),
+    message: &str,
+    outcome: &str,
+) {
+    let planted = load(format!("scenarios/planted/{file}"));
+    assert_eq!(planted.planted.expected_failures(), [id]);
     let mut faithful = planted.clone();
-    faithful.planted.loop_errors_shown_as_success = false;
+    off(&mut faithful.planted);
     let ok = run_scenario(&faithful, 1, 1).unwrap();
     assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
+    assert_eq!(ok.turn_outcomes, ["completed: end_turn (2 steps)"]);
 
     for seed in 0..4 {
         let report = run_scenario(&planted, seed, 1).unwrap();
         assert_eq!(report.verdict, Verdict::Correctness, "{}", report.render());
-        let v = violations(&report, HISTORY_VALID);
+        let v = violations(&report, id);
         assert_eq!(v.len(), 1, "{}", report.render());
-        assert_eq!(
-            v[0].message,
-            "model call #1 shows tool call toolu_s1_1's result as \"File does not exist: \
-             /CHECKLIST.md\", but the loop recorded is_error=true \"File does not exist: \
-             /CHECKLIST.md\", which the projection renders as \"<system>ERROR: Tool execution \
-             failed.</system>\\nFile does not exist: /CHECKLIST.md\" (kimi-loop.md §8.3 step 2)"
-        );
-        assert_eq!(report.turn_outcomes, ["completed: end_turn (2 steps)"]);
+        assert_eq!(v[0].message, message);
+        assert_eq!(report.turn_outcomes, [outcome]);
     }
 }
 
