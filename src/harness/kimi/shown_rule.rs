@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use crate::harness::invariants::{HISTORY_VALID, Violation};
 use crate::harness::trace::TraceEvent;
-use crate::model::kimi::agent::TRACE_OUTPUT_CHARS;
+use crate::model::kimi::agent::{TRACE_NON_TEXT_OUTPUT, TRACE_OUTPUT_CHARS};
 use crate::model::port::observe::Observation;
 
 /// kimi-loop.md §8.3 step 2 (`tool-result-render.ts`), restated rather than imported so a
@@ -26,8 +26,6 @@ const ERROR_EMPTY: &str = "<system>ERROR: Tool execution failed. Tool output is 
 const EMPTY_STATUS: &str = "<system>Tool output is empty.</system>";
 /// The loop's placeholder for an empty output (kimi-loop.md §4.3 `Tool output is empty.`).
 const LOOP_EMPTY_OUTPUT: &str = "Tool output is empty.";
-/// How the trace writes a result whose output is not a single text.
-const CONTENT_PARTS: &str = "[content parts]";
 
 /// A trace text without the cut mark, and whether it was cut.
 fn uncut(text: &str) -> (&str, bool) {
@@ -79,7 +77,9 @@ pub fn violations(events: &[TraceEvent]) -> Vec<Violation> {
                     let Some(results) = recorded.get(id.as_str()) else {
                         continue;
                     };
-                    if results.iter().any(|(_, output)| *output == CONTENT_PARTS)
+                    if results
+                        .iter()
+                        .any(|(_, output)| *output == TRACE_NON_TEXT_OUTPUT)
                         || results
                             .iter()
                             .any(|(is_error, output)| agrees(&rendered(*is_error, output), shown))
@@ -159,7 +159,7 @@ mod tests {
             (false, "Tool output is empty.", EMPTY_STATUS.to_owned()),
             (false, &cut(&long), cut(&long)),
             (true, &cut(&long), cut(&format!("{ERROR_STATUS}\n{long}"))),
-            (false, CONTENT_PARTS, "[media]".to_owned()),
+            (false, TRACE_NON_TEXT_OUTPUT, "[media]".to_owned()),
         ];
         for (is_error, output, shown) in faithful {
             assert_eq!(

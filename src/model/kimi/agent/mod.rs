@@ -45,6 +45,9 @@ use crate::wire::provider::ProviderFormat;
 /// How many characters of a tool result's output the trace keeps.
 pub const TRACE_OUTPUT_CHARS: usize = 60;
 
+/// How the trace writes a tool result whose output is not a single text.
+pub const TRACE_NON_TEXT_OUTPUT: &str = "[content parts]";
+
 /// What the agent host is built from.
 #[derive(Clone)]
 pub struct LoopAgentConfig {
@@ -229,7 +232,7 @@ fn observation_of(event: &LoopEvent) -> Option<Observation> {
         LoopEvent::Recorded(LoopRecordedEvent::ToolResult(e)) => Observation::LoopToolResult {
             tool_call_id: e.tool_call_id.clone(),
             is_error: e.result.is_error,
-            output: shorten(e.result.text().unwrap_or("[content parts]")),
+            output: shorten(e.result.text().unwrap_or(TRACE_NON_TEXT_OUTPUT)),
         },
         LoopEvent::Live(LoopLiveOnlyEvent::TurnInterrupted(e)) => Observation::LoopInterrupted {
             reason: name_of(&e.reason),
