@@ -120,6 +120,12 @@ impl StreamHooks for PlanHooks {
         }
         RunStreamFault::Pass
     }
+
+    fn fail_run_read(&self, n: u64) -> bool {
+        self.faults
+            .iter()
+            .any(|f| matches!(f, Fault::RunReadFail { times } if n <= *times))
+    }
 }
 
 /// A fault's `retry_after_s` / `retry_after_date` as the header the server writes.

@@ -187,6 +187,10 @@ pub enum Fault {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         retry_after_date: bool,
     },
+    /// The first `times` `GET /v1/runs/{id}` requests get 500 `Internal Server Error`: the
+    /// client cannot read a run's error back and judges it by the stream's error line
+    /// (letta-protocol.md §3.7 `isRetriableError`, "on fetch failure use fallbackDetail").
+    RunReadFail { times: u64 },
     /// The `send`-th message send starts its run, then is answered 409 busy naming that run
     /// (a duplicate the server does not dedupe: the client can attach by otid).
     BusyOwnRun { send: u64 },
@@ -334,6 +338,7 @@ impl Fault {
             Fault::ApprovalPendingOnSend { .. } => "approval_pending_on_send",
             Fault::StaleApproval { .. } => "stale_approval",
             Fault::RunStreamFail { .. } => "run_stream_fail",
+            Fault::RunReadFail { .. } => "run_read_fail",
             Fault::BusyOwnRun { .. } => "busy_own_run",
             Fault::ApprovalPendingInBand { .. } => "approval_pending_in_band",
             Fault::Interrupt { .. } => "interrupt",
@@ -428,6 +433,9 @@ impl Fault {
                 "retry_after_date = true writes retry_after_s as a date: give retry_after_s too"
                     .into(),
             ),
+            Fault::RunReadFail { times: 0 } => {
+                Some("times = 0 fails no request: give 1 or more".into())
+            }
             Fault::ProviderError { status, .. } if !(400..=599).contains(status) => {
                 Some(format!("status {status} is not an error status (400-599)"))
             }
@@ -598,6 +606,7 @@ impl Fault {
             | Fault::ApprovalPendingOnSend { .. }
             | Fault::StaleApproval { .. }
             | Fault::RunStreamFail { .. }
+            | Fault::RunReadFail { .. }
             | Fault::BusyOwnRun { .. }
             | Fault::ApprovalPendingInBand { .. }
             | Fault::ClientCrash { .. } => {}
@@ -746,6 +755,7 @@ impl fmt::Display for Fault {
                 write!(f, " times={times}")?;
                 write_retry_after(f, *retry_after_s, *retry_after_date)
             }
+            Fault::RunReadFail { times } => write!(f, " times={times}"),
             Fault::Interrupt {
                 turn,
                 during,

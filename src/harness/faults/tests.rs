@@ -169,6 +169,7 @@ fn every_kind_prints_its_line_and_round_trips_through_toml() {
             },
             "run_stream_fail times=1 retry_after_s=3 retry_after_date=true",
         ),
+        (Fault::RunReadFail { times: 3 }, "run_read_fail times=3"),
         (Fault::BusyOwnRun { send: 1 }, "busy_own_run send=1"),
         (
             Fault::ApprovalPendingInBand {

@@ -44,7 +44,9 @@ use crate::model::provider::NO_CASSETTE;
 /// stream fault (the server's run may end in a non-retryable error, §3.8); a partition, a hold
 /// or a server crash (they can outlast every budget, or end a run the server cannot resume);
 /// a lost frame (`drop`: the client may read a tool call without its arguments and run it as
-/// the stream had it, difference 4 of docs/client.md).
+/// the stream had it, difference 4 of docs/client.md); a failed run lookup (`run_read_fail`: the
+/// client judges an error by its stream's line alone, and cannot tell that a run stopped in a
+/// generic error is replayable, §3.7, §4.4 step 3).
 pub fn heals(fault: &Fault) -> bool {
     match fault {
         Fault::DropConnection { .. }
@@ -59,6 +61,7 @@ pub fn heals(fault: &Fault) -> bool {
         Fault::ServerStream { action, .. } => *action != StreamFault::Drop,
         Fault::ProviderStream { .. }
         | Fault::ProviderError { .. }
+        | Fault::RunReadFail { .. }
         | Fault::Partition { .. }
         | Fault::Hold { .. }
         | Fault::Crash { .. }

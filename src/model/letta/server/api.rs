@@ -138,7 +138,15 @@ pub(crate) async fn route<E: Env>(
         }
         (["v1", "runs"], Method::GET) => list_runs(&store, &query, epoch),
         (["v1", "runs", run_id], Method::GET) => {
-            let st = store.lock().unwrap();
+            let mut st = store.lock().unwrap();
+            st.run_reads += 1;
+            let n = st.run_reads;
+            if config.hooks.fail_run_read(n) {
+                env.observe(Observation::Fault {
+                    fault: format!("run_read_500 request={n}"),
+                });
+                return internal_server_error();
+            }
             match st.runs.get(*run_id) {
                 Some(r) => mhttp::json_response(StatusCode::OK, &r.to_json(epoch)),
                 None => not_found_run(&config, epoch, run_id),
@@ -526,6 +534,16 @@ fn list_runs(store: &SharedStore, query: &[(String, String)], epoch: u64) -> Res
     mhttp::json_response(StatusCode::OK, &Value::Array(list))
 }
 
+/// A 500 as uvicorn writes it when the application raised: plain text, no detail (the shape of
+/// a proxy's or a crashed handler's answer the client cannot read a reason from).
+fn internal_server_error() -> Response<Body> {
+    Response::builder()
+        .status(StatusCode::INTERNAL_SERVER_ERROR)
+        .header("content-type", "text/plain; charset=utf-8")
+        .body(mhttp::full("Internal Server Error"))
+        .expect("valid response")
+}
+
 /// `POST /v1/runs/{id}/stream`: replays a background run's log after `starting_after`, then
 /// follows it live.
 fn replay_run<E: Env>(
@@ -550,11 +568,7 @@ fn replay_run<E: Env>(
         env.observe(Observation::Fault {
             fault: format!("run_stream_500 request={n}"),
         });
-        let mut answer = Response::builder()
-            .status(StatusCode::INTERNAL_SERVER_ERROR)
-            .header("content-type", "text/plain; charset=utf-8")
-            .body(mhttp::full("Internal Server Error"))
-            .expect("valid response");
+        let mut answer = internal_server_error();
         if let Some(retry_after) = retry_after {
             add_retry_after(env, &mut answer, retry_after, env.now_ms());
         }

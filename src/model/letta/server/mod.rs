@@ -222,6 +222,10 @@ pub trait StreamHooks: Send + Sync + 'static {
     fn fail_run_stream(&self, _n: u64) -> RunStreamFault {
         RunStreamFault::Pass
     }
+    /// `n` numbers the `GET /v1/runs/{id}` requests (1-based); `true` answers it 500.
+    fn fail_run_read(&self, _n: u64) -> bool {
+        false
+    }
 }
 
 /// What happens to a `POST /v1/runs/{id}/stream` before the server looks at the run.

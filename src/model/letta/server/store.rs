@@ -205,6 +205,8 @@ pub struct Store {
     pub sends: u64,
     /// `POST /v1/runs/{id}/stream` requests received so far (for fault hooks).
     pub run_streams: u64,
+    /// `GET /v1/runs/{id}` requests received so far (for fault hooks).
+    pub run_reads: u64,
     /// How many times the server has started on this store.
     pub starts: u64,
     /// Usage-derived tokens of each assistant message whose provider response reported usage
@@ -239,6 +241,7 @@ impl Store {
             responses: 0,
             sends: 0,
             run_streams: 0,
+            run_reads: 0,
             starts: 0,
             usage: BTreeMap::new(),
             summaries: BTreeMap::new(),
