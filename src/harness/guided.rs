@@ -328,13 +328,16 @@ const BUSY_STREAK_MAX: u64 = 3;
 /// (letta-protocol.md §3.3: 3), so the last 503 reaches the turn's transient retry.
 const SHUTDOWN_STREAK_MAX: u64 = 4;
 
+/// The most `GET /v1/runs/{id}` requests a server draw fails: three lookups' worth.
+const RUN_READ_FAIL_MAX: u64 = 9;
+
 /// A server behaviour of the Letta server (docs/faults.md), on one of the sends the root made;
 /// or one the swarm's single draws cannot make: busy answers to two or three consecutive sends
 /// (the busy budget and backoff past the first retry), or a call left pending on the client's
 /// conversation before it starts (its start-up check, letta-protocol.md §6).
 fn server_faults(rng: &mut ChaCha8Rng, root: &Root) -> Vec<Fault> {
     let send = rng.random_range(1..=root.sends);
-    vec![match rng.random_range(0..7u32) {
+    vec![match rng.random_range(0..8u32) {
         0 => Fault::BusyOnSend { send },
         5 => {
             let streak = rng.random_range(2..=BUSY_STREAK_MAX);
@@ -408,6 +411,14 @@ fn server_faults(rng: &mut ChaCha8Rng, root: &Root) -> Vec<Fault> {
                 times,
                 retry_after_s,
                 retry_after_date,
+            }
+        }
+        7 => {
+            // Failed run lookups: the SDK retries a read twice (letta-protocol.md §2.8), so three
+            // fail one lookup and up to nine the first three, after which the client judges an
+            // error by its stream's line (§3.7) or a resume cannot check its run (§4.4).
+            Fault::RunReadFail {
+                times: rng.random_range(1..=RUN_READ_FAIL_MAX),
             }
         }
         _ => Fault::BusyOwnRun { send },

@@ -4,7 +4,8 @@
 //! profiles differ, both sides of the difference.
 
 use crate::common::{
-    failed_invariants, load, outcomes, run, scenario_path, with_mode, with_plan, with_profile,
+    failed_invariants, load, outcomes, run, scenario_path, with_faults, with_mode, with_plan,
+    with_profile,
 };
 use loopsim::harness::invariants::{APPROVAL_CONFLICT_RECOVERED, RECOVERY_COMPLETES};
 use loopsim::harness::letta::conformance::{RawRequest, normalise};
@@ -731,6 +732,35 @@ fn llm_api_error_with_retryable_false_is_not_retried_except_by_headless_letta_co
     }
 }
 
+/// The same 401, but the client cannot read its run back: the TUI judges the error by the
+/// stream's error line, the error's generic `message`, and the legacy rule retries an
+/// `llm_api_error` (letta-protocol.md §3.7). With the lookups answered, the metadata's
+/// `retryable: false` ends the turn at the first failure.
+#[test]
+fn a_run_error_whose_lookup_fails_is_judged_by_its_line_and_retried() {
+    let s = scenario("client_llm_error_run_unread");
+    for profile in ["reference", "letta-code"] {
+        let r = pass(&with_profile(s.clone(), profile), 1);
+        assert_eq!(outcomes(&r), ["stopped: end_turn"], "{profile}");
+        assert_eq!(
+            retries(&r)
+                .iter()
+                .map(|(_, k, a, d)| (k.as_str(), *a, *d))
+                .collect::<Vec<_>>(),
+            vec![("post_stream", 1, 1000), ("post_stream", 2, 2000)],
+            "{profile}"
+        );
+        let read = with_faults(with_profile(s.clone(), profile), vec![]);
+        let r = pass(&read, 1);
+        assert_eq!(
+            outcomes(&r),
+            ["error: stop_reason=llm_api_error (An error occurred with the LLM request.)"],
+            "{profile}"
+        );
+        assert!(retries(&r).is_empty(), "{profile}");
+    }
+}
+
 #[test]
 fn empty_response_is_retried_after_500_ms_with_fresh_otids() {
     for mode in ["interactive", "headless"] {
@@ -841,7 +871,6 @@ fn stall_reconciler_polls_the_run_after_60_s_and_replays_the_tail() {
 /// turn a minute in, not after the 10-minute request timeout.
 #[test]
 fn a_send_that_stalls_before_its_first_chunk_is_resumed_by_otid_after_60_s() {
-    use crate::common::with_faults;
     use loopsim::harness::scenario::Fault;
     use loopsim::model::port::inject::StreamFault;
     for profile in ["reference", "letta-code"] {
@@ -888,7 +917,6 @@ fn a_send_that_stalls_before_its_first_chunk_is_resumed_by_otid_after_60_s() {
 /// real-client sweep); the reference resumes the drain and completes the turn.
 #[test]
 fn a_broken_stale_denial_drain_ends_the_published_clients_turn() {
-    use crate::common::with_faults;
     use loopsim::harness::scenario::Fault;
     use loopsim::model::port::inject::StreamFault;
     let faults = vec![

@@ -72,6 +72,7 @@ fn outcomes_per_scenario() {
         ("client_shutdown_503", vec!["stopped: end_turn"]),
         ("client_llm_error_retryable", vec!["stopped: end_turn"]),
         ("client_llm_error_cloudflare", vec!["stopped: end_turn"]),
+        ("client_llm_error_run_unread", vec!["stopped: end_turn"]),
         (
             "client_llm_error_nonretryable_headless",
             vec!["error: stop_reason=llm_api_error (An error occurred with the LLM request.)"],

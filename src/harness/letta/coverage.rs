@@ -2,6 +2,7 @@
 
 use crate::harness::coverage::{Goal, any, is_fault, placed};
 use crate::harness::letta::invariants::pending_tool_calls;
+use crate::harness::trace::TraceEvent;
 use crate::model::port::observe::{HistoryEntry, Observation};
 
 /// The goals of a Letta sweep, in report order.
@@ -106,6 +107,11 @@ pub const GOALS: &[Goal] = &[
         id: "client-retried",
         what: "the client waited and retried (busy, 503, llm error, empty response)",
         reached: |t| any(t, |o| matches!(o, Observation::ClientRetry { .. })),
+    },
+    Goal {
+        id: "run-read-failed",
+        what: "a run lookup failed (every SDK attempt) and the client went on without the run",
+        reached: went_on_without_run,
     },
     Goal {
         id: "provider-error",
@@ -259,6 +265,44 @@ pub const GOALS: &[Goal] = &[
     },
 ];
 
+/// Whether the client gave up reading a run back (`GET /v1/runs/{id}` answered ≥ 500, with no
+/// SDK retry of it after) and acted without it: its next request, retry or turn end follows.
+/// The post-stream decision then judges the stream's error line (letta-protocol.md §3.7), a
+/// resume goes on unchecked (§4.4).
+fn went_on_without_run(trace: &[TraceEvent]) -> bool {
+    let mut failed: Option<&str> = None;
+    trace
+        .iter()
+        .filter(|e| e.host == "client")
+        .any(|e| match &e.obs {
+            Observation::ClientResponse {
+                method,
+                path,
+                status,
+                ..
+            } if method == "GET" && is_run_path(path) => {
+                failed = (*status >= 500).then_some(path.as_str());
+                false
+            }
+            Observation::ClientRequest { method, path, .. }
+                if method == "GET" && failed == Some(path.as_str()) =>
+            {
+                false
+            }
+            Observation::ClientRequest { .. }
+            | Observation::ClientSend { .. }
+            | Observation::ClientRetry { .. }
+            | Observation::TurnEnd { .. } => failed.is_some(),
+            _ => false,
+        })
+}
+
+/// `/v1/runs/{id}`, one run (not the list, not its stream).
+fn is_run_path(path: &str) -> bool {
+    path.strip_prefix("/v1/runs/")
+        .is_some_and(|id| !id.is_empty() && !id.contains(['/', '?']))
+}
+
 /// Whether a compaction's kept transcript (`describe` entries: `assistant:<id>[<call>,…]`,
 /// `tool:<id>[<call>]`) holds an assistant message with two or more tool calls and a result for
 /// each of them.
@@ -278,4 +322,66 @@ fn kept_parallel_calls(kept: &[String]) -> bool {
                     .any(|t| t.starts_with("tool:") && t.ends_with(&format!("[{c}]")))
             })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::letta::test_trace::client;
+
+    fn read(t: u64, status: u16) -> [TraceEvent; 2] {
+        let path = "/v1/runs/run-1".to_string();
+        [
+            client(
+                t,
+                Observation::ClientRequest {
+                    method: "GET".into(),
+                    path: path.clone(),
+                    retry: 0,
+                },
+            ),
+            client(
+                t + 1,
+                Observation::ClientResponse {
+                    method: "GET".into(),
+                    path,
+                    status,
+                    retry_after: None,
+                },
+            ),
+        ]
+    }
+
+    fn retry(t: u64) -> TraceEvent {
+        client(
+            t,
+            Observation::ClientRetry {
+                kind: "post_stream".into(),
+                attempt: 1,
+                delay_ms: 1000,
+                detail: String::new(),
+                retry_after_ms: None,
+            },
+        )
+    }
+
+    #[test]
+    fn a_lookup_that_gave_up_is_reached_only_when_the_client_acts_after_it() {
+        let failed_then_acted: Vec<TraceEvent> = [read(0, 500), read(10, 500)]
+            .into_iter()
+            .flatten()
+            .chain([retry(20)])
+            .collect();
+        assert!(went_on_without_run(&failed_then_acted));
+        // The SDK's retry answered: the client read the run after all.
+        let recovered: Vec<TraceEvent> = [read(0, 500), read(10, 200)]
+            .into_iter()
+            .flatten()
+            .chain([retry(20)])
+            .collect();
+        assert!(!went_on_without_run(&recovered));
+        // A failed read of a run's stream is not a lookup.
+        assert!(!is_run_path("/v1/runs/run-1/stream"));
+        assert!(!is_run_path("/v1/runs/?agent_id=a"));
+    }
 }
