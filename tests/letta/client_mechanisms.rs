@@ -64,6 +64,17 @@ fn retries(r: &RunReport) -> Vec<(u64, String, u32, u64)> {
 }
 
 /// `(attempt, delay_ms)` of every retry of `kind`.
+/// Asserts the run's retries as `(kind, attempt, delay_ms)`, in order; `context` names the
+/// case in the failure message.
+fn assert_retries(r: &RunReport, want: &[(&str, u32, u64)], context: &str) {
+    let all = retries(r);
+    let got: Vec<(&str, u32, u64)> = all
+        .iter()
+        .map(|(_, k, a, d)| (k.as_str(), *a, *d))
+        .collect();
+    assert_eq!(got, want, "{context}");
+}
+
 fn retries_of(r: &RunReport, kind: &str) -> Vec<(u32, u64)> {
     retries(r)
         .into_iter()
@@ -127,14 +138,7 @@ fn a_transient_retry_resets_the_busy_count_that_budget_respected_checks() {
 fn busy_without_attach_waits_10_then_20_seconds_with_the_same_otid() {
     for mode in ["interactive", "headless"] {
         let r = pass(&with_mode(scenario("client_busy_wait"), mode), 2);
-        let rs = retries(&r);
-        assert_eq!(
-            rs.iter()
-                .map(|(_, k, a, d)| (k.as_str(), *a, *d))
-                .collect::<Vec<_>>(),
-            vec![("busy", 1, 10_000), ("busy", 2, 20_000)],
-            "{mode}"
-        );
+        assert_retries(&r, &[("busy", 1, 10_000), ("busy", 2, 20_000)], mode);
         let sends: Vec<String> = steps(&r)
             .into_iter()
             .filter(|s| s.contains("/messages items=user"))
@@ -168,13 +172,7 @@ fn approval_pending_409_interactive_denies_stale_and_resends_with_a_fresh_otid()
         ]
     );
     // One unit of the shared LLM budget, no delay.
-    assert_eq!(
-        retries(&r)
-            .iter()
-            .map(|(_, k, a, d)| (k.as_str(), *a, *d))
-            .collect::<Vec<_>>(),
-        vec![("approval_pending", 1, 0)]
-    );
+    assert_retries(&r, &[("approval_pending", 1, 0)], "");
 }
 
 /// `s` headless, with the model's answers for a headless approval-pending recovery: the
@@ -680,13 +678,7 @@ fn shutdown_503_is_retried_inside_the_send_with_the_same_otid_after_its_retry_af
 #[test]
 fn llm_api_error_retryable_is_retried_with_fresh_otids() {
     let r = pass(&scenario("client_llm_error_retryable"), 1);
-    assert_eq!(
-        retries(&r)
-            .iter()
-            .map(|(_, k, a, d)| (k.as_str(), *a, *d))
-            .collect::<Vec<_>>(),
-        vec![("post_stream", 1, 1000)]
-    );
+    assert_retries(&r, &[("post_stream", 1, 1000)], "");
     let st = steps(&r);
     assert!(st.contains(&"POST /v1/conversations/{conv}/messages items=user(o2) -> 200".into()));
 }
@@ -700,14 +692,7 @@ fn a_cloudflare_edge_page_in_the_run_detail_waits_the_cloudflare_delay() {
             &with_profile(scenario("client_llm_error_cloudflare"), profile),
             1,
         );
-        assert_eq!(
-            retries(&r)
-                .iter()
-                .map(|(_, k, a, d)| (k.as_str(), *a, *d))
-                .collect::<Vec<_>>(),
-            vec![("post_stream", 1, 5000)],
-            "{profile}"
-        );
+        assert_retries(&r, &[("post_stream", 1, 5000)], profile);
     }
 }
 
@@ -742,13 +727,10 @@ fn a_run_error_whose_lookup_fails_is_judged_by_its_line_and_retried() {
     for profile in ["reference", "letta-code"] {
         let r = pass(&with_profile(s.clone(), profile), 1);
         assert_eq!(outcomes(&r), ["stopped: end_turn"], "{profile}");
-        assert_eq!(
-            retries(&r)
-                .iter()
-                .map(|(_, k, a, d)| (k.as_str(), *a, *d))
-                .collect::<Vec<_>>(),
-            vec![("post_stream", 1, 1000), ("post_stream", 2, 2000)],
-            "{profile}"
+        assert_retries(
+            &r,
+            &[("post_stream", 1, 1000), ("post_stream", 2, 2000)],
+            profile,
         );
         let read = with_faults(with_profile(s.clone(), profile), vec![]);
         let r = pass(&read, 1);
@@ -766,14 +748,7 @@ fn empty_response_is_retried_after_500_ms_with_fresh_otids() {
     for mode in ["interactive", "headless"] {
         let r = pass(&with_mode(scenario("client_empty_response"), mode), 1);
         assert_eq!(outcomes(&r), ["stopped: end_turn"], "{mode}");
-        assert_eq!(
-            retries(&r)
-                .iter()
-                .map(|(_, k, a, d)| (k.as_str(), *a, *d))
-                .collect::<Vec<_>>(),
-            vec![("empty_response", 1, 500)],
-            "{mode}"
-        );
+        assert_retries(&r, &[("empty_response", 1, 500)], mode);
         assert!(
             steps(&r)
                 .contains(&"POST /v1/conversations/{conv}/messages items=user(o2) -> 200".into())
