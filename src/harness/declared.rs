@@ -1,12 +1,15 @@
 //! `ends-as-declared` (docs/invariants.md): a run of a scenario as written ends each turn as the
-//! scenario's `[scenario] outcomes` declare, and its probe requests are answered with the
-//! statuses and stream shapes their `[[requests]] status` and `stream` declare. Pure: it reads
-//! the scenario and a finished run.
+//! scenario's `[scenario] outcomes` declare, its history resolves each tool call as its
+//! `[scenario] resolutions` declare, and its probe requests are answered with the statuses and
+//! stream shapes their `[[requests]] status` and `stream` declare. Pure: it reads the scenario
+//! and a finished run.
+
+use std::collections::BTreeMap;
 
 use super::invariants::{ENDS_AS_DECLARED, Violation};
 use super::scenario::Scenario;
 use super::trace::{TraceEvent, turn_ends};
-use crate::model::port::observe::Observation;
+use crate::model::port::observe::{HistoryEntry, Observation};
 
 /// `ends-as-declared`: a run of the scenario as written (its own faults and cassettes, no plan)
 /// ends each turn as its `[scenario] outcomes` say, and the server answers each probe request
@@ -46,7 +49,10 @@ pub fn ends_as_declared(
                 .map(move |(want, key)| (i + 1, want, key_offset(&scenario.source, start, key)))
         })
         .collect();
-    if (declared.is_empty() && answers.is_empty()) || !scenario.runs_as_written() {
+    let resolved = &scenario.scenario.resolutions;
+    if (declared.is_empty() && answers.is_empty() && resolved.is_empty())
+        || !scenario.runs_as_written()
+    {
         return None;
     }
     let outcomes = outcomes?;
@@ -87,6 +93,41 @@ pub fn ends_as_declared(
         out.push(Violation {
             invariant: ENDS_AS_DECLARED,
             event: ends.get(i).copied(),
+            message,
+        });
+    }
+    let got = resolutions(trace);
+    for i in 0..resolved.len().max(got.len()) {
+        if resolved.is_empty() {
+            break; // Nothing declared of the history.
+        }
+        let want = resolved.get(i).map(|d| d.get_ref().as_str());
+        let here = got.get(i);
+        if want == here.map(|(_, g)| g.as_str()) {
+            continue;
+        }
+        let message = match (want, here) {
+            (Some(w), Some((_, g))) => format!(
+                "tool call resolution {} was {g:?}; {path}:{} declares {w:?} ([scenario] resolutions)",
+                i + 1,
+                line(resolved[i].span().start),
+            ),
+            (Some(w), None) => format!(
+                "the server's history resolved {} tool call(s); {path}:{} declares resolution {} {w:?} ([scenario] resolutions)",
+                got.len(),
+                line(resolved[i].span().start),
+                i + 1,
+            ),
+            (None, Some((_, g))) => format!(
+                "tool call resolution {} was {g:?}, but {path} declares {} ([scenario] resolutions)",
+                i + 1,
+                resolved.len(),
+            ),
+            (None, None) => unreachable!("i is below one of the lengths"),
+        };
+        out.push(Violation {
+            invariant: ENDS_AS_DECLARED,
+            event: here.map(|(e, _)| *e),
             message,
         });
     }
@@ -138,6 +179,44 @@ pub fn ends_as_declared(
         });
     }
     Some(out)
+}
+
+/// Each tool call's resolution in the server's history, in the order it recorded them, with
+/// its event, as `[scenario] resolutions` declares them: `"<tool>: returned <status>"` (a tool
+/// return), `"<tool>: denied: <reason>"`, `"<tool>: settled: <reason>"` (the server closed the
+/// call itself, letta-protocol.md §7.2).
+fn resolutions(trace: &[TraceEvent]) -> Vec<(usize, String)> {
+    let mut names: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (i, e) in trace.iter().enumerate() {
+        let Observation::History { entry, .. } = &e.obs else {
+            continue;
+        };
+        let name = |id: &str| names.get(id).copied().unwrap_or("(unknown tool)");
+        let text = match entry {
+            HistoryEntry::ToolCall {
+                tool_call_id, name, ..
+            } => {
+                names.insert(tool_call_id, name);
+                continue;
+            }
+            HistoryEntry::ToolReturn {
+                tool_call_id,
+                status,
+            } => format!("{}: returned {status}", name(tool_call_id)),
+            HistoryEntry::Denial {
+                tool_call_id,
+                reason,
+            } => format!("{}: denied: {reason}", name(tool_call_id)),
+            HistoryEntry::Settled {
+                tool_call_id,
+                reason,
+            } => format!("{}: settled: {reason}", name(tool_call_id)),
+            HistoryEntry::User { .. } | HistoryEntry::Assistant { .. } => continue,
+        };
+        out.push((i, text));
+    }
+    out
 }
 
 /// What a probe request's `[[requests]]` entry declares of its answer.

@@ -108,6 +108,10 @@ pub struct Meta {
     /// added), on every seed: `ends-as-declared` holds such a run to it (docs/scenario.md).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outcomes: Vec<Spanned<String>>,
+    /// How the server's history resolves each tool call, in the order it records them, when the
+    /// scenario runs as written (`letta`): `ends-as-declared` holds such a run to it too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resolutions: Vec<Spanned<String>>,
 }
 
 fn default_profile() -> Spanned<String> {
@@ -779,6 +783,7 @@ impl Scenario {
         // cassettes.
         if !self.runs_as_written() {
             s.scenario.outcomes.clear();
+            s.scenario.resolutions.clear();
             for r in &mut s.requests {
                 r.get_mut().status = None;
             }

@@ -531,6 +531,36 @@ fn ends_as_declared_fails_when_a_probe_answers_another_json_body() {
     );
 }
 
+/// A tool call the server's history resolves otherwise than the scenario declares fails
+/// `ends-as-declared`, naming the resolution, what the history recorded and the line of the
+/// declaration: a reference client that ran a call whose arguments are not JSON, instead of
+/// denying it, ends its turn as declared and breaks no other invariant.
+#[test]
+fn ends_as_declared_fails_when_a_tool_call_is_resolved_otherwise() {
+    let path = repo().join("scenarios/letta/client_broken_tool_args.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let declared = "\"get_weather: denied: get_weather tool call arguments (20 chars)";
+    assert!(text.contains(declared));
+    let (head, tail) = text.split_at(text.find(declared).unwrap());
+    let end = tail.find("\",\n").unwrap() + 1;
+    let text = format!("{head}\"get_weather: returned success\"{}", &tail[end..]);
+    let line = head.matches('\n').count() + 1;
+    let s = Scenario::parse(&text, &path).unwrap();
+    let r = run(&s, 1, 1);
+    let v = violations(&r, ENDS_AS_DECLARED);
+    assert_eq!(v.len(), 1, "{}", r.render());
+    assert!(v[0].event.is_some(), "{}", r.render());
+    assert_eq!(
+        v[0].message,
+        format!(
+            "tool call resolution 1 was \"get_weather: denied: get_weather tool call arguments (20 chars) were not valid JSON, \
+             so they were probably truncated before they reached the client. Do not resend an identical call; re-issue it with \
+             complete arguments.\"; {}:{line} declares \"get_weather: returned success\" ([scenario] resolutions)",
+            path.display()
+        ),
+    );
+}
+
 /// A probe request answered with another status than the scenario declares fails
 /// `ends-as-declared`, naming the request and the line of its declaration.
 #[test]
