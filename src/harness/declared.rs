@@ -1,8 +1,8 @@
 //! `ends-as-declared` (docs/invariants.md): a run of a scenario as written ends each turn as the
 //! scenario's `[scenario] outcomes` declare, its history resolves each tool call as its
-//! `[scenario] resolutions` declare, and its probe requests are answered with the statuses and
-//! stream shapes their `[[requests]] status` and `stream` declare. Pure: it reads the scenario
-//! and a finished run.
+//! `[scenario] resolutions` declare, its compactions go as its `[scenario] compactions` declare,
+//! and its probe requests are answered with the statuses and stream shapes their `[[requests]]
+//! status` and `stream` declare. Pure: it reads the scenario and a finished run.
 
 use std::collections::BTreeMap;
 
@@ -50,7 +50,8 @@ pub fn ends_as_declared(
         })
         .collect();
     let resolved = &scenario.scenario.resolutions;
-    if (declared.is_empty() && answers.is_empty() && resolved.is_empty())
+    let compacted = &scenario.scenario.compactions;
+    if (declared.is_empty() && answers.is_empty() && resolved.is_empty() && compacted.is_empty())
         || !scenario.runs_as_written()
     {
         return None;
@@ -96,40 +97,16 @@ pub fn ends_as_declared(
             message,
         });
     }
-    let got = resolutions(trace);
-    for i in 0..resolved.len().max(got.len()) {
-        if resolved.is_empty() {
-            break; // Nothing declared of the history.
-        }
-        let want = resolved.get(i).map(|d| d.get_ref().as_str());
-        let here = got.get(i);
-        if want == here.map(|(_, g)| g.as_str()) {
-            continue;
-        }
-        let message = match (want, here) {
-            (Some(w), Some((_, g))) => format!(
-                "tool call resolution {} was {g:?}; {path}:{} declares {w:?} ([scenario] resolutions)",
-                i + 1,
-                line(resolved[i].span().start),
-            ),
-            (Some(w), None) => format!(
-                "the server's history resolved {} tool call(s); {path}:{} declares resolution {} {w:?} ([scenario] resolutions)",
-                got.len(),
-                line(resolved[i].span().start),
-                i + 1,
-            ),
-            (None, Some((_, g))) => format!(
-                "tool call resolution {} was {g:?}, but {path} declares {} ([scenario] resolutions)",
-                i + 1,
-                resolved.len(),
-            ),
-            (None, None) => unreachable!("i is below one of the lengths"),
-        };
-        out.push(Violation {
-            invariant: ENDS_AS_DECLARED,
-            event: here.map(|(e, _)| *e),
-            message,
-        });
+    for (key, what, declared, got) in [
+        (
+            "resolutions",
+            "tool call resolution",
+            resolved,
+            resolutions(trace),
+        ),
+        ("compactions", "compaction", compacted, compactions(trace)),
+    ] {
+        out.extend(held_to_list(key, what, declared, &got, &path, line));
     }
     for (n, want, at) in answers {
         let answer = trace.iter().enumerate().find_map(|(i, e)| match &e.obs {
@@ -179,6 +156,87 @@ pub fn ends_as_declared(
         });
     }
     Some(out)
+}
+
+/// The violations of a run whose `got` (each with its event) is not the list `[scenario] key`
+/// declares, one per differing entry; none when nothing is declared.
+fn held_to_list(
+    key: &str,
+    what: &str,
+    declared: &[toml::Spanned<String>],
+    got: &[(usize, String)],
+    path: &std::path::Display<'_>,
+    line: impl Fn(usize) -> usize,
+) -> Vec<Violation> {
+    if declared.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for i in 0..declared.len().max(got.len()) {
+        let want = declared.get(i).map(|d| d.get_ref().as_str());
+        let here = got.get(i);
+        if want == here.map(|(_, g)| g.as_str()) {
+            continue;
+        }
+        let message = match (want, here) {
+            (Some(w), Some((_, g))) => format!(
+                "{what} {} was {g:?}; {path}:{} declares {w:?} ([scenario] {key})",
+                i + 1,
+                line(declared[i].span().start),
+            ),
+            (Some(w), None) => format!(
+                "the run had {} {what}(s); {path}:{} declares {what} {} {w:?} ([scenario] {key})",
+                got.len(),
+                line(declared[i].span().start),
+                i + 1,
+            ),
+            (None, Some((_, g))) => format!(
+                "{what} {} was {g:?}, but {path} declares {} ([scenario] {key})",
+                i + 1,
+                declared.len(),
+            ),
+            (None, None) => unreachable!("i is below one of the lengths"),
+        };
+        out.push(Violation {
+            invariant: ENDS_AS_DECLARED,
+            event: here.map(|(e, _)| *e),
+            message,
+        });
+    }
+    out
+}
+
+/// Each compaction of the run, with its event, as `[scenario] compactions` declares them:
+/// `"<mode>: removed <n>, kept <m>"`, the kept messages counting the summary; a sliding window
+/// that found no cut and fell back to `all` reads `"all (the sliding window found no cut): …"`
+/// (letta-protocol.md §8.3).
+fn compactions(trace: &[TraceEvent]) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, e) in trace.iter().enumerate() {
+        if let Observation::Compaction {
+            mode,
+            removed,
+            kept,
+            fell_back,
+            ..
+        } = &e.obs
+        {
+            let fallback = if *fell_back {
+                " (the sliding window found no cut)"
+            } else {
+                ""
+            };
+            out.push((
+                i,
+                format!(
+                    "{mode}{fallback}: removed {}, kept {}",
+                    removed.len(),
+                    kept.len()
+                ),
+            ));
+        }
+    }
+    out
 }
 
 /// Each tool call's resolution in the server's history, in the order it recorded them, with

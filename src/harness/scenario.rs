@@ -112,6 +112,9 @@ pub struct Meta {
     /// scenario runs as written (`letta`): `ends-as-declared` holds such a run to it too.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resolutions: Vec<Spanned<String>>,
+    /// How each compaction goes when the scenario runs as written (`letta`), held as `outcomes`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compactions: Vec<Spanned<String>>,
 }
 
 fn default_profile() -> Spanned<String> {
@@ -784,6 +787,7 @@ impl Scenario {
         if !self.runs_as_written() {
             s.scenario.outcomes.clear();
             s.scenario.resolutions.clear();
+            s.scenario.compactions.clear();
             for r in &mut s.requests {
                 r.get_mut().status = None;
             }
