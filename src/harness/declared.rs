@@ -12,16 +12,16 @@ use super::trace::{TraceEvent, turn_ends};
 use crate::model::port::observe::{HistoryEntry, Observation};
 
 /// `ends-as-declared`: a run of the scenario as written (its own faults and cassettes, no plan)
-/// ends each turn as its `[scenario] outcomes` say, and the server answers each probe request
-/// with its `[[requests]] status` and, where declared, the stream shape its `stream` gives or
-/// the JSON answer its `answer` gives, on every
-/// seed. The sweeps' twin comparisons hold a faulted
-/// run to a fault-free one of the same build, so a model that ends a fault-free turn wrongly (a
-/// stream that closes before its run ends, a retry that never comes) passes them; the
-/// declaration is the fixed point the build is held to. `None` when there is nothing to check:
-/// no declaration, a plan or a shrink changed the scenario, or no turn list (a run that did not
+/// ends each turn as its `[scenario] outcomes` say, resolves tool calls and compacts as its
+/// `resolutions` and `compactions` say, and the server answers each probe request with its
+/// `[[requests]] status` and, where declared, the stream shape its `stream` gives or the JSON
+/// answer its `answer` gives, on every seed. The sweeps' twin comparisons hold a faulted run to
+/// a fault-free one of the same build, so a model that ends a fault-free turn wrongly (a stream
+/// that closes before its run ends, a retry that never comes) passes them; the declaration is
+/// the fixed point the build is held to. `None` when there is nothing to check: no
+/// declaration, a plan or a shrink changed the scenario, or no turn list (a run that did not
 /// finish is `turn-terminates`'s). Each violation points at its event in `trace`: the turn's
-/// `turn_end`, the probe's `probe_response`.
+/// `turn_end`, the history entry or compaction, the probe's `probe_response`.
 pub fn ends_as_declared(
     scenario: &Scenario,
     outcomes: Option<&[String]>,

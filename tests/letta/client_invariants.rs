@@ -561,6 +561,32 @@ fn ends_as_declared_fails_when_a_tool_call_is_resolved_otherwise() {
     );
 }
 
+/// A compaction that removes and keeps other messages than the scenario declares fails
+/// `ends-as-declared`, naming the compaction, what it did and the line of the declaration: a
+/// sliding window declared to fall back to `all` that found its cut.
+#[test]
+fn ends_as_declared_fails_when_a_compaction_cuts_elsewhere() {
+    let path = repo().join("scenarios/letta/compaction_sliding_window.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let got = "sliding_window: removed 3, kept 5";
+    let want = "all (the sliding window found no cut): removed 6, kept 2";
+    assert!(text.contains(&format!("compactions = [\"{got}\"]")));
+    let text = text.replacen(got, want, 1);
+    let line = text[..text.find(want).unwrap()].matches('\n').count() + 1;
+    let s = Scenario::parse(&text, &path).unwrap();
+    let r = run(&s, 1, 1);
+    let v = violations(&r, ENDS_AS_DECLARED);
+    assert_eq!(v.len(), 1, "{}", r.render());
+    assert!(v[0].event.is_some(), "{}", r.render());
+    assert_eq!(
+        v[0].message,
+        format!(
+            "compaction 1 was {got:?}; {}:{line} declares {want:?} ([scenario] compactions)",
+            path.display()
+        ),
+    );
+}
+
 /// A probe request answered with another status than the scenario declares fails
 /// `ends-as-declared`, naming the request and the line of its declaration.
 #[test]
