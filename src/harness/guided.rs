@@ -41,7 +41,7 @@ use rand_chacha::ChaCha8Rng;
 use toml::Spanned;
 
 use super::explore::{ExploreOptions, ExploreReport, SeedResult, assemble, run_items, work_items};
-use super::faults::{CrashAt, During, Fault, When};
+use super::faults::{CrashAt, During, Fault, RUN_READ_FAIL_MAX, When};
 pub use super::guidance::{Guidance, Point, guidance};
 use super::scenario::{InputError, Scenario};
 use super::swarm::{PROVIDER_ERROR_STATUSES, Ratio};
@@ -327,9 +327,6 @@ const BUSY_STREAK_MAX: u64 = 3;
 /// The longest 503 streak a server draw makes: one more than the client's shutdown retries
 /// (letta-protocol.md §3.3: 3), so the last 503 reaches the turn's transient retry.
 const SHUTDOWN_STREAK_MAX: u64 = 4;
-
-/// The most `GET /v1/runs/{id}` requests a server draw fails: three lookups' worth.
-const RUN_READ_FAIL_MAX: u64 = 9;
 
 /// A server behaviour of the Letta server (docs/faults.md), on one of the sends the root made;
 /// or one the swarm's single draws cannot make: busy answers to two or three consecutive sends

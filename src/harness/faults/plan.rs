@@ -44,6 +44,10 @@ pub struct Reach {
     pub responses_from: String,
 }
 
+/// The most `GET /v1/runs/{id}` requests a drawn plan fails (`run_read_fail`): three lookups'
+/// worth, as the SDK makes three requests of each (letta-protocol.md §2.8).
+pub const RUN_READ_FAIL_MAX: u64 = 9;
+
 /// One fault of a plan.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]

@@ -7,7 +7,7 @@
 use rand::RngExt as _;
 use toml::Spanned;
 
-use crate::harness::faults::Fault;
+use crate::harness::faults::{Fault, RUN_READ_FAIL_MAX};
 use crate::harness::letta::swarm::{Baseline, STREAM_ACTIONS, stream_fault};
 use crate::harness::letta::world::run_once;
 use crate::harness::scenario::{InputError, Scenario};
@@ -16,13 +16,14 @@ use crate::harness::trace::TraceEvent;
 use crate::model::port::observe::Observation;
 
 /// The families a real-client plan draws from, each on with the swarm's probability.
-pub const FAMILIES: [&str; 6] = [
+pub const FAMILIES: [&str; 7] = [
     "provider",
     "stream",
     "busy",
     "approval_pending",
     "shutdown_503",
     "run_stream_fail",
+    "run_read_fail",
 ];
 
 /// What a fault-free simulated run of the scenario did: where a plan's faults can land.
@@ -107,6 +108,10 @@ pub fn plan(seed: u64, baseline: &RealBaseline) -> Vec<Fault> {
             send: rng.random_range(1..=sends),
             retry_after_s: None,
             retry_after_date: false,
+        },
+        // Up to three failed run lookups: the SDK makes three requests of each.
+        "run_read_fail" => Fault::RunReadFail {
+            times: rng.random_range(1..=RUN_READ_FAIL_MAX),
         },
         _ => Fault::RunStreamFail {
             times: rng.random_range(1..=3),
