@@ -500,7 +500,7 @@ fn ends_as_declared_fails_when_a_probe_streams_another_shape() {
         .count()
         + 1;
     assert_eq!(
-        one_probe_violation(&text, &path),
+        one_declared_violation(&text, &path),
         format!(
             "probe request 5 was answered 200 with \"ping,stop_reason:error,event:error:error_message,[DONE] (eof)\"; \
              {}:{line} declares the stream \"ping,stop_reason:error,event:error:error_message (eof)\" ([[requests]] stream)",
@@ -523,7 +523,7 @@ fn ends_as_declared_fails_when_a_probe_answers_another_json_body() {
     let text = text.replacen(got, want, 1);
     let line = text[..text.find(want).unwrap()].matches('\n').count() + 1;
     assert_eq!(
-        one_probe_violation(&text, &path),
+        one_declared_violation(&text, &path),
         format!(
             "probe request 1 was answered 200 with {got:?}; {}:{line} declares the answer {want:?} ([[requests]] answer)",
             path.display()
@@ -545,13 +545,8 @@ fn ends_as_declared_fails_when_a_tool_call_is_resolved_otherwise() {
     let end = tail.find("\",\n").unwrap() + 1;
     let text = format!("{head}\"get_weather: returned success\"{}", &tail[end..]);
     let line = head.matches('\n').count() + 1;
-    let s = Scenario::parse(&text, &path).unwrap();
-    let r = run(&s, 1, 1);
-    let v = violations(&r, ENDS_AS_DECLARED);
-    assert_eq!(v.len(), 1, "{}", r.render());
-    assert!(v[0].event.is_some(), "{}", r.render());
     assert_eq!(
-        v[0].message,
+        one_declared_violation(&text, &path),
         format!(
             "tool call resolution 1 was \"get_weather: denied: get_weather tool call arguments (20 chars) were not valid JSON, \
              so they were probably truncated before they reached the client. Do not resend an identical call; re-issue it with \
@@ -573,13 +568,8 @@ fn ends_as_declared_fails_when_a_compaction_cuts_elsewhere() {
     assert!(text.contains(&format!("compactions = [\"{got}\"]")));
     let text = text.replacen(got, want, 1);
     let line = text[..text.find(want).unwrap()].matches('\n').count() + 1;
-    let s = Scenario::parse(&text, &path).unwrap();
-    let r = run(&s, 1, 1);
-    let v = violations(&r, ENDS_AS_DECLARED);
-    assert_eq!(v.len(), 1, "{}", r.render());
-    assert!(v[0].event.is_some(), "{}", r.render());
     assert_eq!(
-        v[0].message,
+        one_declared_violation(&text, &path),
         format!(
             "compaction 1 was {got:?}; {}:{line} declares {want:?} ([scenario] compactions)",
             path.display()
@@ -596,7 +586,7 @@ fn ends_as_declared_fails_when_a_probe_is_answered_with_another_status() {
     // The attach by otid (request 2) is answered 200; declare 404 instead.
     let (head, tail) = text.split_at(text.find("/stream\"").unwrap());
     let tail = tail.replacen("status = 200", "status = 404", 1);
-    let message = one_probe_violation(&format!("{head}{tail}"), &path);
+    let message = one_declared_violation(&format!("{head}{tail}"), &path);
     assert!(
         message.starts_with("probe request 2 was answered 200 (")
             && message.ends_with(
@@ -607,8 +597,9 @@ fn ends_as_declared_fails_when_a_probe_is_answered_with_another_status() {
 }
 
 /// The message of the one `ends-as-declared` violation a run of `text` (a bundled scenario's
-/// text with one declaration changed) has at seed 1; it points at the probe's answer.
-fn one_probe_violation(text: &str, path: &std::path::Path) -> String {
+/// text with one declaration changed) has at seed 1; it points at its event (the probe's
+/// answer, the history entry, the compaction).
+fn one_declared_violation(text: &str, path: &std::path::Path) -> String {
     let s = Scenario::parse(text, path).unwrap();
     let r = run(&s, 1, 1);
     let v = violations(&r, ENDS_AS_DECLARED);
