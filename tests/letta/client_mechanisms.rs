@@ -697,7 +697,7 @@ fn a_cloudflare_edge_page_in_the_run_detail_waits_the_cloudflare_delay() {
 }
 
 #[test]
-fn llm_api_error_with_retryable_false_is_not_retried_except_by_headless_letta_code() {
+fn a_non_retryable_run_error_is_not_retried_except_by_headless_letta_code() {
     let s = scenario("client_llm_error_nonretryable");
     let sends = |r: &RunReport| {
         steps(r)
@@ -720,7 +720,7 @@ fn llm_api_error_with_retryable_false_is_not_retried_except_by_headless_letta_co
 /// The same 401, but the client cannot read its run back: the TUI judges the error by the
 /// stream's error line, the error's generic `message`, and the legacy rule retries an
 /// `llm_api_error` (letta-protocol.md §3.7). With the lookups answered, the metadata's
-/// `retryable: false` ends the turn at the first failure.
+/// non-retryable error type ends the turn at the first failure.
 #[test]
 fn a_run_error_whose_lookup_fails_is_judged_by_its_line_and_retried() {
     let s = scenario("client_llm_error_run_unread");

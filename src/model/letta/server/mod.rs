@@ -537,13 +537,13 @@ pub(crate) fn fail_run<E: Env>(
         record(env, config, st, run_id, error, Some("error"));
     }
     let run = st.runs.get_mut(run_id).expect("known run");
-    run.error = Some(json!({
-        "error_type": error_type,
-        "message": message,
-        "detail": detail_text,
-        "retryable": error_type == "llm_error",
-        "run_id": run_id,
-    }));
+    run.error = Some(run_error_metadata(
+        config.local(),
+        run_id,
+        error_type,
+        message,
+        detail_text,
+    ));
     let output_before = run.log.iter().any(|e| {
         !matches!(
             e.message_type.as_str(),
@@ -552,6 +552,42 @@ pub(crate) fn fail_run<E: Env>(
     });
     let done = config.local() || (!run.background && !output_before);
     finish_run(env, config, st, run_id, stop, done);
+}
+
+/// The run object's `metadata.error` after `fail_run`.
+///
+/// The local backend writes `{message, detail, error_type, retryable, run_id}` (letta-protocol.md
+/// §7.4). The server writes the error message it streamed, as pydantic dumps it:
+/// `{message_type, run_id, error_type, message, detail, seq_id}` with `seq_id` null, and no
+/// `retryable`, a field its `LettaErrorMessage` does not have (letta-ai/letta
+/// `letta/services/streaming_service.py`, the error-aware stream's `finally`; the SDK's
+/// `LettaErrorMessage`; captures g_fail500 fg show the same fields on the wire). So a client
+/// judges a server run's error by its type and detail (§3.7), never by a flag.
+pub(crate) fn run_error_metadata(
+    local: bool,
+    run_id: &str,
+    error_type: &str,
+    message: &str,
+    detail: &str,
+) -> Value {
+    if local {
+        json!({
+            "error_type": error_type,
+            "message": message,
+            "detail": detail,
+            "retryable": error_type == "llm_error",
+            "run_id": run_id,
+        })
+    } else {
+        json!({
+            "message_type": "error_message",
+            "run_id": run_id,
+            "error_type": error_type,
+            "message": message,
+            "detail": detail,
+            "seq_id": null,
+        })
+    }
 }
 
 /// Marks a run terminal and releases the conversation lock.

@@ -548,13 +548,13 @@ impl Store {
             run.stop_reason = Some(StopReason::Error);
             run.finished = true;
             run.completed_ms = Some(now_ms);
-            run.error = Some(json!({
-                "error_type": "stream_incomplete",
-                "message": super::STREAM_INCOMPLETE_MESSAGE,
-                "detail": super::STREAM_INCOMPLETE_MESSAGE,
-                "retryable": false,
-                "run_id": run_id,
-            }));
+            run.error = Some(super::run_error_metadata(
+                local,
+                run_id,
+                "stream_incomplete",
+                super::STREAM_INCOMPLETE_MESSAGE,
+                super::STREAM_INCOMPLETE_MESSAGE,
+            ));
             run.changed.send_modify(|n| *n += 1);
             let conv_id = run.conversation_id.clone();
             if let Some(c) = self.conversations.get_mut(&conv_id)

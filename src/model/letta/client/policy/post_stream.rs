@@ -164,7 +164,7 @@ pub struct HeadlessPostStreamInput {
     pub approval_pending_flag: bool,
     pub error_line: Option<String>,
     /// `llm_api_error` retries ignore run metadata (`retryable:false` included) in the published
-    /// client (letta-protocol.md §10.3 item 9); the reference honours it.
+    /// client (letta-protocol.md §10.3 item 9); the reference judges it as the TUI does (§3.7).
     pub honour_retryable_false: bool,
     /// `metadata.error` of the run, when the caller fetched it.
     pub run_meta: Option<RunErrorMeta>,
@@ -213,8 +213,19 @@ pub fn headless_post_stream_action(
             nudge: attempt == EMPTY_RESPONSE_MAX_RETRIES,
         };
     }
+    // The reference judges a run it read back as the TUI does (§3.7
+    // `shouldRetryPostStreamRunError`): an explicit `retryable` flag, else the error type, quota
+    // and provider texts. The server writes no flag (its error message has none), so a flag-only
+    // veto would retry a provider 401 three times, as the published client does.
     let vetoed = input.honour_retryable_false
-        && input.run_meta.as_ref().and_then(|m| m.retryable) == Some(false);
+        && input.run_meta.as_ref().is_some_and(|m| {
+            !should_retry_post_stream_run_error(
+                &stop,
+                m.error_type.as_deref(),
+                &meta_detail,
+                m.retryable,
+            )
+        });
     if stop == StopReason::LlmApiError && budgets.llm_budget_left() && !vetoed {
         budgets.llm_api_error_retries += 1;
         let attempt = budgets.llm_api_error_retries;

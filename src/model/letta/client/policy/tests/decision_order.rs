@@ -154,6 +154,32 @@ fn headless_post_stream_order() {
         headless_post_stream_action(&i, &mut b),
         HeadlessPostStreamAction::Fail
     );
+    // Without a flag (the server writes none) the reference judges the run as the TUI does:
+    // a non-retryable type ends the turn, a provider 500 is retried.
+    let unflagged = |error_type: &str, detail: &str| HeadlessPostStreamInput {
+        stop_reason: Some(StopReason::LlmApiError),
+        honour_retryable_false: true,
+        run_meta: Some(RunErrorMeta {
+            error_type: Some(error_type.into()),
+            detail: Some(detail.into()),
+            retryable: None,
+        }),
+        ..Default::default()
+    };
+    assert_eq!(
+        headless_post_stream_action(
+            &unflagged("llm_authentication", "Error code: 401 - invalid x-api-key"),
+            &mut Budgets::default()
+        ),
+        HeadlessPostStreamAction::Fail
+    );
+    assert!(matches!(
+        headless_post_stream_action(
+            &unflagged("llm_error", "Error code: 500 - Internal server error"),
+            &mut Budgets::default()
+        ),
+        HeadlessPostStreamAction::Retry { attempt: 1, .. }
+    ));
     i.approval_pending_flag = true;
     assert_eq!(
         headless_post_stream_action(&i, &mut b),
