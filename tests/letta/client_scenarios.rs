@@ -86,6 +86,14 @@ fn outcomes_per_scenario() {
             "client_llm_error_nonretryable_headless",
             vec!["error: stop_reason=llm_api_error (An error occurred with the LLM request.)"],
         ),
+        (
+            "client_llm_error_payment_402",
+            vec!["error: stop_reason=llm_api_error (An error occurred with the LLM request.)"],
+        ),
+        (
+            "client_quota_headless",
+            vec!["error: stop_reason=llm_api_error (An error occurred with the LLM request.)"],
+        ),
         ("client_empty_response", vec!["stopped: end_turn"]),
         ("client_lock_safety", vec!["stopped: end_turn"]),
         ("client_headless_denial", vec!["stopped: end_turn"]),
