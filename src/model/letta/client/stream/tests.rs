@@ -257,6 +257,34 @@ fn a11_stream_error_cancels_in_progress_tool_calls_by_default() {
     assert!(d.transcript.interrupted);
 }
 
+/// A `cancelled` the server streamed (another client cancelled the run) marks the turn's open
+/// tool lines "Interrupted by user" (letta-protocol.md §4.2, cleanup by stop reason). A cancel
+/// of this client's own is left to its interrupt handler, which already marked them.
+#[test]
+fn a_streamed_cancel_marks_open_tool_lines_interrupted() {
+    let d = quick(
+        vec![
+            (
+                0,
+                c(
+                    r#"{"id":"m","message_type":"tool_call_message","tool_call":{"name":"Bash","arguments":"{}","tool_call_id":"tc-1"}}"#,
+                ),
+            ),
+            (
+                0,
+                c(r#"{"message_type":"stop_reason","stop_reason":"cancelled"}"#),
+            ),
+        ],
+        ScriptEnd::Eof,
+        DrainOptions::default(),
+    );
+    assert_eq!(d.result.stop_reason, StopReason::Cancelled);
+    let l = &d.transcript.tools["tc-1"];
+    assert_eq!(l.phase, ToolPhase::Finished);
+    assert_eq!(l.result_ok, Some(false));
+    assert_eq!(l.result_text.as_deref(), Some(INTERRUPTED_BY_USER));
+}
+
 /// The UI buffer's assistant lines: one per message id, its deltas joined in order
 /// (letta-protocol.md §4.2 accumulation).
 #[test]
