@@ -165,7 +165,7 @@ pub struct HeadlessPostStreamInput {
     pub error_line: Option<String>,
     /// `llm_api_error` retries ignore run metadata (`retryable:false` included) in the published
     /// client (letta-protocol.md §10.3 item 9); the reference judges it as the TUI does (§3.7).
-    pub honour_retryable_false: bool,
+    pub judge_run_metadata: bool,
     /// `metadata.error` of the run, when the caller fetched it.
     pub run_meta: Option<RunErrorMeta>,
     /// Retry an empty response as the TUI does (§3.7) before reading metadata (the reference:
@@ -217,7 +217,7 @@ pub fn headless_post_stream_action(
     // `shouldRetryPostStreamRunError`): an explicit `retryable` flag, else the error type, quota
     // and provider texts. The server writes no flag (its error message has none), so a flag-only
     // veto would retry a provider 401 three times, as the published client does.
-    let vetoed = input.honour_retryable_false
+    let vetoed = input.judge_run_metadata
         && input.run_meta.as_ref().is_some_and(|m| {
             !should_retry_post_stream_run_error(
                 &stop,

@@ -228,7 +228,7 @@ impl<B: Backend> Client<B> {
             stop_reason: Some(d.stop_reason.clone()),
             approval_pending_flag: flag,
             error_line: Some(error_line),
-            honour_retryable_false: reference,
+            judge_run_metadata: reference,
             run_meta: meta,
             empty_response_step: reference,
         };

@@ -149,7 +149,7 @@ fn headless_post_stream_order() {
     ));
     // The reference honours retryable:false.
     let mut b = Budgets::default();
-    i.honour_retryable_false = true;
+    i.judge_run_metadata = true;
     assert_eq!(
         headless_post_stream_action(&i, &mut b),
         HeadlessPostStreamAction::Fail
@@ -158,7 +158,7 @@ fn headless_post_stream_order() {
     // a non-retryable type ends the turn, a provider 500 is retried.
     let unflagged = |error_type: &str, detail: &str| HeadlessPostStreamInput {
         stop_reason: Some(StopReason::LlmApiError),
-        honour_retryable_false: true,
+        judge_run_metadata: true,
         run_meta: Some(RunErrorMeta {
             error_type: Some(error_type.into()),
             detail: Some(detail.into()),
@@ -208,7 +208,7 @@ fn headless_post_stream_order() {
     let empty = HeadlessPostStreamInput {
         stop_reason: Some(StopReason::LlmApiError),
         error_line: Some("LLM provider returned empty content in response".into()),
-        honour_retryable_false: true,
+        judge_run_metadata: true,
         empty_response_step: true,
         run_meta: Some(RunErrorMeta {
             error_type: Some("llm_empty_response".into()),
