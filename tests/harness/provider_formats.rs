@@ -318,7 +318,10 @@ fn a_stream_of_a_later_format_saves_as_version_2_and_loads_back() {
 
 /// A duplicated `response.output_item.added` (found by a swarm sweep, seed 55) is an
 /// undecodable stream, as a duplicated Anthropic block start is: the run fails `llm_api_error`
-/// and no call runs with arguments its provider did not send.
+/// (`internal_error`, after output) and no call runs with arguments its provider did not send.
+/// The server's run error carries no `retryable` flag, so the client's rule retries an
+/// `llm_api_error` it cannot otherwise classify (letta-protocol.md §3.7, "otherwise yes"): one
+/// post-stream retry, whose run the provider's next answer ends `end_turn`.
 #[test]
 fn a_duplicated_function_call_start_fails_the_run_instead_of_splitting_the_call() {
     let mut s = load("scenarios/letta/openai_responses_tool_call.toml");
@@ -331,9 +334,16 @@ fn a_duplicated_function_call_start_fails_the_run_instead_of_splitting_the_call(
         },
     ));
     let r = passing(&s, 1);
-    assert_eq!(
-        outcomes(&r),
-        ["error: stop_reason=llm_api_error (An error occurred during agent execution.)"]
+    assert_eq!(outcomes(&r), ["stopped: end_turn"]);
+    let drained = lines_with(&r, "client_drained");
+    assert!(
+        drained[0].contains("stop_reason=llm_api_error"),
+        "{drained:?}"
+    );
+    let retried = lines_with(&r, "client_retry");
+    assert!(
+        retried.len() == 1 && retried[0].contains("kind=post_stream"),
+        "{retried:?}"
     );
     let result = lines_with(&r, "provider_result");
     assert!(
