@@ -517,7 +517,14 @@ fn nudge(fault: &Fault, rng: &mut ChaCha8Rng) -> Option<Fault> {
         _ => old / 2,
     };
     map.insert(k.clone(), new.into());
-    serde_json::from_value(v).ok()
+    match serde_json::from_value(v).ok()? {
+        // A drawn plan's failed run reads stay within their bound: past it they outlast the
+        // heal, and the client waiting on them is the fault, not a finding (docs/faults.md).
+        Fault::RunReadFail { times } => Some(Fault::RunReadFail {
+            times: times.clamp(1, RUN_READ_FAIL_MAX),
+        }),
+        moved => Some(moved),
+    }
 }
 
 /// A scenario's corpus: the runs that showed something new, and every signal seen so far.
@@ -726,6 +733,24 @@ mod tests {
             }
         }
         assert!(moved > 20, "{moved}");
+    }
+
+    /// Doubling a drawn `run_read_fail` keeps it within the bound its family draws from: past
+    /// it the failed reads outlast the heal and `turn-terminates` reports the fault itself.
+    #[test]
+    fn nudging_keeps_failed_run_reads_within_their_bound() {
+        let f = Fault::RunReadFail {
+            times: RUN_READ_FAIL_MAX,
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        for _ in 0..50 {
+            match nudge(&f, &mut rng) {
+                Some(Fault::RunReadFail { times }) => {
+                    assert!((1..=RUN_READ_FAIL_MAX).contains(&times), "{times}")
+                }
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     /// The sweep docs/finding-power.md measures the models with, as a test: every bundled
