@@ -82,9 +82,11 @@ pub const ANSWERS_TYPED: &str = "answers-typed";
 pub const REQUESTS_ROUTED: &str = "requests-routed";
 /// Every chunk reaches the Letta client with its message id, and text chunks with their otid.
 pub const CHUNKS_NAMED: &str = "chunks-named";
+/// Agent loop: a session resumed from the host's record log holds the context the host held.
+pub const TRANSCRIPT_RESUMES: &str = "transcript-resumes";
 
 /// Every invariant id `sim run` knows (a scenario's `[[expect]]` table names one of these).
-pub const ALL: [&str; 26] = [
+pub const ALL: [&str; 27] = [
     TOOL_CALL_RESOLVED,
     TURN_TERMINATES,
     LOOP_ENVELOPE,
@@ -109,6 +111,7 @@ pub const ALL: [&str; 26] = [
     ANSWERS_TYPED,
     REQUESTS_ROUTED,
     CHUNKS_NAMED,
+    TRANSCRIPT_RESUMES,
     LOCK_SAFETY,
     DETERMINISTIC,
 ];

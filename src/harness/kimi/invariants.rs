@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use super::access_rule::conflict;
 use super::stop_rule;
-use crate::harness::invariants::{LOCK_SAFETY, LOOP_ENVELOPE, Violation};
+use crate::harness::invariants::{LOCK_SAFETY, LOOP_ENVELOPE, TRANSCRIPT_RESUMES, Violation};
 use crate::harness::trace::TraceEvent;
 use crate::model::kimi::turn_loop::access::ToolAccesses;
 use crate::model::kimi::turn_loop::types::TokenUsage;
@@ -576,6 +576,28 @@ fn start_conflicts(me: &Running, running: &[Running], batch: &Batch) -> Vec<Stri
         }
     }
     out
+}
+
+/// `transcript-resumes`: at every turn's end, a session resumed from the host's `wire.jsonl`
+/// holds the context the host holds (kimi-loop.md §8.2-8.3: the history is rebuilt from the
+/// records by the same code path as live). A record the host forgot, wrote wrong or wrote in
+/// another order shows only when a session resumes, which no turn's outcome shows. The agent
+/// reads its log back at each turn end and reports a divergence (`loop_resume_diverged`).
+pub fn transcript_resumes(events: &[TraceEvent]) -> Vec<Violation> {
+    events
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match &e.obs {
+            Observation::LoopResumeDiverged { turn, difference } => Some(Violation {
+                invariant: TRANSCRIPT_RESUMES,
+                event: Some(i),
+                message: format!(
+                    "turn {turn}: a session resumed from the host's wire.jsonl would hold another context: {difference}"
+                ),
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 pub use super::budget::{RETRYABLE_STATUSES, backoff_window, budget_respected};

@@ -1,14 +1,16 @@
 //! What an agent-loop run adds to the harness's run flow: its world run, its invariants
-//! (`loop-envelope`, `lock-safety`, `budget-respected`, `client-faults-fire`, `history-valid`)
-//! and its liveness diagnosis.
+//! (`loop-envelope`, `lock-safety`, `budget-respected`, `client-faults-fire`, `history-valid`,
+//! `transcript-resumes`) and its liveness diagnosis.
 
 use crate::harness::invariants::{
-    BUDGET_RESPECTED, CLIENT_FAULTS_FIRE, HISTORY_VALID, LOCK_SAFETY, LOOP_ENVELOPE, Violation,
-    history_valid_except,
+    BUDGET_RESPECTED, CLIENT_FAULTS_FIRE, HISTORY_VALID, LOCK_SAFETY, LOOP_ENVELOPE,
+    TRANSCRIPT_RESUMES, Violation, history_valid_except,
 };
 use crate::harness::kimi::budget::is_request_structure_rejection;
 use crate::harness::kimi::faults_fire::{listener_faults_fire, tool_faults_fire};
-use crate::harness::kimi::invariants::{budget_respected, lock_safety, loop_envelope};
+use crate::harness::kimi::invariants::{
+    budget_respected, lock_safety, loop_envelope, transcript_resumes,
+};
 use crate::harness::kimi::shown_rule;
 use crate::harness::kimi::world::run_once;
 use crate::harness::scenario::{InputError, Scenario};
@@ -56,6 +58,7 @@ pub fn invariants(
             v.extend(shown_rule::violations(trace));
             v
         }),
+        (TRANSCRIPT_RESUMES, transcript_resumes(trace)),
     ]
 }
 

@@ -466,6 +466,13 @@ pub enum Observation {
     LoopBackstopResult {
         tool_call_id: String,
     },
+    /// At a turn's end, the host's record log, written out as its `wire.jsonl` and read back
+    /// as a resumed session reads it, rebuilt another context than the one the host holds
+    /// (kimi-loop.md §8.3: live and replay are the same code path). Reported only then.
+    LoopResumeDiverged {
+        turn: u32,
+        difference: String,
+    },
     /// What `runTurn` returned for the turn (absent when it threw).
     LoopTurnResult {
         turn: u32,

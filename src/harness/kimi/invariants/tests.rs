@@ -349,3 +349,37 @@ fn lock_safety_flags_overlap_and_provider_order() {
         ]
     );
 }
+
+/// The planted canary: a host that compacts without recording it. Every turn ends as the
+/// faithful host's do; only a session resumed from its `wire.jsonl` would see the whole
+/// history come back, and `transcript-resumes` is the one oracle that says so.
+#[test]
+fn transcript_resumes_fails_on_a_host_that_compacts_unrecorded() {
+    use crate::harness::kimi::test_events::bundled;
+    use crate::harness::kimi::world::{run_once, run_once_planted};
+    let s = bundled("context_overflow.toml");
+    let faithful = run_once(&s, 1).unwrap();
+    assert_eq!(transcript_resumes(&faithful.trace), Vec::new());
+    let planted = run_once_planted(&s, 1, |b| b.compaction_unrecorded = true).unwrap();
+    let found: Vec<String> = transcript_resumes(&planted.trace)
+        .iter()
+        .map(|v| format!("{}: {}", v.invariant, v.message))
+        .collect();
+    println!("{}", found.join("\n"));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].starts_with("transcript-resumes: turn 2: a session resumed from the host's wire.jsonl would hold another context: message 0 differs: live ContextMessage"),
+        "{found:?}"
+    );
+    assert_eq!(
+        planted
+            .outcomes
+            .as_ref()
+            .map(|o| o.iter().map(ToString::to_string).collect::<Vec<_>>()),
+        faithful
+            .outcomes
+            .as_ref()
+            .map(|o| o.iter().map(ToString::to_string).collect::<Vec<_>>()),
+        "the turns end the same"
+    );
+}

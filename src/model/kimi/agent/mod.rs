@@ -32,7 +32,9 @@ use crate::model::kimi::turn_loop::bugs::LoopBugs;
 use crate::model::kimi::turn_loop::events::{
     LiveListener, LoopEvent, LoopLiveOnlyEvent, LoopRecordedEvent,
 };
-use crate::model::kimi::turn_loop::host::{Host, HostParts, TurnStatus, WireLog, WireRecord};
+use crate::model::kimi::turn_loop::host::{
+    ContextMessage, Host, HostParts, TurnStatus, WireLog, WireRecord,
+};
 use crate::model::kimi::turn_loop::llm::{ChatParams, ChatResponse, Llm, RetryClassifier};
 use crate::model::kimi::turn_loop::provider::StreamingLlm;
 use crate::model::kimi::turn_loop::types::ContentPart;
@@ -418,6 +420,9 @@ async fn drive_turns<E: Env>(
         let outcome = host.prompt(text, &controller.signal()).await;
         *probe.current.lock().expect("probe poisoned") = None;
         report_host_records(probe, &host.wire_log(), log_before);
+        if let Some(difference) = resume_difference(host) {
+            probe.observe(Observation::LoopResumeDiverged { turn, difference });
+        }
         if let Some(result) = &outcome.result {
             probe.observe(Observation::LoopTurnResult {
                 turn,
@@ -442,15 +447,14 @@ async fn drive_turns<E: Env>(
 }
 
 /// What the host wrote on its own during the turn: compactions, and results it added for
-/// calls the loop left open (the turn-end backstop).
+/// calls the loop left open (the turn-end backstop). The log is read back as the host would read its `wire.jsonl`, one record per line, so the
+/// records reported are the ones the file holds.
 fn report_host_records(probe: &Probe, log: &WireLog, from: usize) {
-    let lines = log.lines().get(from..).unwrap_or_default();
-    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    let Ok(records) = WireLog::parse(&text, "wire") else {
+    let Ok(records) = WireLog::parse(&log.to_jsonl(), "wire") else {
         return;
     };
     let live: Vec<String> = probe.live_results.lock().expect("probe poisoned").clone();
-    for record in records {
+    for record in records.into_iter().skip(from) {
         match record {
             WireRecord::Compaction { removed_count, .. } => {
                 (probe.sink)(Observation::LoopCompaction { removed_count })
@@ -464,4 +468,38 @@ fn report_host_records(probe: &Probe, log: &WireLog, from: usize) {
             _ => {}
         }
     }
+}
+
+/// How a session resumed from the host's `wire.jsonl` would differ from the live host, if it
+/// would: the log is written out as the file holds it, read back (kimi-loop.md §8.2) and
+/// replayed into a fresh context (§8.3, `finishResume` included). At a turn's end nothing is
+/// pending, so the two must hold the same messages.
+fn resume_difference(host: &Host) -> Option<String> {
+    let records = match WireLog::parse(&host.wire_log().to_jsonl(), "wire.jsonl") {
+        Ok(records) => records,
+        Err(error) => return Some(format!("the log does not read back: {}", error.0)),
+    };
+    let resumed = match Host::replay(&records) {
+        Ok(context) => context.history().to_vec(),
+        Err(error) => return Some(format!("the log does not replay: {error}")),
+    };
+    let live = host.history();
+    let brief = |m: &ContextMessage| {
+        let text = format!("{m:?}");
+        text.chars().take(120).collect::<String>()
+    };
+    if let Some(i) = (0..live.len().min(resumed.len())).find(|&i| live[i] != resumed[i]) {
+        return Some(format!(
+            "message {i} differs: live {}, resumed {}",
+            brief(&live[i]),
+            brief(&resumed[i])
+        ));
+    }
+    (live.len() != resumed.len()).then(|| {
+        format!(
+            "the live context holds {} messages, the resumed one {}",
+            live.len(),
+            resumed.len()
+        )
+    })
 }

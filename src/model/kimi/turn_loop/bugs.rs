@@ -42,4 +42,10 @@ pub struct LoopBugs {
     /// a failed tool's output without its error status, so the model is told a failed tool
     /// succeeded. Caught by the harness invariant `history-valid` (agent loop).
     pub errors_shown_as_success: bool,
+    /// Breaks kimi-loop.md §8.2-8.3 (the history is rebuilt from the records, live and on
+    /// replay by the same code path): the host compacts its context without writing the
+    /// compaction to its record log, so a session resumed from `wire.jsonl` gets the whole
+    /// history back. Every turn still ends as before. Caught by the harness invariant
+    /// `transcript-resumes` (agent loop).
+    pub compaction_unrecorded: bool,
 }

@@ -358,11 +358,13 @@ impl Host {
         };
         let mut summary = ContextMessage::user(vec![ContentPart::text(plan.summary)]);
         summary.origin = Origin::Compaction;
-        self.state.write(WireRecord::Compaction {
-            removed_count: u32::try_from(plan.keep_from).unwrap_or(u32::MAX),
-            summary: summary.clone(),
-            time: self.parts.clock.now_ms(),
-        });
+        if !self.parts.bugs.compaction_unrecorded {
+            self.state.write(WireRecord::Compaction {
+                removed_count: u32::try_from(plan.keep_from).unwrap_or(u32::MAX),
+                summary: summary.clone(),
+                time: self.parts.clock.now_ms(),
+            });
+        }
         self.state
             .context
             .lock()
