@@ -11,7 +11,7 @@
 use proptest::prelude::*;
 use proptest::sample::select;
 
-use super::faults::{Fault, LOOP_EVENT_TYPES, When};
+use super::faults::{Fault, LOOP_EVENT_TYPES, RECORDED_EVENT_TYPES, When};
 use super::input::InputError;
 // The stream actions and abort points are the swarm's own lists, so a property test and a
 // sweep explore the same space.
@@ -127,6 +127,15 @@ fn loop_families(b: &LoopBaseline) -> Vec<BoxedStrategy<Fault>> {
             nth: Some(nth),
             how,
         });
+    // The dispatcher's other side: the host's record store rejects an append (as the swarm's
+    // `listener` family draws it, one time in four).
+    let rejected = (select(&RECORDED_EVENT_TYPES[..]), 1..=3u32).prop_map(|(event, nth)| {
+        Fault::TranscriptRejects {
+            event: Some(event.to_string()),
+            nth: Some(nth),
+        }
+    });
+    let listener = prop_oneof![3 => listener, 1 => rejected];
     vec![
         network(&[["client", "provider"]], horizon),
         crash(&["provider"], horizon),

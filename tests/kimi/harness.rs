@@ -10,7 +10,7 @@ use loopsim::harness::explore::{baseline, plan_of, with_swarm};
 use loopsim::harness::faults::When;
 use loopsim::harness::invariants::{
     BUDGET_RESPECTED, CLIENT_FAULTS_FIRE, DETERMINISTIC, ENDS_AS_DECLARED, HISTORY_VALID,
-    LOCK_SAFETY, LOOP_ENVELOPE, RECOVERY_COMPLETES,
+    LOCK_SAFETY, LOOP_ENVELOPE, RECOVERY_COMPLETES, TRANSCRIPT_RESUMES,
 };
 use loopsim::harness::report::{RunReport, Verdict, exit};
 use loopsim::harness::run::run_scenario;
@@ -50,6 +50,7 @@ fn every_agent_loop_scenario_passes_and_checks_both_oracles() {
                 BUDGET_RESPECTED,
                 CLIENT_FAULTS_FIRE,
                 HISTORY_VALID,
+                TRANSCRIPT_RESUMES,
                 ENDS_AS_DECLARED,
                 RECOVERY_COMPLETES,
                 "turn-terminates"
@@ -642,6 +643,16 @@ fn agent_loop_schema_errors_name_file_line_and_what_was_expected() {
                 "{MINIMAL}\n[[faults]]\nkind = \"listener_throws\"\nevent = \"tool.done\"\nhow = \"error\"\n"
             ),
             "unknown loop event \"tool.done\": expected one of step.begin, step.end",
+        ),
+        (
+            format!(
+                "{MINIMAL}\n[[faults]]\nkind = \"transcript_rejects\"\nevent = \"text.delta\"\n"
+            ),
+            "inline.toml:12:1: unknown recorded loop event \"text.delta\": expected one of step.begin, step.end, content.part, tool.call, tool.result",
+        ),
+        (
+            format!("{MINIMAL}\n[[faults]]\nkind = \"transcript_rejects\"\nnth = 0\n"),
+            "inline.toml:12:1: nth counts from 1",
         ),
         (
             format!("{MINIMAL}\n[[faults]]\nkind = \"user_abort\"\n"),

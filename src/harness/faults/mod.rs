@@ -16,7 +16,9 @@ pub mod runtime;
 pub mod trigger;
 
 pub use hooks::{NowFn, PlanHooks};
-pub use plan::{CrashAt, During, Fault, HOSTS, LOOP_EVENT_TYPES, RUN_READ_FAIL_MAX};
+pub use plan::{
+    CrashAt, During, Fault, HOSTS, LOOP_EVENT_TYPES, RECORDED_EVENT_TYPES, RUN_READ_FAIL_MAX,
+};
 pub use runtime::FaultRuntime;
 pub use trigger::When;
 

@@ -10,6 +10,16 @@ use super::trigger::{When, smaller, smaller_count};
 use crate::model::kimi::agent::inject::{AbortReason, Garbage, ListenerFault};
 use crate::model::port::inject::StreamFault;
 
+/// The five loop event types the host records (kimi-loop.md §8.2), which a
+/// `transcript_rejects` fault can name.
+pub const RECORDED_EVENT_TYPES: [&str; 5] = [
+    "step.begin",
+    "step.end",
+    "content.part",
+    "tool.call",
+    "tool.result",
+];
+
 /// Hosts a fault can name.
 pub const HOSTS: [&str; 3] = ["client", "server", "provider"];
 
@@ -143,6 +153,15 @@ pub enum Fault {
         nth: Option<u32>,
         #[serde(serialize_with = "by_name")]
         how: ListenerFault,
+    },
+    /// The host's record store rejects the `nth` append (the first if absent) of a recorded
+    /// loop event of type `event` (any type if absent): nothing is written, the loop's append
+    /// fails (kimi-loop.md §4.6).
+    TranscriptRejects {
+        #[serde(default)]
+        event: Option<String>,
+        #[serde(default)]
+        nth: Option<u32>,
     },
 
     // ---- server behaviour (`sim serve` applies these too) ----------------------------------
@@ -337,6 +356,7 @@ impl Fault {
             Fault::ToolHang { .. } => "tool_hang",
             Fault::ToolGarbage { .. } => "tool_garbage",
             Fault::ListenerThrows { .. } => "listener_throws",
+            Fault::TranscriptRejects { .. } => "transcript_rejects",
             Fault::BusyOnSend { .. } => "busy_on_send",
             Fault::ShuttingDownOnSend { .. } => "shutting_down_on_send",
             Fault::ApprovalPendingOnSend { .. } => "approval_pending_on_send",
@@ -377,6 +397,7 @@ impl Fault {
                 | Fault::ToolHang { .. }
                 | Fault::ToolGarbage { .. }
                 | Fault::ListenerThrows { .. }
+                | Fault::TranscriptRejects { .. }
         )
     }
 
@@ -457,7 +478,8 @@ impl Fault {
             Fault::ToolHang { execution: 0, .. } | Fault::ToolGarbage { execution: 0, .. } => {
                 Some("execution numbers start at 1".into())
             }
-            Fault::ListenerThrows { nth: Some(0), .. } => Some("nth counts from 1".into()),
+            Fault::ListenerThrows { nth: Some(0), .. }
+            | Fault::TranscriptRejects { nth: Some(0), .. } => Some("nth counts from 1".into()),
             Fault::Interrupt {
                 turn,
                 during,
@@ -489,6 +511,14 @@ impl Fault {
                 Some(format!(
                     "unknown loop event {e:?}: expected one of {}",
                     LOOP_EVENT_TYPES.join(", ")
+                ))
+            }
+            Fault::TranscriptRejects { event: Some(e), .. }
+                if !RECORDED_EVENT_TYPES.contains(&e.as_str()) =>
+            {
+                Some(format!(
+                    "unknown recorded loop event {e:?}: expected one of {}",
+                    RECORDED_EVENT_TYPES.join(", ")
                 ))
             }
             _ => None,
@@ -595,7 +625,9 @@ impl Fault {
                 times.extend(abort_after_ms.as_mut());
             }
             Fault::ToolGarbage { execution, .. } => counts.push(execution),
-            Fault::ListenerThrows { nth, .. } => counts.extend(nth.as_mut()),
+            Fault::ListenerThrows { nth, .. } | Fault::TranscriptRejects { nth, .. } => {
+                counts.extend(nth.as_mut())
+            }
             Fault::Interrupt {
                 after_chunk,
                 after_ms,
@@ -727,6 +759,12 @@ impl fmt::Display for Fault {
                 event.as_deref().unwrap_or("any"),
                 nth.map_or("every".to_string(), |n| n.to_string()),
                 how.as_str()
+            ),
+            Fault::TranscriptRejects { event, nth } => write!(
+                f,
+                " event={} nth={}",
+                event.as_deref().unwrap_or("any"),
+                nth.unwrap_or(1)
             ),
             Fault::BusyOnSend { send } | Fault::BusyOwnRun { send } => write!(f, " send={send}"),
             Fault::ShuttingDownOnSend {

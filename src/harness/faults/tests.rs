@@ -118,6 +118,13 @@ fn every_kind_prints_its_line_and_round_trips_through_toml() {
             },
             "listener_throws event=any nth=2 how=error",
         ),
+        (
+            Fault::TranscriptRejects {
+                event: Some("tool.call".into()),
+                nth: None,
+            },
+            "transcript_rejects event=tool.call nth=1",
+        ),
         (Fault::BusyOnSend { send: 1 }, "busy_on_send send=1"),
         (
             Fault::ShuttingDownOnSend {

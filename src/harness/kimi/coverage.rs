@@ -107,6 +107,21 @@ pub const GOALS: &[Goal] = &[
         reached: |t| any(t, |o| is_fault(o, "listener_throws")),
     },
     Goal {
+        id: "loop-append-rejected-mid-batch",
+        what: "the record store rejected an append while a tool of the batch ran (kimi-loop.md §4.6: the batch lets it settle first)",
+        reached: |t| {
+            let mut running = 0usize;
+            t.iter().any(|e| {
+                match &e.obs {
+                    Observation::LoopToolStart { .. } => running += 1,
+                    Observation::LoopToolEnd { .. } => running = running.saturating_sub(1),
+                    _ => {}
+                }
+                running > 0 && is_fault(&e.obs, "transcript_rejects")
+            })
+        },
+    },
+    Goal {
         id: "loop-turn-failed",
         what: "a turn failed (runTurn threw)",
         reached: |t| {

@@ -8,7 +8,7 @@
 use rand::RngExt as _;
 use rand_chacha::ChaCha8Rng;
 
-use crate::harness::faults::{Fault, LOOP_EVENT_TYPES, When};
+use crate::harness::faults::{Fault, LOOP_EVENT_TYPES, RECORDED_EVENT_TYPES, When};
 use crate::harness::swarm::{Ratio, crash_fault, draw_plan, network_fault, provider_fault};
 use crate::harness::trace::TraceEvent;
 use crate::model::kimi::agent::inject::{AbortReason, Garbage, ListenerFault};
@@ -136,8 +136,17 @@ fn tool_fault(rng: &mut ChaCha8Rng, tool_executions: u32) -> Fault {
     }
 }
 
-/// The `listener` family: the live listener throws (an error or a panic) on an event type.
+/// The `listener` family, the two sides of the loop's event dispatcher: the live listener
+/// throws (an error or a panic) on an event type, or, one time in four, the host's record
+/// store rejects an append of a recorded event (kimi-loop.md §4.6), which fails the run.
 fn listener_fault(rng: &mut ChaCha8Rng) -> Fault {
+    if rng.random_range(0..4u32) == 0 {
+        let event = RECORDED_EVENT_TYPES[rng.random_range(0..RECORDED_EVENT_TYPES.len())];
+        return Fault::TranscriptRejects {
+            event: Some(event.to_string()),
+            nth: Some(rng.random_range(1..=3)),
+        };
+    }
     let event = LOOP_EVENT_TYPES[rng.random_range(0..7usize)];
     Fault::ListenerThrows {
         event: Some(event.to_string()),
@@ -192,6 +201,7 @@ mod tests {
             "tool_hang",
             "tool_garbage",
             "listener_throws",
+            "transcript_rejects",
         ] {
             assert!(kinds.contains(kind), "{kind} never drawn: {kinds:?}");
         }

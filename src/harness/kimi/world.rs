@@ -298,6 +298,29 @@ impl AgentFaults for LoopPlanHooks {
         fired
     }
 
+    fn transcript_rejects(&self, event_type: &str) -> bool {
+        if self.healed() {
+            return false;
+        }
+        let mut rejects = false;
+        let mut state = self.state.lock().unwrap();
+        for (i, f) in self.faults.iter().enumerate() {
+            let Fault::TranscriptRejects { event, nth } = f else {
+                continue;
+            };
+            if event.as_deref().is_some_and(|e| e != event_type) {
+                continue;
+            }
+            let (count, _) = &mut state[i];
+            *count += 1;
+            if *count == nth.unwrap_or(1) {
+                self.report(f);
+                rejects = true;
+            }
+        }
+        rejects
+    }
+
     fn tool(&self, execution: u32, _tool: &str, _tool_call_id: &str) -> ToolAct {
         if self.healed() {
             return ToolAct::Run;

@@ -70,7 +70,8 @@ pub fn heals(fault: &Fault) -> bool {
         | Fault::UserAbort { .. }
         | Fault::ToolHang { .. }
         | Fault::ToolGarbage { .. }
-        | Fault::ListenerThrows { .. } => false,
+        | Fault::ListenerThrows { .. }
+        | Fault::TranscriptRejects { .. } => false,
     }
 }
 

@@ -538,7 +538,7 @@ impl Serialize for AccessList {
 
 impl Observation {
     /// Every name [`Observation::name`] can return, one per variant, in declaration order.
-    pub const NAMES: [&'static str; 59] = [
+    pub const NAMES: [&'static str; 60] = [
         "turn_start",
         "client_send",
         "client_response",
@@ -597,6 +597,7 @@ impl Observation {
         "loop_user_abort",
         "loop_compaction",
         "loop_backstop_result",
+        "loop_resume_diverged",
         "loop_turn_result",
     ];
 

@@ -133,6 +133,8 @@ pub trait AgentFaults: Send + Sync + 'static {
     /// Before the live listener returns from hearing a loop event of type `event_type`
     /// (`tool.result`, `text.delta`, ...): `Some` makes it fail that way.
     fn listener(&self, event_type: &str) -> Option<ListenerFault>;
+    /// Whether the host's store rejects this append of a recorded event of `event_type`.
+    fn transcript_rejects(&self, event_type: &str) -> bool;
     /// When tool execution `execution` (1-based, in start order across the run) begins.
     fn tool(&self, execution: u32, tool: &str, tool_call_id: &str) -> ToolAct;
 }
@@ -152,6 +154,9 @@ impl AgentFaults for NoAgentFaults {
     }
     fn listener(&self, _: &str) -> Option<ListenerFault> {
         None
+    }
+    fn transcript_rejects(&self, _: &str) -> bool {
+        false
     }
     fn tool(&self, _: u32, _: &str, _: &str) -> ToolAct {
         ToolAct::Run

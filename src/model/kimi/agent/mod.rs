@@ -33,7 +33,7 @@ use crate::model::kimi::turn_loop::events::{
     LiveListener, LoopEvent, LoopLiveOnlyEvent, LoopRecordedEvent,
 };
 use crate::model::kimi::turn_loop::host::{
-    ContextMessage, Host, HostParts, TurnStatus, WireLog, WireRecord,
+    ContextMessage, Host, HostParts, RecordStore, TurnStatus, WireLog, WireRecord,
 };
 use crate::model::kimi::turn_loop::llm::{ChatParams, ChatResponse, Llm, RetryClassifier};
 use crate::model::kimi::turn_loop::provider::StreamingLlm;
@@ -376,6 +376,7 @@ pub async fn run<E: Env>(
     parts.tools = tools::workspace_tools(&config.tools, &runtime);
     parts.max_steps = config.max_steps;
     parts.max_retry_attempts = config.max_retry_attempts;
+    parts.store = Arc::new(FaultyStore(Arc::clone(&config.faults)));
     parts.bugs = config.bugs;
     let host = Host::new(parts);
 
@@ -446,6 +447,22 @@ async fn drive_turns<E: Env>(
     outcomes
 }
 
+/// The host's record store, failing where the plan says (`transcript_rejects`).
+struct FaultyStore(Arc<dyn AgentFaults>);
+
+impl RecordStore for FaultyStore {
+    fn accept(&self, event: &LoopRecordedEvent) -> Result<(), LoopError> {
+        if self.0.transcript_rejects(event.type_name()) {
+            // Choice: the facts name the rejection, not its text.
+            return Err(LoopError::named(
+                "TranscriptError",
+                format!("the record store rejected the {} append", event.type_name()),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// What the host wrote on its own during the turn: compactions, and results it added for
 /// calls the loop left open (the turn-end backstop). The log is read back as the host would read its `wire.jsonl`, one record per line, so the
 /// records reported are the ones the file holds.
@@ -472,8 +489,9 @@ fn report_host_records(probe: &Probe, log: &WireLog, from: usize) {
 
 /// How a session resumed from the host's `wire.jsonl` would differ from the live host, if it
 /// would: the log is written out as the file holds it, read back (kimi-loop.md §8.2) and
-/// replayed into a fresh context (§8.3, `finishResume` included). At a turn's end nothing is
-/// pending, so the two must hold the same messages.
+/// replayed into a fresh context (§8.3), against the live context; both are closed as a resume
+/// closes them (`finishResume`), since a call can still be open at a turn's end when the store
+/// rejected the backstop's result.
 fn resume_difference(host: &Host) -> Option<String> {
     let records = match WireLog::parse(&host.wire_log().to_jsonl(), "wire.jsonl") {
         Ok(records) => records,
@@ -483,7 +501,9 @@ fn resume_difference(host: &Host) -> Option<String> {
         Ok(context) => context.history().to_vec(),
         Err(error) => return Some(format!("the log does not replay: {error}")),
     };
-    let live = host.history();
+    let mut live = host.context();
+    live.finish_resume();
+    let live = live.history();
     let brief = |m: &ContextMessage| {
         let text = format!("{m:?}");
         text.chars().take(120).collect::<String>()

@@ -15,4 +15,7 @@ pub mod session;
 pub use context::{ContextMemory, ContextMessage, Origin};
 pub use projector::{ProjectionMode, project, project_media};
 pub use records::{WireLog, WireRecord};
-pub use session::{Compactor, Host, HostParts, HostTurnOutcome, TruncatingCompactor, TurnStatus};
+pub use session::{
+    AcceptingStore, Compactor, Host, HostParts, HostTurnOutcome, RecordStore, TruncatingCompactor,
+    TurnStatus,
+};

@@ -141,6 +141,25 @@ struct HostState {
     context: Mutex<ContextMemory>,
     wire: Mutex<WireLog>,
     clock: Arc<dyn Clock>,
+    store: Arc<dyn RecordStore>,
+}
+
+/// Where the host's record appends go. A real store can reject an append (kimi-loop.md §4.6:
+/// "the transcript append rejects"; §10 item 7 names the case as untested upstream), and the
+/// loop must then let its spawned tools settle before the error propagates, leaving the host's
+/// turn-end backstop to close what it left open.
+pub trait RecordStore: Send + Sync {
+    /// `Err` rejects the append of `event`: nothing is written and nothing applied.
+    fn accept(&self, event: &LoopRecordedEvent) -> Result<(), LoopError>;
+}
+
+/// A store that accepts every append.
+pub struct AcceptingStore;
+
+impl RecordStore for AcceptingStore {
+    fn accept(&self, _: &LoopRecordedEvent) -> Result<(), LoopError> {
+        Ok(())
+    }
 }
 
 impl HostState {
@@ -164,6 +183,7 @@ impl HostState {
 impl TranscriptSink for HostState {
     fn append<'a>(&'a self, event: &'a LoopRecordedEvent) -> BoxFuture<'a, Result<(), LoopError>> {
         Box::pin(async move {
+            self.store.accept(event)?;
             self.write(WireRecord::AppendLoopEvent {
                 event: event.clone(),
                 time: self.clock.now_ms(),
@@ -199,6 +219,8 @@ pub struct HostParts {
     pub max_steps: Option<u32>,
     /// `maxRetryAttempts` per step.
     pub max_retry_attempts: Option<u32>,
+    /// Where the loop's record appends go. Default: a store that accepts them all.
+    pub store: Arc<dyn RecordStore>,
     /// Planted defects passed to every turn (harness oracle tests only).
     pub bugs: crate::model::kimi::turn_loop::bugs::LoopBugs,
 }
@@ -224,6 +246,7 @@ impl HostParts {
             }),
             max_steps: None,
             max_retry_attempts: None,
+            store: Arc::new(AcceptingStore),
             bugs: Default::default(),
         }
     }
@@ -261,6 +284,7 @@ impl Host {
             context: Mutex::new(ContextMemory::new()),
             wire: Mutex::new(WireLog::new()),
             clock: Arc::clone(&parts.clock),
+            store: Arc::clone(&parts.store),
         });
         Self {
             parts,
@@ -272,6 +296,12 @@ impl Host {
     /// The context history.
     pub fn history(&self) -> Vec<ContextMessage> {
         self.state.history()
+    }
+
+    /// A copy of the context memory: the history, the calls still waiting for a result, the
+    /// token count.
+    pub fn context(&self) -> ContextMemory {
+        self.state.context.lock().expect("context poisoned").clone()
     }
 
     /// The messages the next request would carry.
