@@ -12,22 +12,26 @@ fn tool_result_says(t: &[TraceEvent], text: &str) -> bool {
     )
 }
 
+/// Whether some event, seen with the number of tool executions running once it happened,
+/// meets `f`.
+fn any_while_running(t: &[TraceEvent], f: impl Fn(usize, &Observation) -> bool) -> bool {
+    let mut running = 0usize;
+    t.iter().any(|e| {
+        match &e.obs {
+            Observation::LoopToolStart { .. } => running += 1,
+            Observation::LoopToolEnd { .. } => running = running.saturating_sub(1),
+            _ => {}
+        }
+        f(running, &e.obs)
+    })
+}
+
 /// The goals of an agent-loop sweep, in report order.
 pub const GOALS: &[Goal] = &[
     Goal {
         id: "loop-tools-overlapped",
         what: "two tool executions of a batch ran at the same time",
-        reached: |t| {
-            let mut running = 0usize;
-            t.iter().any(|e| {
-                match &e.obs {
-                    Observation::LoopToolStart { .. } => running += 1,
-                    Observation::LoopToolEnd { .. } => running = running.saturating_sub(1),
-                    _ => {}
-                }
-                running >= 2
-            })
-        },
+        reached: |t| any_while_running(t, |running, _| running >= 2),
     },
     Goal {
         id: "loop-conflict-waited",
@@ -110,14 +114,8 @@ pub const GOALS: &[Goal] = &[
         id: "loop-append-rejected-mid-batch",
         what: "the record store rejected an append while a tool of the batch ran (kimi-loop.md §4.6: the batch lets it settle first)",
         reached: |t| {
-            let mut running = 0usize;
-            t.iter().any(|e| {
-                match &e.obs {
-                    Observation::LoopToolStart { .. } => running += 1,
-                    Observation::LoopToolEnd { .. } => running = running.saturating_sub(1),
-                    _ => {}
-                }
-                running > 0 && is_fault(&e.obs, "transcript_rejects")
+            any_while_running(t, |running, o| {
+                running > 0 && is_fault(o, "transcript_rejects")
             })
         },
     },
