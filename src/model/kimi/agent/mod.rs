@@ -33,7 +33,7 @@ use crate::model::kimi::turn_loop::events::{
     LiveListener, LoopEvent, LoopLiveOnlyEvent, LoopRecordedEvent,
 };
 use crate::model::kimi::turn_loop::host::{
-    ContextMessage, Host, HostParts, RecordStore, TurnStatus, WireLog, WireRecord,
+    ContextMessage, CorruptLog, Host, HostParts, RecordStore, TurnStatus, WireLog, WireRecord,
 };
 use crate::model::kimi::turn_loop::llm::{ChatParams, ChatResponse, Llm, RetryClassifier};
 use crate::model::kimi::turn_loop::provider::StreamingLlm;
@@ -420,8 +420,13 @@ async fn drive_turns<E: Env>(
         let log_before = host.wire_log().lines().len();
         let outcome = host.prompt(text, &controller.signal()).await;
         *probe.current.lock().expect("probe poisoned") = None;
-        report_host_records(probe, &host.wire_log(), log_before);
-        if let Some(difference) = resume_difference(host) {
+        // The log read back as the host would read its `wire.jsonl` (kimi-loop.md §8.2), so
+        // what is reported is what the file holds.
+        let records = WireLog::parse(&host.wire_log().to_jsonl(), "wire.jsonl");
+        if let Ok(records) = &records {
+            report_host_records(probe, records.get(log_before..).unwrap_or_default());
+        }
+        if let Some(difference) = resume_difference(host, records) {
             probe.observe(Observation::LoopResumeDiverged { turn, difference });
         }
         if let Some(result) = &outcome.result {
@@ -463,24 +468,22 @@ impl RecordStore for FaultyStore {
     }
 }
 
-/// What the host wrote on its own during the turn: compactions, and results it added for
-/// calls the loop left open (the turn-end backstop). The log is read back as the host would read its `wire.jsonl`, one record per line, so the
-/// records reported are the ones the file holds.
-fn report_host_records(probe: &Probe, log: &WireLog, from: usize) {
-    let Ok(records) = WireLog::parse(&log.to_jsonl(), "wire") else {
-        return;
-    };
+/// What the host wrote on its own during the turn (`records`, the turn's part of its log):
+/// compactions, and results it added for calls the loop left open (the turn-end backstop).
+fn report_host_records(probe: &Probe, records: &[WireRecord]) {
     let live: Vec<String> = probe.live_results.lock().expect("probe poisoned").clone();
-    for record in records.into_iter().skip(from) {
+    for record in records {
         match record {
             WireRecord::Compaction { removed_count, .. } => {
-                (probe.sink)(Observation::LoopCompaction { removed_count })
+                (probe.sink)(Observation::LoopCompaction {
+                    removed_count: *removed_count,
+                })
             }
             WireRecord::AppendLoopEvent {
                 event: LoopRecordedEvent::ToolResult(e),
                 ..
             } if !live.contains(&e.tool_call_id) => (probe.sink)(Observation::LoopBackstopResult {
-                tool_call_id: e.tool_call_id,
+                tool_call_id: e.tool_call_id.clone(),
             }),
             _ => {}
         }
@@ -488,12 +491,12 @@ fn report_host_records(probe: &Probe, log: &WireLog, from: usize) {
 }
 
 /// How a session resumed from the host's `wire.jsonl` would differ from the live host, if it
-/// would: the log is written out as the file holds it, read back (kimi-loop.md §8.2) and
-/// replayed into a fresh context (§8.3), against the live context; both are closed as a resume
-/// closes them (`finishResume`), since a call can still be open at a turn's end when the store
-/// rejected the backstop's result.
-fn resume_difference(host: &Host) -> Option<String> {
-    let records = match WireLog::parse(&host.wire_log().to_jsonl(), "wire.jsonl") {
+/// would: the log as read back (`records`) is replayed into a fresh context (kimi-loop.md
+/// §8.3) and compared with the live context; both are closed as a resume closes them
+/// (`finishResume`), since a call can still be open at a turn's end when the store rejected
+/// the backstop's result.
+fn resume_difference(host: &Host, records: Result<Vec<WireRecord>, CorruptLog>) -> Option<String> {
+    let records = match records {
         Ok(records) => records,
         Err(error) => return Some(format!("the log does not read back: {}", error.0)),
     };

@@ -14,7 +14,7 @@ pub mod session;
 
 pub use context::{ContextMemory, ContextMessage, Origin};
 pub use projector::{ProjectionMode, project, project_media};
-pub use records::{WireLog, WireRecord};
+pub use records::{CorruptLog, WireLog, WireRecord};
 pub use session::{
     AcceptingStore, Compactor, Host, HostParts, HostTurnOutcome, RecordStore, TruncatingCompactor,
     TurnStatus,
