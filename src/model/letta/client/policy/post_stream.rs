@@ -217,15 +217,17 @@ pub fn headless_post_stream_action(
     // `shouldRetryPostStreamRunError`): an explicit `retryable` flag, else the error type, quota
     // and provider texts. The server writes no flag (its error message has none), so a flag-only
     // veto would retry a provider 401 three times, as the published client does.
-    let vetoed = input.judge_run_metadata
-        && input.run_meta.as_ref().is_some_and(|m| {
-            !should_retry_post_stream_run_error(
-                &stop,
-                m.error_type.as_deref(),
-                &meta_detail,
-                m.retryable,
-            )
-        });
+    // What the run read back says of a retry, when the client read it: one verdict serves the
+    // reference's veto and the metadata-based retry below.
+    let metadata_says_retry = input.run_meta.as_ref().map(|m| {
+        should_retry_post_stream_run_error(
+            &stop,
+            m.error_type.as_deref(),
+            &meta_detail,
+            m.retryable,
+        )
+    });
+    let vetoed = input.judge_run_metadata && metadata_says_retry == Some(false);
     if stop == StopReason::LlmApiError && budgets.llm_budget_left() && !vetoed {
         budgets.llm_api_error_retries += 1;
         let attempt = budgets.llm_api_error_retries;
@@ -239,14 +241,7 @@ pub fn headless_post_stream_action(
     }
     if !is_non_retriable_stop(&stop)
         && budgets.llm_budget_left()
-        && input.run_meta.as_ref().is_some_and(|m| {
-            should_retry_post_stream_run_error(
-                &stop,
-                m.error_type.as_deref(),
-                &meta_detail,
-                m.retryable,
-            )
-        })
+        && metadata_says_retry == Some(true)
     {
         budgets.llm_api_error_retries += 1;
         let attempt = budgets.llm_api_error_retries;
