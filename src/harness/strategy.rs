@@ -129,7 +129,7 @@ fn loop_families(b: &LoopBaseline) -> Vec<BoxedStrategy<Fault>> {
         });
     // The dispatcher's other side: the host's record store rejects an append (as the swarm's
     // `listener` family draws it, one time in four).
-    let rejected = (select(&RECORDED_EVENT_TYPES[..]), 1..=3u32).prop_map(|(event, nth)| {
+    let rejected = (select(RECORDED_EVENT_TYPES), 1..=3u32).prop_map(|(event, nth)| {
         Fault::TranscriptRejects {
             event: Some(event.to_string()),
             nth: Some(nth),

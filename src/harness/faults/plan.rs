@@ -10,16 +10,6 @@ use super::trigger::{When, smaller, smaller_count};
 use crate::model::kimi::agent::inject::{AbortReason, Garbage, ListenerFault};
 use crate::model::port::inject::StreamFault;
 
-/// The five loop event types the host records (kimi-loop.md §8.2), which a
-/// `transcript_rejects` fault can name.
-pub const RECORDED_EVENT_TYPES: [&str; 5] = [
-    "step.begin",
-    "step.end",
-    "content.part",
-    "tool.call",
-    "tool.result",
-];
-
 /// Hosts a fault can name.
 pub const HOSTS: [&str; 3] = ["client", "server", "provider"];
 
@@ -37,6 +27,10 @@ pub const LOOP_EVENT_TYPES: [&str; 11] = [
     "tool.call.delta",
     "tool.progress",
 ];
+
+/// The five loop event types the host records (kimi-loop.md §8.2), the first five of
+/// [`LOOP_EVENT_TYPES`]: the ones a `transcript_rejects` fault can name.
+pub const RECORDED_EVENT_TYPES: &[&str] = LOOP_EVENT_TYPES.split_at(5).0;
 
 /// How far a run of a scenario can reach, for [`Fault::unreachable`].
 #[derive(Debug, Clone)]

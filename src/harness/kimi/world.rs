@@ -202,6 +202,36 @@ impl LoopPlanHooks {
         })
     }
 
+    /// Counts an event of `event_type` for each fault `pick` selects (it gives the fault's
+    /// event filter and the count it fires at, `None` for every time), and reports and returns
+    /// the faults that fire on this one. Nothing fires once the plan has healed.
+    fn fire_on_event(
+        &self,
+        event_type: &str,
+        pick: impl Fn(&Fault) -> Option<(Option<&str>, Option<u32>)>,
+    ) -> Vec<&Fault> {
+        if self.healed() {
+            return Vec::new();
+        }
+        let mut fired = Vec::new();
+        let mut state = self.state.lock().unwrap();
+        for (i, f) in self.faults.iter().enumerate() {
+            let Some((event, nth)) = pick(f) else {
+                continue;
+            };
+            if event.is_some_and(|e| e != event_type) {
+                continue;
+            }
+            let (count, _) = &mut state[i];
+            *count += 1;
+            if nth.is_none_or(|n| n == *count) {
+                self.report(f);
+                fired.push(f);
+            }
+        }
+        fired
+    }
+
     fn healed(&self) -> bool {
         (self.now)() >= self.heal_at_ms
     }
@@ -276,49 +306,24 @@ impl AgentFaults for LoopPlanHooks {
     }
 
     fn listener(&self, event_type: &str) -> Option<ListenerFault> {
-        if self.healed() {
-            return None;
-        }
-        let mut fired = None;
-        let mut state = self.state.lock().unwrap();
-        for (i, f) in self.faults.iter().enumerate() {
-            let Fault::ListenerThrows { event, nth, how } = f else {
-                continue;
-            };
-            if event.as_deref().is_some_and(|e| e != event_type) {
-                continue;
-            }
-            let (count, _) = &mut state[i];
-            *count += 1;
-            if nth.is_none_or(|n| n == *count) {
-                self.report(f);
-                fired = fired.or(Some(*how));
-            }
-        }
-        fired
+        let fired = self.fire_on_event(event_type, |f| match f {
+            Fault::ListenerThrows { event, nth, .. } => Some((event.as_deref(), *nth)),
+            _ => None,
+        });
+        fired.iter().find_map(|f| match f {
+            Fault::ListenerThrows { how, .. } => Some(*how),
+            _ => None,
+        })
     }
 
     fn transcript_rejects(&self, event_type: &str) -> bool {
-        if self.healed() {
-            return false;
-        }
-        let mut rejects = false;
-        let mut state = self.state.lock().unwrap();
-        for (i, f) in self.faults.iter().enumerate() {
-            let Fault::TranscriptRejects { event, nth } = f else {
-                continue;
-            };
-            if event.as_deref().is_some_and(|e| e != event_type) {
-                continue;
+        let fired = self.fire_on_event(event_type, |f| match f {
+            Fault::TranscriptRejects { event, nth } => {
+                Some((event.as_deref(), Some(nth.unwrap_or(1))))
             }
-            let (count, _) = &mut state[i];
-            *count += 1;
-            if *count == nth.unwrap_or(1) {
-                self.report(f);
-                rejects = true;
-            }
-        }
-        rejects
+            _ => None,
+        });
+        !fired.is_empty()
     }
 
     fn tool(&self, execution: u32, _tool: &str, _tool_call_id: &str) -> ToolAct {

@@ -213,10 +213,6 @@ pub fn headless_post_stream_action(
             nudge: attempt == EMPTY_RESPONSE_MAX_RETRIES,
         };
     }
-    // The reference judges a run it read back as the TUI does (§3.7
-    // `shouldRetryPostStreamRunError`): an explicit `retryable` flag, else the error type, quota
-    // and provider texts. The server writes no flag (its error message has none), so a flag-only
-    // veto would retry a provider 401 three times, as the published client does.
     // What the run read back says of a retry, when the client read it: one verdict serves the
     // reference's veto and the metadata-based retry below.
     let metadata_says_retry = input.run_meta.as_ref().map(|m| {
@@ -227,6 +223,10 @@ pub fn headless_post_stream_action(
             m.retryable,
         )
     });
+    // The reference judges a run it read back as the TUI does (§3.7
+    // `shouldRetryPostStreamRunError`): an explicit `retryable` flag, else the error type, quota
+    // and provider texts. The server writes no flag (its error message has none), so a flag-only
+    // veto would retry a provider 401 three times, as the published client does.
     let vetoed = input.judge_run_metadata && metadata_says_retry == Some(false);
     if stop == StopReason::LlmApiError && budgets.llm_budget_left() && !vetoed {
         budgets.llm_api_error_retries += 1;
