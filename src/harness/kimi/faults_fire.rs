@@ -1,5 +1,5 @@
-//! `client-faults-fire` (agent loop, docs/invariants.md): the listener faults a plan scripts
-//! fire at the events they name. Pure: it reads the plan and a finished trace.
+//! `client-faults-fire` (agent loop, docs/invariants.md): the listener, tool and record-store
+//! faults a plan scripts fire where they are due. Pure: it reads the plan and a finished trace.
 //!
 //! The harness throws from the live listener when the loop dispatches the n-th event of a type
 //! (`listener_throws`), matching the type name the loop gives the event. A loop that named its
@@ -8,7 +8,7 @@
 //! 4): every listener sweep would pass for the wrong reason. The trace shows each dispatched
 //! event that has an envelope, in dispatch order, so the oracle counts them itself.
 
-use crate::harness::faults::Fault;
+use crate::harness::faults::{Fault, RECORDED_EVENT_TYPES};
 use crate::harness::invariants::{CLIENT_FAULTS_FIRE, Violation};
 use crate::harness::trace::TraceEvent;
 use crate::model::kimi::agent::inject::Garbage;
@@ -200,6 +200,62 @@ pub fn tool_faults_fire(plan: &[Fault], heal_at_ms: u64, events: &[TraceEvent]) 
     out
 }
 
+/// `client-faults-fire` for the record store: each `transcript_rejects` fault of `plan` fires
+/// (its `fault` report comes first) before the loop records the `nth` event it names (any
+/// recorded type without `event`). A rejected append writes nothing and dispatches nothing
+/// (kimi-loop.md §3.1: the dispatcher records, then tells the live listener), so the trace's
+/// `nth` dispatch of that type, counted before the plan heals, shows an append the plan
+/// rejects going through. The host's turn-end backstop appends its results through the store
+/// without a dispatch; each shows as a `loop_backstop_result`. A host that wrote its records
+/// without asking its store would turn every such plan into a fault-free run and
+/// `transcript_rejects.toml` alone would notice (a turn that does not fail).
+pub fn transcript_faults_fire(
+    plan: &[Fault],
+    heal_at_ms: u64,
+    events: &[TraceEvent],
+) -> Vec<Violation> {
+    let recorded = |event: Option<&str>, obs: &Observation| {
+        let backstop = matches!(obs, Observation::LoopBackstopResult { .. });
+        match event {
+            Some(event) => is_event(event, obs) || event == "tool.result" && backstop,
+            None => backstop || RECORDED_EVENT_TYPES.iter().any(|t| is_event(t, obs)),
+        }
+    };
+    let mut out = Vec::new();
+    for fault in plan {
+        let Fault::TranscriptRejects { event, nth } = fault else {
+            continue;
+        };
+        let nth = nth.unwrap_or(1);
+        let report = fault.to_string();
+        let mut seen = 0u32;
+        for (i, e) in events.iter().enumerate() {
+            match &e.obs {
+                Observation::Fault { fault } if e.host == "harness" && *fault == report => break,
+                obs if e.host == "client"
+                    && e.t_ms < heal_at_ms
+                    && recorded(event.as_deref(), obs) =>
+                {
+                    seen += 1;
+                    if seen == nth {
+                        out.push(Violation {
+                            invariant: CLIENT_FAULTS_FIRE,
+                            event: Some(i),
+                            message: format!(
+                                "the plan's `{fault}` did not fire: the loop recorded {} number {nth} here, before the plan healed, and the store accepted it",
+                                event.as_deref().map_or("event".into(), |t| format!("`{t}` event")),
+                            ),
+                        });
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
 /// The error result `coerceToolResult` makes of a tool's garbage (kimi-loop.md §4.3).
 fn coerced(tool: &str, value: Garbage) -> String {
     match value {
@@ -329,6 +385,31 @@ mod tests {
                 "the plan's `listener_throws event=tool.result nth=1 how=panic` did not fire: the loop dispatched `tool.result` event number 1 here, before the plan healed, and no listener threw",
                 "the plan's `listener_throws event=step.end nth=every how=error` did not fire: the loop dispatched `step.end` event number 1 here, before the plan healed, and no listener threw",
                 "the plan's `listener_throws event=step.end nth=every how=error` did not fire: the loop dispatched `step.end` event number 2 here, before the plan healed, and no listener threw",
+            ]
+        );
+    }
+
+    /// The planted canary of the record store: a host that never asks its store records
+    /// `transcript_rejects.toml`'s third `tool.call`, so its first turn completes, and
+    /// `client-faults-fire` names the record that went through; the faithful host passes.
+    #[test]
+    fn client_faults_fire_fails_on_a_host_that_never_asks_its_store() {
+        let s = bundled("transcript_rejects.toml");
+        let check = |trace: &[TraceEvent]| -> Vec<String> {
+            transcript_faults_fire(&crate::harness::world::plan(&s), s.limits.heal_at_ms, trace)
+                .into_iter()
+                .map(|v| v.message)
+                .collect()
+        };
+        let faithful = run_once(&s, 1).unwrap();
+        assert_eq!(check(&faithful.trace), Vec::<String>::new());
+        let planted = run_once_planted(&s, 1, |b| b.store_unconsulted = true).unwrap();
+        let first_turn = planted.outcomes.as_ref().unwrap()[0].to_string();
+        assert_eq!(first_turn, "completed: end_turn (2 steps)");
+        assert_eq!(
+            check(&planted.trace),
+            [
+                "the plan's `transcript_rejects event=tool.call nth=3` did not fire: the loop recorded `tool.call` event number 3 here, before the plan healed, and the store accepted it"
             ]
         );
     }

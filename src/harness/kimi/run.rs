@@ -7,7 +7,9 @@ use crate::harness::invariants::{
     TRANSCRIPT_RESUMES, Violation, history_valid_except,
 };
 use crate::harness::kimi::budget::is_request_structure_rejection;
-use crate::harness::kimi::faults_fire::{listener_faults_fire, tool_faults_fire};
+use crate::harness::kimi::faults_fire::{
+    listener_faults_fire, tool_faults_fire, transcript_faults_fire,
+};
 use crate::harness::kimi::invariants::{
     budget_respected, lock_safety, loop_envelope, transcript_resumes,
 };
@@ -48,6 +50,7 @@ pub fn invariants(
             let heal = scenario.limits.heal_at_ms;
             let mut v = listener_faults_fire(&plan, heal, trace);
             v.extend(tool_faults_fire(&plan, heal, trace));
+            v.extend(transcript_faults_fire(&plan, heal, trace));
             v
         }),
         // A request-structure refusal is the loop's designed path to its strict projection

@@ -48,4 +48,9 @@ pub struct LoopBugs {
     /// history back. Every turn still ends as before. Caught by the harness invariant
     /// `transcript-resumes` (agent loop).
     pub compaction_unrecorded: bool,
+    /// Breaks kimi-loop.md §4.6 (the transcript append can reject, and the error propagates
+    /// into the loop): the host writes every record without asking its record store, so an
+    /// append the store rejects goes through and the batch carries on. Caught by the harness
+    /// invariant `client-faults-fire` (agent loop).
+    pub store_unconsulted: bool,
 }

@@ -284,7 +284,11 @@ impl Host {
             context: Mutex::new(ContextMemory::new()),
             wire: Mutex::new(WireLog::new()),
             clock: Arc::clone(&parts.clock),
-            store: Arc::clone(&parts.store),
+            store: if parts.bugs.store_unconsulted {
+                Arc::new(AcceptingStore)
+            } else {
+                Arc::clone(&parts.store)
+            },
         });
         Self {
             parts,
