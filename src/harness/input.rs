@@ -116,3 +116,16 @@ impl<'a> Origin<'a> {
         tables.get(name).map(Spanned::span)
     }
 }
+
+/// Reads a `[min, max]` pair, refusing an array of any other length (a plain `[u64; 2]` would
+/// drop a third element without a word).
+pub fn min_max_pair<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u64; 2], D::Error> {
+    let v = <Vec<u64> as serde::Deserialize>::deserialize(d)?;
+    match v[..] {
+        [min, max] => Ok([min, max]),
+        _ => Err(serde::de::Error::custom(format!(
+            "expected [min, max] (two numbers), found {} elements",
+            v.len()
+        ))),
+    }
+}

@@ -25,6 +25,7 @@ use super::input::Origin;
 pub use super::letta::scenario::{
     Agent, ClientSection, ExpectedFailure, Permissions, ProbeRequest, ServerSection, Tool,
 };
+use super::world::WorldStart;
 
 /// A parsed scenario.
 #[derive(Debug, Clone, Deserialize)]
@@ -131,26 +132,19 @@ pub struct Network {
     #[serde(default = "default_tick")]
     pub tick_ms: u64,
     /// Per-message latency range `[min, max]` in ms.
-    #[serde(default = "default_latency", deserialize_with = "min_max_pair")]
+    #[serde(
+        default = "default_latency",
+        deserialize_with = "crate::harness::input::min_max_pair"
+    )]
     pub latency_ms: [u64; 2],
     /// Whether the step loop skips idle simulated time (harness/warp.rs). Not a scenario key:
     /// on unless `--no-warp` turned it off ([`crate::harness::warp::set_warp_by_default`]);
     /// the trace is the same either way.
     #[serde(skip, default = "default_warp")]
     pub warp: bool,
-}
-
-/// Reads a `[min, max]` pair, refusing an array of any other length (a plain `[u64; 2]` would
-/// drop a third element without a word).
-pub fn min_max_pair<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u64; 2], D::Error> {
-    let v = Vec::<u64>::deserialize(d)?;
-    match v[..] {
-        [min, max] => Ok([min, max]),
-        _ => Err(serde::de::Error::custom(format!(
-            "expected [min, max] (two numbers), found {} elements",
-            v.len()
-        ))),
-    }
+    /// Simulated time zero on the world's wall clock (`start`, an RFC 3339 UTC instant).
+    #[serde(default, skip_serializing_if = "WorldStart::is_default")]
+    pub start: WorldStart,
 }
 
 fn default_tick() -> u64 {
@@ -169,6 +163,7 @@ impl Default for Network {
             tick_ms: default_tick(),
             latency_ms: default_latency(),
             warp: default_warp(),
+            start: WorldStart::default(),
         }
     }
 }

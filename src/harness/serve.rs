@@ -26,7 +26,7 @@ use super::letta::world::{SERVER_PORT, server_parts};
 use super::scenario::{InputError, Scenario};
 use super::serve_guard::{Gate, Guarded, LIMITS, Limits};
 use super::trace::{Trace, TraceEvent};
-use super::world::{EPOCH_UNIX_MS, PROVIDER_PORT};
+use super::world::PROVIDER_PORT;
 use crate::model::letta::server::{self, RequestLog, RequestRecord};
 use crate::model::port::clock::Clock;
 use crate::model::port::env::{Env, Listener};
@@ -62,6 +62,8 @@ struct ServeEnv {
     bound: Arc<Mutex<Option<SocketAddr>>>,
     sink: Arc<Mutex<Option<std::fs::File>>>,
     limits: Limits,
+    /// The scenario's `[network] start`: real time zero on the dates the server writes.
+    start_unix_ms: u64,
 }
 
 /// A listener; the one clients reach (the server's) admits connections through the gate of
@@ -129,10 +131,10 @@ impl Env for ServeEnv {
         self.clock.clone()
     }
 
-    /// Dates in bodies: real time zero is the simulation's fixed epoch, so two sessions with the
-    /// same seed and the same request timing show the same dates.
+    /// Dates in bodies: real time zero is the scenario's start, as in its simulation, so two
+    /// sessions with the same seed and the same request timing show the same dates.
     fn epoch_ms(&self) -> u64 {
-        EPOCH_UNIX_MS
+        self.start_unix_ms
     }
 
     fn observe(&self, event: Observation) {
@@ -245,6 +247,7 @@ pub fn serve_with_limits(
             bound: bound.clone(),
             sink: sink.clone(),
             limits,
+            start_unix_ms: scenario.network.start.unix_ms(),
         };
         let parts = super::letta::world::world_parts(&scenario, opts.seed, &trace, now.clone())?;
         // The harness's fault hooks push `fault` events into `trace`; forward them to the sink.

@@ -10,7 +10,6 @@ use super::faults::NowFn;
 use super::letta::world::{RunOutput, world_parts};
 use super::scenario::{InputError, Scenario};
 use super::trace::Trace;
-use super::world::EPOCH_UNIX_MS;
 use crate::model::letta::{client, server};
 use crate::model::provider;
 
@@ -33,7 +32,8 @@ pub fn run_once_tcp(scenario: &Scenario, seed: u64) -> Result<RunOutput, InputEr
         let now: NowFn = Arc::new(move || start.elapsed().as_millis() as u64);
         let parts = world_parts(scenario, seed, &trace, now)?;
         let book = AddressBook::new();
-        let env = |host: &str| TcpEnv::new(host, trace.clone(), EPOCH_UNIX_MS, book.clone());
+        let env =
+            |host: &str| TcpEnv::new(host, trace.clone(), parts.start.unix_ms(), book.clone());
 
         let provider_task = tokio::spawn(provider::run(
             env("provider"),

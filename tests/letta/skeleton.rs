@@ -250,6 +250,15 @@ fn scenario_errors_name_file_line_and_what_was_expected() {
     let e = parse_err(&MINIMAL.replace("turns = [\"hi\"]", "turns = \"hi\""));
     assert!(e.contains("inline.toml:13:"), "{e}");
 
+    let e = parse_err(&format!(
+        "{MINIMAL}\n[network]\nstart = \"2100-02-29T08:00:00Z\"\n"
+    ));
+    assert!(e.contains("inline.toml:16:"), "{e}");
+    assert!(
+        e.contains("no such date: expected a UTC instant such as"),
+        "{e}"
+    );
+
     let expect = "\n[[expect]]\ninvariant = \"history-valid\"\nfinding = \"f\"\n";
     let e = parse_err(&format!("{MINIMAL}{expect}"));
     assert!(e.contains("inline.toml:15:"), "{e}");

@@ -45,7 +45,7 @@ pub struct AgentLoopSection {
     /// Each tool execution takes a latency drawn from `[min, max]` ms (seeded).
     #[serde(
         default = "default_tool_latency",
-        deserialize_with = "crate::harness::scenario::min_max_pair"
+        deserialize_with = "crate::harness::input::min_max_pair"
     )]
     pub tool_latency_ms: [u64; 2],
     /// Files in the workspace at the start: path → content (a path without `/` is under `/`).

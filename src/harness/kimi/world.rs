@@ -15,7 +15,7 @@ use crate::harness::faults::{Fault, NowFn, PlanHooks, When};
 use crate::harness::kimi::script::loop_responses;
 use crate::harness::scenario::{InputError, Scenario};
 use crate::harness::trace::{Trace, TraceEvent};
-use crate::harness::world::{self, EPOCH_UNIX_MS, PROVIDER_PORT, derive_seed, sim_now};
+use crate::harness::world::{self, PROVIDER_PORT, derive_seed, sim_now};
 use crate::model::kimi::agent::inject::{AbortReason, AgentFaults, ListenerFault, ToolAct};
 use crate::model::kimi::agent::tools::resolve_path;
 use crate::model::kimi::agent::{LoopAgentConfig, LoopTurnOutcome};
@@ -148,10 +148,16 @@ pub fn run_once_planted(
     let workspace = Arc::new(Mutex::new(initial_workspace(scenario)));
 
     let mut sim = world::simulation(scenario, seed);
-    world::provider_host(&mut sim, &trace, provider_config, provider_state);
+    world::provider_host(
+        &mut sim,
+        &trace,
+        scenario.network.start,
+        provider_config,
+        provider_state,
+    );
     let outcomes: Arc<Mutex<Option<Vec<LoopTurnOutcome>>>> = Arc::new(Mutex::new(None));
     {
-        let env = SimEnv::new("client", trace.clone(), EPOCH_UNIX_MS);
+        let env = SimEnv::new("client", trace.clone(), scenario.network.start.unix_ms());
         let workspace = workspace.clone();
         let outcomes = outcomes.clone();
         sim.client("client", async move {

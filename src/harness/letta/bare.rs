@@ -21,7 +21,7 @@ use hyper_util::rt::TokioIo;
 use crate::cassette::TimedFrame;
 use crate::harness::letta::world::{RunOutput, SERVER_PORT};
 use crate::harness::scenario::{InputError, Scenario};
-use crate::harness::world::{EPOCH_UNIX_MS, PROVIDER_PORT, derive_seed};
+use crate::harness::world::{PROVIDER_PORT, derive_seed};
 use crate::model::letta::server::Exchange;
 use crate::model::port::http::Body;
 use crate::model::port::observe::Observation;
@@ -133,7 +133,7 @@ async fn drain(mut body: Incoming) {
 pub fn run_bare(scenario: &Scenario, seed: u64, script: &BareScript) -> Result<u64, String> {
     let mut b = turmoil::Builder::new();
     b.rng_seed(derive_seed(seed, "turmoil"))
-        .epoch(UNIX_EPOCH + Duration::from_millis(EPOCH_UNIX_MS))
+        .epoch(UNIX_EPOCH + Duration::from_millis(scenario.network.start.unix_ms()))
         .tick_duration(Duration::from_millis(scenario.network.tick_ms))
         .min_message_latency(Duration::from_millis(scenario.network.latency_ms[0]))
         .max_message_latency(Duration::from_millis(scenario.network.latency_ms[1]))

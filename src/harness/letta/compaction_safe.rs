@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::harness::invariants::{COMPACTION_SAFE, Violation};
 use crate::harness::trace::TraceEvent;
-use crate::harness::world::EPOCH_UNIX_MS;
+use crate::harness::world::WorldStart;
 use crate::model::letta::server::compaction::threshold;
 use crate::model::letta::server::ids::letta_time;
 use crate::model::port::observe::Observation;
@@ -54,8 +54,9 @@ pub fn removed_history_units(removed: &[String]) -> u64 {
         .sum()
 }
 
-/// `compaction-safe`.
-pub fn compaction_safe(events: &[TraceEvent]) -> Vec<Violation> {
+/// `compaction-safe`. `start` is the world's simulated time zero on the wall clock, which the
+/// summary's time text counts from.
+pub fn compaction_safe(events: &[TraceEvent], start: WorldStart) -> Vec<Violation> {
     let mut out = Vec::new();
     // What each summary message written so far stands for: the ids its compaction summarised.
     let mut summaries: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
@@ -185,7 +186,7 @@ pub fn compaction_safe(events: &[TraceEvent]) -> Vec<Violation> {
         }
         // 5. The summary message tells the truth about the compaction that wrote it.
         let told = Told {
-            at_ms: e.t_ms,
+            at_unix_ms: start.unix_ms() + e.t_ms,
             trigger,
             threshold: *threshold,
             fell_back: *fell_back,
@@ -203,7 +204,8 @@ pub fn compaction_safe(events: &[TraceEvent]) -> Vec<Violation> {
 /// What the trace knows of a compaction, against which its stored summary's `time` and
 /// `compaction_stats` are read (letta-protocol.md §8.4, §8.6).
 struct Told<'a> {
-    at_ms: u64,
+    /// When the compaction ran, on the wall clock.
+    at_unix_ms: u64,
     trigger: &'a str,
     threshold: Option<u64>,
     fell_back: bool,
@@ -220,7 +222,7 @@ impl Told<'_> {
         // The time the summary is packed at is the compaction's own. Over real TCP the model
         // reads the clock once for the packing and once for the trace event, so the second
         // before also holds.
-        let at = EPOCH_UNIX_MS + self.at_ms;
+        let at = self.at_unix_ms;
         let stamped = [at, at.saturating_sub(1000)].map(letta_time);
         if !stamped.iter().any(|s| s == time) {
             out.push(format!(
@@ -367,7 +369,7 @@ mod tests {
                 fell_back: false,
                 laddered: false,
                 summary: Box::new(StoredSummary {
-                    summary_time: letta_time(EPOCH_UNIX_MS),
+                    summary_time: letta_time(WorldStart::default().unix_ms()),
                     summary_stats: stats,
                 }),
             },
@@ -391,7 +393,7 @@ mod tests {
             &["summary:s2", "assistant:m4", "user:m5"],
         );
         let ok = [first.clone(), second_of_the_same];
-        assert_eq!(compaction_safe(&ok), []);
+        assert_eq!(compaction_safe(&ok, WorldStart::default()), []);
         // A third, planned before the second applied, summarised s1 and replaces s2.
         let third_through_s1 = compaction(
             &["summary:s2"],
@@ -399,13 +401,13 @@ mod tests {
             &["summary:s3", "assistant:m4", "user:m5"],
         );
         let ok3 = [ok[0].clone(), ok[1].clone(), third_through_s1];
-        assert_eq!(compaction_safe(&ok3), []);
+        assert_eq!(compaction_safe(&ok3, WorldStart::default()), []);
         let second_of_less = compaction(
             &["summary:s1"],
             &["user:m1", "assistant:m2"],
             &["summary:s2", "assistant:m4", "user:m5"],
         );
-        let v = compaction_safe(&[first, second_of_less]);
+        let v = compaction_safe(&[first, second_of_less], WorldStart::default());
         assert_eq!(v.len(), 1, "{v:?}");
         assert_eq!(
             v[0].message,
@@ -425,13 +427,13 @@ mod tests {
             &["user:m1", "assistant:m2[t1]", "tool:m3[t1]"],
             &["summary:s1", "assistant:m4[t2]", "tool:m5[t2]"],
         );
-        assert_eq!(compaction_safe(&[fine]), []);
+        assert_eq!(compaction_safe(&[fine], WorldStart::default()), []);
         let unnamed = compaction(
             &["user:m1", "assistant:m2[t1]"],
             &["user:m1", "assistant:m2[t1]"],
             &["summary:s1", "tool:m3[]", "assistant:m4"],
         );
-        let messages: Vec<String> = compaction_safe(&[unnamed])
+        let messages: Vec<String> = compaction_safe(&[unnamed], WorldStart::default())
             .into_iter()
             .map(|v| v.message)
             .collect();
@@ -448,7 +450,10 @@ mod tests {
             &["user:m1", "assistant:m2[t1]", "tool:m3[t1]"],
             &["summary:s1", "assistant:m4", "user:m5"],
         );
-        assert_eq!(compaction_safe(std::slice::from_ref(&fine)), []);
+        assert_eq!(
+            compaction_safe(std::slice::from_ref(&fine), WorldStart::default()),
+            []
+        );
         let mut later = fine.clone();
         later.t_ms = 61_000;
         let mut miscounted = fine.clone();
@@ -464,7 +469,7 @@ mod tests {
         summary.summary_time = String::new();
         summary.summary_stats = Value::Null;
         let messages = |e: TraceEvent| -> Vec<String> {
-            compaction_safe(&[e])
+            compaction_safe(&[e], WorldStart::default())
                 .into_iter()
                 .map(|v| v.message)
                 .collect()
@@ -502,8 +507,8 @@ mod tests {
             summariser_call(Some(2000), 1270),
             summariser_call(Some(2000), 2000),
         ];
-        assert_eq!(compaction_safe(&fine), []);
-        let v = compaction_safe(&[summariser_call(Some(2000), 2070)]);
+        assert_eq!(compaction_safe(&fine, WorldStart::default()), []);
+        let v = compaction_safe(&[summariser_call(Some(2000), 2070)], WorldStart::default());
         assert_eq!(v.len(), 1, "{v:?}");
         assert_eq!(
             v[0].message,

@@ -50,7 +50,10 @@ pub fn invariants(
         (TOOL_CALL_RESOLVED, tool_call_resolved(trace)),
         (ONE_RUN_PER_REQUEST, one_run_per_request(trace)),
         (HISTORY_VALID, history_valid(trace)),
-        (COMPACTION_SAFE, compaction_safe(trace)),
+        (
+            COMPACTION_SAFE,
+            compaction_safe(trace, scenario.network.start),
+        ),
         (
             STREAM_STAYS_IN_CONVERSATION,
             stream_stays_in_conversation(trace),

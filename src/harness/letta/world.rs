@@ -15,7 +15,7 @@ use crate::harness::faults::{Fault, FaultRuntime, NowFn, PlanHooks};
 use crate::harness::letta::probe;
 use crate::harness::scenario::{InputError, Scenario};
 use crate::harness::trace::Trace;
-use crate::harness::world::{self, EPOCH_UNIX_MS, PROVIDER_PORT, derive_seed, sim_now};
+use crate::harness::world::{self, PROVIDER_PORT, WorldStart, derive_seed, sim_now};
 use crate::model::letta::client::approvals::{Permission, PermissionRules};
 use crate::model::letta::client::backend::{RequestLog, RequestRecord};
 use crate::model::letta::client::{
@@ -76,6 +76,8 @@ pub struct WorldParts {
     pub progress: Arc<Mutex<Progress>>,
     /// The client's request log (survives client crashes).
     pub requests: RequestLog,
+    /// Simulated time zero on the wall clock (`[network] start`).
+    pub start: WorldStart,
 }
 
 /// Builds the parts of a world from a scenario and seed.
@@ -124,6 +126,7 @@ pub fn world_parts(
         workspace,
         progress: Arc::new(Mutex::new(Progress::default())),
         requests: Arc::new(Mutex::new(Vec::new())),
+        start: scenario.network.start,
     })
 }
 
@@ -271,6 +274,7 @@ pub fn run_once_logging(
     world::provider_host(
         &mut sim,
         &trace,
+        parts.start,
         parts.provider.clone(),
         parts.provider_state.clone(),
     );
@@ -315,8 +319,9 @@ fn server_host(sim: &mut turmoil::Sim<'_>, trace: &Trace, parts: &WorldParts) {
     let trace = trace.clone();
     let config = parts.server.clone();
     let store = parts.store.clone();
+    let epoch_ms = parts.start.unix_ms();
     sim.host("server", move || {
-        let env = SimEnv::new("server", trace.clone(), EPOCH_UNIX_MS);
+        let env = SimEnv::new("server", trace.clone(), epoch_ms);
         let config = config.clone();
         let store = store.clone();
         async move {
@@ -332,7 +337,7 @@ fn server_host(sim: &mut turmoil::Sim<'_>, trace: &Trace, parts: &WorldParts) {
 fn probe_client(sim: &mut turmoil::Sim<'_>, trace: &Trace, scenario: &Scenario) -> Arc<AtomicBool> {
     let probe_done = Arc::new(AtomicBool::new(scenario.requests.is_empty()));
     if !scenario.requests.is_empty() {
-        let env = SimEnv::new("probe", trace.clone(), EPOCH_UNIX_MS);
+        let env = SimEnv::new("probe", trace.clone(), scenario.network.start.unix_ms());
         let steps = probe_steps(scenario);
         let done = probe_done.clone();
         sim.client("probe", async move {
@@ -363,8 +368,9 @@ fn client_host(
     let config = parts.client.clone();
     let crash_requested = crash_requested.clone();
     let starts = Arc::new(AtomicU32::new(0));
+    let epoch_ms = parts.start.unix_ms();
     sim.host("client", move || {
-        let env = SimEnv::new("client", trace.clone(), EPOCH_UNIX_MS);
+        let env = SimEnv::new("client", trace.clone(), epoch_ms);
         let workspace = workspace.clone();
         let progress = progress.clone();
         let requests = requests.clone();

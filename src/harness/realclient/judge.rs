@@ -30,6 +30,7 @@ use crate::harness::letta::invariants::{
 };
 use crate::harness::letta::otids_fresh::otids_fresh;
 use crate::harness::trace::TraceEvent;
+use crate::harness::world::WorldStart;
 use crate::model::letta::client::policy as p;
 use crate::model::port::observe::{HistoryEntry, Observation};
 
@@ -80,6 +81,8 @@ pub struct Evidence<'a> {
     /// The run's plan (numbered sends tell a 409 busy from an approval conflict).
     pub plan: &'a [Fault],
     pub budget_ms: u64,
+    /// The scenario's `[network] start`: real time zero on the server's dates.
+    pub start: WorldStart,
 }
 
 /// Judges one run: every invariant of [`CHECKED`] with its findings (empty = held).
@@ -104,7 +107,10 @@ pub fn judge(ev: &Evidence<'_>) -> Vec<(&'static str, Vec<Finding>)> {
             on_trace(one_run_per_request(trace), trace),
         ),
         (HISTORY_VALID, on_trace(history_valid(trace), trace)),
-        (COMPACTION_SAFE, on_trace(compaction_safe(trace), trace)),
+        (
+            COMPACTION_SAFE,
+            on_trace(compaction_safe(trace, ev.start), trace),
+        ),
         (
             STREAM_STAYS_IN_CONVERSATION,
             on_trace(stream_stays_in_conversation(trace), trace),
@@ -665,6 +671,7 @@ mod tests {
             effects: "",
             plan: &plan,
             budget_ms: 60_000,
+            start: WorldStart::default(),
         })
     }
 

@@ -156,6 +156,7 @@ pub fn run_once(
         effects: &effects,
         plan,
         budget_ms: options.run_timeout_ms,
+        start: scenario.network.start,
     });
     let run = RealRun {
         scenario: scenario.path.display().to_string(),

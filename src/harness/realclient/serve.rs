@@ -15,7 +15,6 @@ use crate::harness::faults::NowFn;
 use crate::harness::letta::world::{SERVER_PORT, world_parts};
 use crate::harness::scenario::{InputError, Scenario};
 use crate::harness::trace::{Trace, TraceEvent};
-use crate::harness::world::EPOCH_UNIX_MS;
 use crate::model::letta::server::{self, RequestRecord};
 use crate::model::provider;
 
@@ -124,7 +123,8 @@ impl Served {
                     });
                 }));
                 let book = AddressBook::new();
-                let env = |host: &str| TcpEnv::new(host, t.clone(), EPOCH_UNIX_MS, book.clone());
+                let env =
+                    |host: &str| TcpEnv::new(host, t.clone(), parts.start.unix_ms(), book.clone());
                 let provider_task = tokio::spawn(provider::run(
                     env("provider"),
                     parts.provider.clone(),

@@ -417,6 +417,8 @@ pub fn serve_scenario(
                 bound: bound.clone(),
                 sink,
                 limits: LIMITS,
+                // No scenario: dates count from the default start.
+                start_unix_ms: crate::harness::world::EPOCH_UNIX_MS,
             },
         };
         let n_responses = responses.len();
