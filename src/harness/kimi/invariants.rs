@@ -26,6 +26,17 @@ fn usage_text(u: &TokenUsage) -> String {
     )
 }
 
+/// Two usages summed field by field (§3.2 `addUsage`), by the oracle's own arithmetic rather
+/// than the loop's `TokenUsage::add`, so a wrong sum in the loop cannot agree with itself.
+fn usage_sum(a: &TokenUsage, b: &TokenUsage) -> TokenUsage {
+    TokenUsage {
+        input_other: a.input_other + b.input_other,
+        output: a.output + b.output,
+        input_cache_read: a.input_cache_read + b.input_cache_read,
+        input_cache_creation: a.input_cache_creation + b.input_cache_creation,
+    }
+}
+
 struct OpenStep {
     step: u32,
     uuid: String,
@@ -120,7 +131,7 @@ impl Turn {
                 ..
             } => {
                 self.run.active = true;
-                self.run.returned = self.run.returned.add(usage);
+                self.run.returned = usage_sum(&self.run.returned, usage);
                 match self.run.open.as_mut() {
                     Some(open) => {
                         open.returns.push(Returned {
