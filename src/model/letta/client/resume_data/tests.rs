@@ -155,6 +155,28 @@ fn a62_default_conversation_falls_back_to_message_ids() {
     }
 }
 
+/// The default conversation's tail is the agent's message list: a 404 or 422 there (the agent
+/// is gone) is re-thrown like the conversation's own, any other failure gives empty data.
+#[test]
+fn a62_default_conversation_rethrows_a_404_of_the_agent_messages() {
+    for (status, rethrown) in [(404, true), (422, true), (500, false)] {
+        let mock = MockBackend::default();
+        {
+            let mut st = mock.state.lock().unwrap();
+            st.agent = Some(Ok(json!({"id": "agent-1", "in_context_message_ids": []})));
+            st.agent_messages = Some(Err(json!({"status": status, "message": "gone"})));
+        }
+        let (r, _) = resume(&mock, "default", false);
+        match r {
+            Err(_) => assert!(rethrown, "a {status} was re-thrown"),
+            Ok(data) => {
+                assert!(!rethrown, "a {status} gave data instead of the error");
+                assert_eq!(data, ResumeData::default());
+            }
+        }
+    }
+}
+
 #[test]
 fn a62_default_conversation_with_empty_in_context_ids_lists_one_row() {
     let mock = MockBackend::default();
