@@ -40,3 +40,4 @@ pub mod trace;
 pub mod twin;
 pub mod warp;
 pub mod world;
+pub mod world_start;

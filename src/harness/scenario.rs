@@ -25,7 +25,7 @@ use super::input::Origin;
 pub use super::letta::scenario::{
     Agent, ClientSection, ExpectedFailure, Permissions, ProbeRequest, ServerSection, Tool,
 };
-use super::world::WorldStart;
+use super::world_start::WorldStart;
 
 /// A parsed scenario.
 #[derive(Debug, Clone, Deserialize)]

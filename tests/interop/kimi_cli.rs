@@ -15,7 +15,7 @@ use loopsim::harness::kimi::script::loop_responses;
 use loopsim::harness::kimi::world::{agent_config, initial_workspace};
 use loopsim::harness::scenario::Scenario;
 use loopsim::harness::trace::{Trace, TraceEvent};
-use loopsim::harness::world::EPOCH_UNIX_MS;
+use loopsim::harness::world_start::EPOCH_UNIX_MS;
 use loopsim::model::kimi::agent::LoopTurnOutcome;
 use loopsim::model::kimi::agent::inject::NoAgentFaults;
 use loopsim::model::port::observe::Observation;

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::harness::invariants::{COMPACTION_SAFE, Violation};
 use crate::harness::trace::TraceEvent;
-use crate::harness::world::WorldStart;
+use crate::harness::world_start::WorldStart;
 use crate::model::letta::server::compaction::threshold;
 use crate::model::letta::server::ids::letta_time;
 use crate::model::port::observe::Observation;

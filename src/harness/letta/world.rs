@@ -15,7 +15,8 @@ use crate::harness::faults::{Fault, FaultRuntime, NowFn, PlanHooks};
 use crate::harness::letta::probe;
 use crate::harness::scenario::{InputError, Scenario};
 use crate::harness::trace::Trace;
-use crate::harness::world::{self, PROVIDER_PORT, WorldStart, derive_seed, sim_now};
+use crate::harness::world::{self, PROVIDER_PORT, derive_seed, sim_now};
+use crate::harness::world_start::WorldStart;
 use crate::model::letta::client::approvals::{Permission, PermissionRules};
 use crate::model::letta::client::backend::{RequestLog, RequestRecord};
 use crate::model::letta::client::{

@@ -30,7 +30,7 @@ use crate::harness::letta::invariants::{
 };
 use crate::harness::letta::otids_fresh::otids_fresh;
 use crate::harness::trace::TraceEvent;
-use crate::harness::world::WorldStart;
+use crate::harness::world_start::WorldStart;
 use crate::model::letta::client::policy as p;
 use crate::model::port::observe::{HistoryEntry, Observation};
 

@@ -418,7 +418,7 @@ pub fn serve_scenario(
                 sink,
                 limits: LIMITS,
                 // No scenario: dates count from the default start.
-                start_unix_ms: crate::harness::world::EPOCH_UNIX_MS,
+                start_unix_ms: crate::harness::world_start::EPOCH_UNIX_MS,
             },
         };
         let n_responses = responses.len();
