@@ -1,6 +1,6 @@
-//! What every system's world is made of: the seeds, the ports, the turmoil
-//! simulation a scenario configures, the fake provider's host, the step/heal loop that drives
-//! the simulation to its end, and the run result the generic run flow reads.
+//! What every system's world is made of: the seeds, the ports, the turmoil simulation a
+//! scenario configures, the fake provider's host, the step/heal loop that drives the
+//! simulation to its end, and the run result the generic run flow reads.
 //!
 //! Seeds: one run seed; every consumer gets a seed derived from it by name
 //! ([`derive_seed`]), so adding a consumer never shifts another's stream.
@@ -16,10 +16,9 @@ use super::env::SimEnv;
 use super::faults::{Fault, FaultRuntime, NowFn};
 use super::scenario::Scenario;
 use super::trace::{Trace, TraceEvent};
+use super::world_start::WorldStart;
 use crate::model::letta::client::backend::RequestRecord;
 use crate::model::provider::{self, ProviderConfig, ProviderState};
-
-use super::world_start::WorldStart;
 
 /// The fake provider's port on its host.
 pub const PROVIDER_PORT: u16 = 9000;
