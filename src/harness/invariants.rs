@@ -82,11 +82,13 @@ pub const ANSWERS_TYPED: &str = "answers-typed";
 pub const REQUESTS_ROUTED: &str = "requests-routed";
 /// Every chunk reaches the Letta client with its message id, and text chunks with their otid.
 pub const CHUNKS_NAMED: &str = "chunks-named";
+/// Every HTTP date the Letta server writes names the instant it means on the world's clock.
+pub const DATES_TRUE: &str = "dates-true";
 /// Agent loop: a session resumed from the host's record log holds the context the host held.
 pub const TRANSCRIPT_RESUMES: &str = "transcript-resumes";
 
 /// Every invariant id `sim run` knows (a scenario's `[[expect]]` table names one of these).
-pub const ALL: [&str; 27] = [
+pub const ALL: [&str; 28] = [
     TOOL_CALL_RESOLVED,
     TURN_TERMINATES,
     LOOP_ENVELOPE,
@@ -111,6 +113,7 @@ pub const ALL: [&str; 27] = [
     ANSWERS_TYPED,
     REQUESTS_ROUTED,
     CHUNKS_NAMED,
+    DATES_TRUE,
     TRANSCRIPT_RESUMES,
     LOCK_SAFETY,
     DETERMINISTIC,

@@ -341,6 +341,9 @@ pub struct Planted {
     /// Server's router lost `POST /v1/conversations/{id}/cancel` (breaks requests-routed).
     #[serde(default)]
     pub server_unserved_conversation_cancel: bool,
+    /// Server's `Retry-After` dates name the wrong weekday (breaks dates-true).
+    #[serde(default)]
+    pub server_weekday_from_monday: bool,
 }
 
 impl Planted {
@@ -396,6 +399,9 @@ impl Planted {
         }
         if self.server_unnamed_chunks {
             v.push(super::invariants::CHUNKS_NAMED);
+        }
+        if self.server_weekday_from_monday {
+            v.push(super::invariants::DATES_TRUE);
         }
         if self.server_compaction_splits_tool_call
             || self.server_compaction_cuts_at_user

@@ -33,6 +33,23 @@ fn month_days(year: u64, month: u64) -> u64 {
     }
 }
 
+/// Days from 1970-01-01 to `year-month-day`, or `None` for a day the calendar lacks (a 29
+/// February of a century year not divisible by 400, a 31 April, a year before 1970): the
+/// harness's own walk over years and months, which the oracles that read a date use too.
+pub fn days_since_epoch(year: u64, month: u64, day: u64) -> Option<u64> {
+    if year < 1970 || !(1..=12).contains(&month) || day == 0 || day > month_days(year, month) {
+        return None;
+    }
+    Some(
+        (1970..year)
+            .map(|y| 365 + u64::from(is_leap(y)))
+            .sum::<u64>()
+            + (1..month).map(|m| month_days(year, m)).sum::<u64>()
+            + day
+            - 1,
+    )
+}
+
 impl WorldStart {
     /// Unix milliseconds of simulated time zero.
     pub fn unix_ms(self) -> u64 {
@@ -72,18 +89,12 @@ impl WorldStart {
         if year < 1970 {
             return Err(bad("before 1970"));
         }
-        if !(1..=12).contains(&month) || day == 0 || day > month_days(year, month) {
+        let Some(days) = days_since_epoch(year, month, day) else {
             return Err(bad("no such date"));
-        }
+        };
         if hour > 23 || minute > 59 || second > 59 {
             return Err(bad("no such time of day"));
         }
-        let days = (1970..year)
-            .map(|y| 365 + u64::from(is_leap(y)))
-            .sum::<u64>()
-            + (1..month).map(|m| month_days(year, m)).sum::<u64>()
-            + day
-            - 1;
         let millis = format!("{fraction:0<3}").parse::<u64>().unwrap_or(0);
         Ok(WorldStart(
             ((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + millis,

@@ -1,13 +1,13 @@
 //! One scenario per server mechanism (scenarios/server_*.toml), run in simulation: each test
 //! asserts on what the server answered (the probe's summaries) and recorded (the trace). And the
-//! three server invariants broken on purpose (scenarios/planted/server_*.toml), with the report.
+//! server invariants broken on purpose (scenarios/planted/server_*.toml), with the report.
 
 use std::path::Path;
 
 use crate::common::{load, scenario_path, violations};
 use loopsim::harness::invariants::{
-    DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, OTIDS_FRESH, PENDING_DENIED_AT_START,
-    STREAM_STAYS_IN_CONVERSATION,
+    DATES_TRUE, DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, OTIDS_FRESH,
+    PENDING_DENIED_AT_START, STREAM_STAYS_IN_CONVERSATION,
 };
 use loopsim::harness::report::{RunReport, Verdict};
 use loopsim::harness::run::run_scenario;
@@ -462,6 +462,32 @@ fn history_valid_fails_on_a_local_server_that_does_not_settle_orphans() {
     assert!(violations(&r, HISTORY_VALID)[0]
         .message
         .contains("`tool_use` ids were found without `tool_result` blocks immediately after: toolu_01NRLabsLyVHZPKxbKvkfSMn"));
+}
+
+/// A `Retry-After` date under the wrong weekday reads as the right wait, since the client's
+/// parser skips the day name, and the turn ends as declared: only `dates-true` sees it. Without
+/// the defect the same run passes.
+#[test]
+fn dates_true_fails_when_the_server_names_the_wrong_weekday() {
+    let file = "server_weekday_from_monday.toml";
+    let r = planted(file, DATES_TRUE);
+    let failed: Vec<_> = r
+        .invariants
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(id, _)| *id)
+        .collect();
+    assert_eq!(failed, [DATES_TRUE], "{}", r.render());
+    let m = &violations(&r, DATES_TRUE)[0].message;
+    assert!(
+        m.starts_with("the server's 503 says `Retry-After: Mon, 01 Jan 2026 00:00:03 GMT`, whose weekday is wrong (01 Jan 2026 is a Thu); it meant 2026-01-01T00:00:03"),
+        "{m}"
+    );
+    assert_eq!(r.turn_outcomes, ["stopped: end_turn"], "{}", r.render());
+    let mut fixed = load(Path::new("scenarios/planted").join(file));
+    fixed.planted.server_weekday_from_monday = false;
+    let ok = crate::common::run(&fixed, 1, 2);
+    assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
 }
 
 #[test]

@@ -9,6 +9,7 @@ pub mod compaction_safe;
 pub mod conflict_recovered;
 pub mod conformance;
 pub mod coverage;
+pub mod dates_true;
 pub mod findings;
 pub mod invariants;
 pub mod lock_rule;

@@ -6,13 +6,14 @@
 use crate::harness::faults::Fault;
 use crate::harness::invariants::{
     ANSWERS_TYPED, APPROVAL_CONFLICT_RECOVERED, CHUNKS_NAMED, CLIENT_FAULTS_FIRE, COMPACTION_SAFE,
-    DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, PENDING_DENIED_AT_START, REQUESTS_ROUTED,
-    STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED, Violation, history_valid,
+    DATES_TRUE, DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, PENDING_DENIED_AT_START,
+    REQUESTS_ROUTED, STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED, Violation, history_valid,
 };
 use crate::harness::letta::client_faults_fire::{client_faults_fire, scripts_chunk_faults};
 use crate::harness::letta::client_invariants::client_invariants;
 use crate::harness::letta::compaction_safe::compaction_safe;
 use crate::harness::letta::conflict_recovered::approval_conflict_recovered;
+use crate::harness::letta::dates_true::dates_true;
 use crate::harness::letta::invariants::{
     answers_typed, chunks_named, durable_ack, one_run_per_request, pending_tool_calls,
     requests_routed, stream_stays_in_conversation, tool_call_resolved,
@@ -66,6 +67,7 @@ pub fn invariants(
         (ANSWERS_TYPED, answers_typed(trace)),
         (REQUESTS_ROUTED, requests_routed(trace)),
         (CHUNKS_NAMED, chunks_named(trace)),
+        (DATES_TRUE, dates_true(trace, scenario.network.start)),
     ];
     let crashes_server = scenario
         .faults

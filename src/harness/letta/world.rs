@@ -227,6 +227,7 @@ pub fn server_parts(
             untyped_answers: p.server_untyped_answers,
             unserved_conversation_cancel: p.server_unserved_conversation_cancel,
             unnamed_chunks: p.server_unnamed_chunks,
+            weekday_from_monday: p.server_weekday_from_monday,
         },
         hooks,
         request_log: None,

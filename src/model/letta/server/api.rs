@@ -570,7 +570,7 @@ fn replay_run<E: Env>(
         });
         let mut answer = internal_server_error();
         if let Some(retry_after) = retry_after {
-            add_retry_after(env, &mut answer, retry_after, env.now_ms());
+            add_retry_after(env, config, &mut answer, retry_after, env.now_ms());
         }
         return answer;
     }

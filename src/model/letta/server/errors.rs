@@ -129,13 +129,24 @@ pub(crate) fn method_not_allowed() -> Response<Body> {
 /// (`server_retry_after`), the oracle of the client's reading.
 pub(crate) fn add_retry_after<E: Env>(
     env: &E,
+    config: &ServerConfig,
     answer: &mut Response<Body>,
     retry_after: RetryAfter,
     now_ms: u64,
 ) {
     let header = match retry_after {
         RetryAfter::Seconds(s) => s.to_string(),
-        RetryAfter::DateIn(_) => ids::http_date(env.epoch_ms() + now_ms + retry_after.wait_ms()),
+        RetryAfter::DateIn(_) => {
+            let at_ms = env.epoch_ms() + now_ms + retry_after.wait_ms();
+            let mut date = ids::http_date(at_ms);
+            if config.bugs.weekday_from_monday {
+                // The planted defect indexes a Monday-first table by days since 1970-01-01,
+                // which was a Thursday: every weekday it writes is three days early.
+                const MONDAY_FIRST: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+                date.replace_range(0..3, MONDAY_FIRST[(at_ms / 86_400_000 % 7) as usize]);
+            }
+            date
+        }
     };
     env.observe(Observation::ServerRetryAfter {
         status: answer.status().as_u16(),

@@ -206,6 +206,9 @@ pub struct ServerBugs {
     /// Breaks `requests-routed`: the router has lost `POST /v1/conversations/{id}/cancel`, so
     /// a cancel gets FastAPI's 405 for a known path.
     pub unserved_conversation_cancel: bool,
+    /// Breaks `dates-true`: a `Retry-After` HTTP date names its day under the wrong weekday,
+    /// which the client's parser skips, so the wait it reads is right.
+    pub weekday_from_monday: bool,
 }
 
 /// Where the server injects faults. The harness implements it from the scenario's fault plan

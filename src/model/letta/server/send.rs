@@ -448,7 +448,7 @@ fn inject_send_fault<E: Env>(
             let mut answer =
                 http::json_response(StatusCode::SERVICE_UNAVAILABLE, &shutting_down_body());
             if let Some(retry_after) = retry_after {
-                add_retry_after(env, &mut answer, retry_after, now);
+                add_retry_after(env, config, &mut answer, retry_after, now);
             }
             Err(Box::new(answer))
         }
