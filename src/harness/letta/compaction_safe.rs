@@ -13,7 +13,6 @@ use crate::harness::invariants::{COMPACTION_SAFE, Violation};
 use crate::harness::trace::TraceEvent;
 use crate::harness::world_start::WorldStart;
 use crate::model::letta::server::compaction::threshold;
-use crate::model::letta::server::ids::letta_time;
 use crate::model::port::observe::Observation;
 
 /// A message as the `compaction` event describes it: `role:id[calls]`.
@@ -201,6 +200,23 @@ pub fn compaction_safe(events: &[TraceEvent], start: WorldStart) -> Vec<Violatio
     out
 }
 
+/// The `time` text Letta stamps on what it writes (`2026-11-30 12:46:10 AM UTC+0000`,
+/// captures/letta_e2e b) for `unix_ms`, on a 12-hour clock. Written from the harness's own
+/// calendar and arithmetic, so the server's formatter is not judged by itself.
+fn letta_time_text(unix_ms: u64) -> String {
+    let day = WorldStart(unix_ms).to_string();
+    let of_day = unix_ms / 1000 % 86_400;
+    let hour = of_day / 3600;
+    format!(
+        "{} {:02}:{:02}:{:02} {} UTC+0000",
+        &day[..10],
+        (hour + 11) % 12 + 1,
+        of_day / 60 % 60,
+        of_day % 60,
+        if hour < 12 { "AM" } else { "PM" }
+    )
+}
+
 /// What the trace knows of a compaction, against which its stored summary's `time` and
 /// `compaction_stats` are read (letta-protocol.md §8.4, §8.6).
 struct Told<'a> {
@@ -223,7 +239,7 @@ impl Told<'_> {
         // reads the clock once for the packing and once for the trace event, so the second
         // before also holds.
         let at = self.at_unix_ms;
-        let stamped = [at, at.saturating_sub(1000)].map(letta_time);
+        let stamped = [at, at.saturating_sub(1000)].map(letta_time_text);
         if !stamped.iter().any(|s| s == time) {
             out.push(format!(
                 "the summary message says it was written at {time:?}, not {:?}",
@@ -369,7 +385,7 @@ mod tests {
                 fell_back: false,
                 laddered: false,
                 summary: Box::new(StoredSummary {
-                    summary_time: letta_time(WorldStart::default().unix_ms()),
+                    summary_time: letta_time_text(WorldStart::default().unix_ms()),
                     summary_stats: stats,
                 }),
             },
@@ -513,6 +529,24 @@ mod tests {
         assert_eq!(
             v[0].message,
             "the overflow ladder's 2000-character step offered the summariser 2070 characters"
+        );
+    }
+
+    /// The oracle's time text and the server's agree at every hour of a day, on both sides of
+    /// noon and midnight, and across a February that 2100 does not extend to a 29th.
+    #[test]
+    fn the_oracles_time_text_is_the_servers_at_every_hour() {
+        use crate::model::letta::server::ids::letta_time;
+        for start in ["2026-01-01T00:00:00Z", "2100-02-28T00:30:07Z"] {
+            let t0 = WorldStart::parse(start).unwrap().unix_ms();
+            for hour in 0..26 {
+                let ms = t0 + hour * 3_600_000 + 999;
+                assert_eq!(letta_time_text(ms), letta_time(ms), "{start} + {hour} h");
+            }
+        }
+        assert_eq!(
+            letta_time_text(WorldStart::parse("2100-03-01T13:05:09Z").unwrap().unix_ms()),
+            "2100-03-01 01:05:09 PM UTC+0000"
         );
     }
 }
