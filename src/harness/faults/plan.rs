@@ -375,6 +375,16 @@ impl Fault {
         }
     }
 
+    /// The append a `transcript_rejects` fault refuses: the event type it names (any recorded
+    /// type when it names none) and which append of that type, the first when it names none.
+    /// `None` for every other kind.
+    pub fn rejected_append(&self) -> Option<(Option<&str>, u32)> {
+        match self {
+            Fault::TranscriptRejects { event, nth } => Some((event.as_deref(), nth.unwrap_or(1))),
+            _ => None,
+        }
+    }
+
     /// The trigger of a `user_abort` fault (agent-loop); `None` for every other kind.
     pub fn user_trigger(&self) -> Option<When> {
         match self {

@@ -223,19 +223,15 @@ pub fn transcript_faults_fire(
     };
     let mut out = Vec::new();
     for fault in plan {
-        let Fault::TranscriptRejects { event, nth } = fault else {
+        let Some((event, nth)) = fault.rejected_append() else {
             continue;
         };
-        let nth = nth.unwrap_or(1);
         let report = fault.to_string();
         let mut seen = 0u32;
         for (i, e) in events.iter().enumerate() {
             match &e.obs {
                 Observation::Fault { fault } if e.host == "harness" && *fault == report => break,
-                obs if e.host == "client"
-                    && e.t_ms < heal_at_ms
-                    && recorded(event.as_deref(), obs) =>
-                {
+                obs if e.host == "client" && e.t_ms < heal_at_ms && recorded(event, obs) => {
                     seen += 1;
                     if seen == nth {
                         out.push(Violation {
@@ -243,7 +239,7 @@ pub fn transcript_faults_fire(
                             event: Some(i),
                             message: format!(
                                 "the plan's `{fault}` did not fire: the loop recorded {} number {nth} here, before the plan healed, and the store accepted it",
-                                event.as_deref().map_or("event".into(), |t| format!("`{t}` event")),
+                                event.map_or("event".into(), |t| format!("`{t}` event")),
                             ),
                         });
                         break;

@@ -323,11 +323,8 @@ impl AgentFaults for LoopPlanHooks {
     }
 
     fn transcript_rejects(&self, event_type: &str) -> bool {
-        let fired = self.fire_on_event(event_type, |f| match f {
-            Fault::TranscriptRejects { event, nth } => {
-                Some((event.as_deref(), Some(nth.unwrap_or(1))))
-            }
-            _ => None,
+        let fired = self.fire_on_event(event_type, |f| {
+            f.rejected_append().map(|(event, nth)| (event, Some(nth)))
         });
         !fired.is_empty()
     }
