@@ -94,7 +94,8 @@ pub struct RunArgs {
     /// The run seed. Every random choice (latency, ids, faults) derives from it.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Add the seed's swarm fault plan (as `sim explore --swarm` did for this seed).
+    /// Add the seed's swarm fault plan, and its start, if it drew one (as `sim explore --swarm`
+    /// did for this seed).
     #[arg(long)]
     pub swarm: bool,
     /// Add this fault to the scenario's (repeatable): a TOML inline table as in a scenario's
@@ -155,7 +156,8 @@ pub struct ExploreArgs {
     /// Run only shard K of N (1-based): the seeds with seed % N == K-1.
     #[arg(long, value_parser = parse_shard, value_name = "K/N")]
     pub shard: Option<(u64, u64)>,
-    /// Draw a fault plan per seed (which fault families are on, where faults land).
+    /// Draw a fault plan per seed (which fault families are on, where faults land); one seed
+    /// in eight also starts the world's clock just before a calendar edge (docs/faults.md).
     #[arg(long)]
     pub swarm: bool,
     /// Guided exploration (docs/explore.md "Guided"): the swarm's plans plus faults placed at

@@ -328,9 +328,10 @@ pub fn baseline(scenario: &Scenario) -> Result<Baseline, InputError> {
     clean.system().baseline(&clean)
 }
 
-/// The scenario a swarm seed runs: its explicit faults plus the seed's swarm plan.
+/// The scenario a swarm seed runs: its explicit faults plus the seed's swarm plan, and the
+/// seed's start ([`with_swarm_start`]).
 pub fn with_swarm(scenario: &Scenario, seed: u64, baseline: &Baseline) -> Scenario {
-    let mut s = scenario.clone();
+    let mut s = with_swarm_start(scenario, seed);
     s.faults
         .extend(baseline.plan(seed).into_iter().map(|mut f| {
             // The swarm draws latency faults from a fixed range; one below the
@@ -340,6 +341,18 @@ pub fn with_swarm(scenario: &Scenario, seed: u64, baseline: &Baseline) -> Scenar
             }
             Spanned::new(0..0, f)
         }));
+    s
+}
+
+/// `scenario` with the world's start a swarm seed draws (`swarm::swarm_start`), when the
+/// scenario names none: a start it names is what it is about.
+pub fn with_swarm_start(scenario: &Scenario, seed: u64) -> Scenario {
+    let mut s = scenario.clone();
+    if s.network.start.is_default()
+        && let Some(start) = super::swarm::swarm_start(seed)
+    {
+        s.network.start = start;
+    }
     s
 }
 

@@ -58,6 +58,9 @@ pub struct RunReport {
     /// Flags the reproduce command needs besides the seed (e.g. ` --swarm`).
     pub repro_flags: String,
     pub seed: u64,
+    /// The world's start, when it is not the default (a scenario's `[network] start`, or the
+    /// one a swarm seed drew).
+    pub start: Option<crate::harness::world_start::WorldStart>,
     pub faults: Vec<String>,
     pub turn_outcomes: Vec<String>,
     pub trace_text: String,
@@ -154,6 +157,9 @@ impl RunReport {
             self.scenario_name, self.scenario_path
         );
         let _ = writeln!(s, "seed      {}", self.seed);
+        if let Some(start) = self.start {
+            let _ = writeln!(s, "start     {start}");
+        }
         let _ = writeln!(
             s,
             "faults    {}",

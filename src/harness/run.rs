@@ -103,6 +103,7 @@ fn empty_report(scenario: &Scenario, seed: u64, runs: u32) -> RunReport {
         scenario_path: scenario.path.display().to_string(),
         repro_flags: scenario.repro_flags.clone(),
         seed,
+        start: (!scenario.network.start.is_default()).then_some(scenario.network.start),
         faults: scenario
             .faults
             .iter()

@@ -7,7 +7,9 @@
 //!    model calls (keeping at least one answer);
 //! 3. make fault times and indices smaller (halve, then step down by one);
 //! 4. drop cassette frames (from the end first, then any);
-//! 5. narrow the network latency range to its minimum.
+//! 5. narrow the network latency range to its minimum;
+//! 6. move the world's start back to the default (a swarm seed's drawn start, or the
+//!    scenario's own, is kept only when the failure needs it).
 //!
 //! A candidate is kept only if the same invariant still fails. The run count is bounded.
 
@@ -21,6 +23,7 @@ use super::input::InputError;
 use super::invariants::DETERMINISTIC;
 use super::run::run_scenario;
 use super::scenario::Scenario;
+use super::world_start::WorldStart;
 use crate::cassette::Cassette;
 
 /// The outcome of a shrink.
@@ -206,6 +209,13 @@ pub fn shrink(
             c.network.latency_ms[1] = c.network.latency_ms[0];
             let l = c.network.latency_ms;
             sh.try_accept(&mut best, c, format!("latency_ms = [{}, {}]", l[0], l[1]))?;
+        }
+        // 6. start
+        if !best.network.start.is_default() {
+            let mut c = best.clone();
+            c.network.start = WorldStart::default();
+            let step = format!("start = {} (the default)", c.network.start);
+            sh.try_accept(&mut best, c, step)?;
         }
 
         if sh.steps.len() == before || sh.attempts >= sh.max_attempts {

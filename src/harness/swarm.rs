@@ -12,6 +12,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::faults::{Fault, When};
 use super::world::derive_seed;
+use super::world_start::WorldStart;
 use crate::model::port::inject::StreamFault;
 
 /// A probability as an integer ratio `num / den`.
@@ -52,6 +53,40 @@ pub fn draw_plan(
         }
     }
     faults
+}
+
+/// How often a swarm seed also moves the world's start, when its scenario names none.
+pub const START_MOVED: Ratio = Ratio::new(1, 8);
+
+/// Calendar edges a run's dates can cross (RFC 3339 UTC): midnight into a morning hour, noon,
+/// 12 PM into 1 PM (the 12-hour time texts' turns), a year's end, a leap day and the day after,
+/// 2000's leap day, a 2100 February that has no 29th, the century's last second, and the
+/// second a signed 32-bit `time_t` runs out. A drawn start is an edge less up to 3 s, so a
+/// run's first seconds, and any `Retry-After` date a few seconds ahead, cross it.
+pub const CALENDAR_EDGES: [&str; 10] = [
+    "2026-03-09T01:00:00Z",
+    "2026-06-15T12:00:00Z",
+    "2026-06-15T13:00:00Z",
+    "2027-01-01T00:00:00Z",
+    "2028-02-29T00:00:00Z",
+    "2028-03-01T00:00:00Z",
+    "2000-03-01T00:00:00Z",
+    "2100-03-01T00:00:00Z",
+    "2100-01-01T00:00:00Z",
+    "2038-01-19T03:14:08Z",
+];
+
+/// The start a swarm seed moves the world to, or `None` (seven seeds in eight): drawn from its
+/// own stream, `derive_seed(seed, "swarm-start")`, so the fault plan of every seed is the same
+/// whether or not its start moves.
+pub fn swarm_start(seed: u64) -> Option<WorldStart> {
+    let mut rng = ChaCha8Rng::seed_from_u64(derive_seed(seed, "swarm-start"));
+    if !START_MOVED.draw(&mut rng) {
+        return None;
+    }
+    let edge = CALENDAR_EDGES[rng.random_range(0..CALENDAR_EDGES.len())];
+    let edge = WorldStart::parse(edge).expect("the calendar edges are instants");
+    Some(WorldStart(edge.unix_ms() - rng.random_range(1..=3000)))
 }
 
 /// The `network` family: extra latency, a partition or a hold, at a time before `horizon`;
@@ -144,5 +179,31 @@ mod tests {
         assert!(!Ratio::new(0, 5).draw(&mut rng));
         assert!(Ratio::new(5, 5).draw(&mut rng));
         assert!(!Ratio::new(1, 0).draw(&mut rng));
+    }
+
+    /// A moved start is a function of the seed, one seed in eight or so, and lands 1 ms to 3 s
+    /// before one of the edges; every edge is drawn.
+    #[test]
+    fn a_swarm_start_lands_just_before_a_calendar_edge() {
+        let edges: Vec<u64> = CALENDAR_EDGES
+            .iter()
+            .map(|e| WorldStart::parse(e).unwrap().unix_ms())
+            .collect();
+        let mut hit = vec![0; edges.len()];
+        let mut moved = 0;
+        for seed in 0..4000 {
+            let Some(start) = swarm_start(seed) else {
+                continue;
+            };
+            assert_eq!(swarm_start(seed), Some(start));
+            moved += 1;
+            let edge = edges
+                .iter()
+                .position(|e| (e - 3000..*e).contains(&start.unix_ms()))
+                .unwrap_or_else(|| panic!("seed {seed}: {start} is before no edge"));
+            hit[edge] += 1;
+        }
+        assert!((400..600).contains(&moved), "{moved} of 4000");
+        assert!(hit.iter().all(|n| *n > 0), "{hit:?}");
     }
 }

@@ -105,6 +105,56 @@ fn shrinking_keeps_the_failure_and_writes_a_standalone_scenario() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A swarm seed that moves the world's start runs, reports and shrinks from it: `sim shrink
+/// --swarm` starts where the seed ran and moves the start back to the default when the
+/// failure does not need it. A scenario that names its own start keeps it on every seed.
+#[test]
+fn a_swarm_seed_may_move_the_start_and_shrinking_moves_it_back() {
+    use loopsim::harness::explore::{baseline, with_swarm};
+    use loopsim::harness::seed::{SeedShrink, ShrinkSeedOptions, shrink_seed};
+    let path = "scenarios/planted/dangling_tool_call.toml";
+    let base = load(path);
+    let b = baseline(&base).unwrap();
+    let (seed, moved) = (0..64)
+        .map(|seed| (seed, with_swarm(&base, seed, &b)))
+        .find(|(_, s)| !s.network.start.is_default())
+        .expect("one seed in eight moves the start");
+    let report = run_scenario(&moved, seed, 1).unwrap();
+    let shown = format!("start     {}\n", moved.network.start);
+    assert!(report.render().contains(&shown), "{}", report.render());
+    let dir = std::env::temp_dir().join(format!("loopsim-shrink-start-{}", std::process::id()));
+    let options = ShrinkSeedOptions {
+        seed,
+        swarm: true,
+        invariant: Some("tool-call-resolved".into()),
+        out: Some(dir.clone()),
+        max_runs: 300,
+    };
+    let SeedShrink::Shrunk { shrunk, .. } = shrink_seed(&repo().join(path), &options).unwrap()
+    else {
+        panic!("seed {seed} fails");
+    };
+    assert!(
+        shrunk
+            .steps
+            .iter()
+            .any(|s| s == "start = 2026-01-01T00:00:00Z (the default)"),
+        "{:?}",
+        shrunk.steps
+    );
+    assert!(shrunk.scenario.network.start.is_default());
+    std::fs::remove_dir_all(&dir).ok();
+
+    let dated = load("scenarios/letta/client_retry_date_2100.toml");
+    let b = baseline(&dated).unwrap();
+    for seed in 0..64 {
+        assert_eq!(
+            with_swarm(&dated, seed, &b).network.start,
+            dated.network.start
+        );
+    }
+}
+
 #[test]
 fn shrinking_a_fault_driven_failure_keeps_the_fault_that_matters() {
     let base = load("scenarios/planted/waits_forever_on_silence.toml");
