@@ -356,6 +356,16 @@ pub fn with_swarm_start(scenario: &Scenario, seed: u64) -> Scenario {
     s
 }
 
+/// The scenario a shrink of a failing seed starts from, before its plan is written in: for a
+/// swarm seed, with the start the seed drew.
+pub fn shrink_base(scenario: &Scenario, seed: u64, swarm: bool) -> Scenario {
+    if swarm {
+        with_swarm_start(scenario, seed)
+    } else {
+        scenario.clone()
+    }
+}
+
 /// The command that reproduces one seed of a sweep.
 pub fn reproduce_command(scenario: &Scenario, seed: u64, swarm: bool) -> String {
     let flags = format!(

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::explore::{baseline, plan_of, with_swarm, with_swarm_start};
+use super::explore::{baseline, plan_of, shrink_base, with_swarm};
 use super::report::{RunReport, Verdict, exit, reproduce_command};
 use super::run::run_scenario;
 use super::scenario::{InputError, Retune, Scenario};
@@ -151,14 +151,10 @@ pub fn shrink_seed(path: &Path, options: &ShrinkSeedOptions) -> Result<SeedShrin
         )));
     }
     let base = Scenario::load(path)?;
-    let plan = plan_of(&base, seed, options.swarm)?;
-    // A swarm seed may also move the world's start: the shrunk scenario keeps it.
-    let base = if options.swarm {
-        with_swarm_start(&base, seed)
-    } else {
-        base
-    };
-    let start = with_plan(&base, plan);
+    let start = with_plan(
+        &shrink_base(&base, seed, options.swarm),
+        plan_of(&base, seed, options.swarm)?,
+    );
     let invariant = match &options.invariant {
         Some(i) => i.clone(),
         None => match first_failing_invariant(&start, seed)? {

@@ -58,11 +58,12 @@ pub fn draw_plan(
 /// How often a swarm seed also moves the world's start, when its scenario names none.
 pub const START_MOVED: Ratio = Ratio::new(1, 8);
 
-/// Calendar edges a run's dates can cross (RFC 3339 UTC): midnight into a morning hour, noon,
-/// 12 PM into 1 PM (the 12-hour time texts' turns), a year's end, a leap day and the day after,
-/// 2000's leap day, a 2100 February that has no 29th, the century's last second, and the
-/// second a signed 32-bit `time_t` runs out. A drawn start is an edge less up to 3 s, so a
-/// run's first seconds, and any `Retry-After` date a few seconds ahead, cross it.
+/// Calendar edges a run's dates can cross (RFC 3339 UTC): 12 AM into 1 AM, 11 AM into noon and
+/// 12 PM into 1 PM (the 12-hour time texts' turns), a year's end, 2028's leap day and the day
+/// after it, the day after 2000's leap day, the turn of 2100 and the day after its February,
+/// which has no 29th, and the second a signed 32-bit `time_t` runs out. A drawn start is an
+/// edge less up to 3 s, so a run's first seconds, and any `Retry-After` date a few seconds
+/// ahead, cross it.
 pub const CALENDAR_EDGES: [&str; 10] = [
     "2026-03-09T01:00:00Z",
     "2026-06-15T12:00:00Z",

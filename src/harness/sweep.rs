@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::explore::{ExploreOptions, ExploreReport, explore, plan_of, with_swarm_start};
+use super::explore::{ExploreOptions, ExploreReport, explore, plan_of, shrink_base};
 use super::report::reproduce_command;
 use super::scenario::{InputError, Retune, Scenario};
 use super::seed::shrunk_dir;
@@ -82,13 +82,7 @@ pub fn shrink_first_failures(
                 .collect(),
             _ => plan_of(&base, *seed, report.swarm)?,
         };
-        // A swarm seed may also move the world's start: the shrunk scenario keeps it.
-        let base = if report.swarm {
-            with_swarm_start(&base, *seed)
-        } else {
-            base
-        };
-        let start = with_plan(&base, plan);
+        let start = with_plan(&shrink_base(&base, *seed, report.swarm), plan);
         let shrunk = shrink(&start, *seed, &invariant, SHRINK_MAX_RUNS)?;
         let target = shrunk_dir(dir, Path::new(scenario_path), *seed, &invariant);
         let file = shrunk.write(&target)?;

@@ -67,7 +67,7 @@ pub fn dates_true(events: &[TraceEvent], start: WorldStart) -> Vec<Violation> {
 
 /// Unix milliseconds of an IMF-fixdate (`Mon, 01 Mar 2100 01:00:01 GMT`), or why it is none:
 /// not of that form, a day the calendar lacks, a weekday that is not that day's, no such time.
-pub fn imf_fixdate_unix_ms(text: &str) -> Result<u64, String> {
+fn imf_fixdate_unix_ms(text: &str) -> Result<u64, String> {
     let not_one = || "which is not an IMF-fixdate".to_string();
     let b = text.as_bytes();
     let shape = b.len() == 29
@@ -101,6 +101,11 @@ pub fn imf_fixdate_unix_ms(text: &str) -> Result<u64, String> {
         return Err(not_one());
     };
     let month_name = MONTHS[month];
+    if year < 1970 {
+        return Err(format!(
+            "a year before 1970 ({year}), which no clock in Unix time reads"
+        ));
+    }
     let Some(days) = days_since_epoch(year, month as u64 + 1, day) else {
         return Err(format!(
             "a day the calendar does not have ({day:02} {month_name} {year})"
@@ -174,6 +179,7 @@ mod tests {
                 "a time of day there is not",
             ),
             ("Mon, 01 Mar 2100 00:59:60 GMT", "a leap second"),
+            ("Wed, 31 Dec 1969 23:59:59 GMT", "a year before 1970"),
             (
                 "Mon, 01 Mar 2100 01:00:01 UTC",
                 "which is not an IMF-fixdate",
