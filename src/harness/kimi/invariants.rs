@@ -74,6 +74,9 @@ struct Run {
     interrupt_reason: Option<String>,
     /// The stop reason of the run's last `step.end`.
     last_finish: Option<String>,
+    /// The sum of the four usage fields of the run's last `step.end`, when it is not 0: what
+    /// the context's token count becomes (kimi-loop.md §8.3; a 0 sum makes it an estimate).
+    last_step_total: Option<u64>,
     /// Any loop event (including its `turn.interrupted`) belongs to this run.
     active: bool,
 }
@@ -86,6 +89,8 @@ struct Turn {
     /// The reason of the simulated user's abort of this turn (`user` or `signal`), once one
     /// fired: the turn's signal carries it from then on.
     abort: Option<String>,
+    /// The host compacted in this turn, which sets the token count to an estimate.
+    compacted: bool,
 }
 
 impl Turn {
@@ -98,6 +103,7 @@ impl Turn {
             },
             previous: None,
             abort: None,
+            compacted: false,
         }
     }
 
@@ -180,17 +186,34 @@ impl Turn {
                     "turn {tn}: the host had to close tool call {tool_call_id}, left without a result by a run that was not interrupted"
                 )]
             }
-            Observation::LoopTurnResult { usage, .. } => {
+            Observation::LoopCompaction { .. } => {
+                self.compacted = true;
+                Vec::new()
+            }
+            Observation::LoopTurnResult {
+                usage,
+                context_tokens,
+                ..
+            } => {
                 let run = self.result_run();
+                let mut out = Vec::new();
                 if run.returned != *usage {
-                    vec![format!(
+                    out.push(format!(
                         "turn {tn}: runTurn reported usage {} but the responses its run returned sum to {}",
                         usage_text(usage),
                         usage_text(&run.returned)
-                    )]
-                } else {
-                    Vec::new()
+                    ));
                 }
+                // A compaction's estimate is not judged: the trace reports compactions when the
+                // turn ends, so it cannot say whether one came after the run's last step.
+                if let Some(total) = run.last_step_total.filter(|_| !self.compacted)
+                    && *context_tokens != total
+                {
+                    out.push(format!(
+                        "turn {tn}: the context counts {context_tokens} tokens at the turn's end, but its last step.end reported usage summing to {total} (kimi-loop.md §8.3: the count is the sum of all four fields)"
+                    ));
+                }
+                out
             }
             Observation::TurnEnd { outcome, .. } => self.turn_end(outcome),
             _ => Vec::new(),
@@ -309,6 +332,9 @@ impl Turn {
             )];
         };
         self.run.last_finish = Some(reported.finish_reason.to_string());
+        let total =
+            usage.input_other + usage.output + usage.input_cache_read + usage.input_cache_creation;
+        self.run.last_step_total = (total > 0).then_some(total);
         let mut out = Vec::new();
         if open.step != step || open.uuid != uuid {
             out.push(format!(

@@ -473,12 +473,15 @@ pub enum Observation {
         turn: u32,
         difference: String,
     },
-    /// What `runTurn` returned for the turn (absent when it threw).
+    /// What `runTurn` returned for the turn (absent when it threw), and the host context's
+    /// token count once the turn ended (kimi-loop.md §8.3: the last `step.end`'s usage, or an
+    /// estimate), the fill a status line shows.
     LoopTurnResult {
         turn: u32,
         stop_reason: String,
         steps: u32,
         usage: TokenUsage,
+        context_tokens: u64,
     },
 }
 

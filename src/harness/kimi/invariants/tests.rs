@@ -91,12 +91,19 @@ fn turn_end(outcome: &str) -> TraceEvent {
     })
 }
 
+/// `runTurn`'s result, with the context counting what a one-step run's `step.end` reported.
 fn turn_result(u: TokenUsage) -> TraceEvent {
+    let tokens = u.input_other + u.output + u.input_cache_read + u.input_cache_creation;
+    turn_result_counting(u, tokens)
+}
+
+fn turn_result_counting(u: TokenUsage, context_tokens: u64) -> TraceEvent {
     ev(Observation::LoopTurnResult {
         turn: 1,
         stop_reason: "end_turn".into(),
         steps: 1,
         usage: u,
+        context_tokens,
     })
 }
 
@@ -195,7 +202,55 @@ fn each_envelope_rule_has_its_message() {
             "turn 1: step.end of step 2 reports usage in=99 out=2 cache_read=0 cache_creation=0 but its response returned in=10 out=2 cache_read=0 cache_creation=0",
             "turn 1: the host had to close tool call a, left without a result by a run that was not interrupted",
             "turn 1: runTurn reported usage in=11 out=2 cache_read=0 cache_creation=0 but the responses its run returned sum to in=10 out=2 cache_read=0 cache_creation=0",
+            "turn 1: the context counts 13 tokens at the turn's end, but its last step.end reported usage summing to 101 (kimi-loop.md §8.3: the count is the sum of all four fields)",
         ]
+    );
+}
+
+/// The context's token count at a turn's end is the last `step.end`'s four usage fields
+/// summed (kimi-loop.md §8.3); a step that reported none, or a compaction, makes it an estimate
+/// the oracle does not judge.
+#[test]
+fn the_context_counts_the_last_step_ends_usage() {
+    let cached = TokenUsage {
+        input_other: 1200,
+        output: 180,
+        input_cache_read: 800,
+        input_cache_creation: 20,
+    };
+    let turn = |u: TokenUsage, tokens: u64, extra: Option<TraceEvent>| {
+        let mut trace = vec![
+            turn_start(),
+            begin(1),
+            ret_calls(u, 1),
+            call("a"),
+            result("a"),
+            end(1, u),
+        ];
+        trace.extend(extra);
+        trace.push(turn_result_counting(u, tokens));
+        trace.push(turn_end("completed: end_turn"));
+        trace
+    };
+    assert_eq!(
+        messages(loop_envelope(&turn(cached, 2200, None))),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        messages(loop_envelope(&turn(cached, 1380, None))),
+        [
+            "turn 1: the context counts 1380 tokens at the turn's end, but its last step.end reported usage summing to 2200 (kimi-loop.md §8.3: the count is the sum of all four fields)"
+        ]
+    );
+    let estimated = usage(0, 0);
+    assert_eq!(
+        messages(loop_envelope(&turn(estimated, 41, None))),
+        Vec::<String>::new()
+    );
+    let compaction = ev(Observation::LoopCompaction { removed_count: 3 });
+    assert_eq!(
+        messages(loop_envelope(&turn(cached, 41, Some(compaction)))),
+        Vec::<String>::new()
     );
 }
 
@@ -369,6 +424,42 @@ fn transcript_resumes_fails_on_a_host_that_compacts_unrecorded() {
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(
         found[0].starts_with("transcript-resumes: turn 2: a session resumed from the host's wire.jsonl would hold another context: message 0 differs: live ContextMessage"),
+        "{found:?}"
+    );
+    assert_eq!(
+        planted
+            .outcomes
+            .as_ref()
+            .map(|o| o.iter().map(ToString::to_string).collect::<Vec<_>>()),
+        faithful
+            .outcomes
+            .as_ref()
+            .map(|o| o.iter().map(ToString::to_string).collect::<Vec<_>>()),
+        "the turns end the same"
+    );
+}
+
+/// `LoopBugs::context_count_without_cache` sums a `step.end`'s input and output only. Every
+/// turn of `parallel_conflicts.toml` reads part of its prompt from the cache, so each ends
+/// with the context counting fewer tokens than its last step reported, while every turn ends as
+/// the faithful loop's do: nothing but the count the status line shows is wrong.
+#[test]
+fn loop_envelope_fails_on_a_context_that_counts_without_cache() {
+    use crate::harness::kimi::test_events::bundled;
+    use crate::harness::kimi::world::{run_once, run_once_planted};
+    let s = bundled("parallel_conflicts.toml");
+    let faithful = run_once(&s, 1).unwrap();
+    assert_eq!(
+        messages(loop_envelope(&faithful.trace)),
+        Vec::<String>::new()
+    );
+    let planted = run_once_planted(&s, 1, |b| b.context_count_without_cache = true).unwrap();
+    let found = messages(loop_envelope(&planted.trace));
+    println!("{}", found.join("\n"));
+    assert!(!found.is_empty());
+    assert!(
+        found.iter().all(|m| m.contains("the context counts")
+            && m.contains("(kimi-loop.md §8.3: the count is the sum of all four fields)")),
         "{found:?}"
     );
     assert_eq!(

@@ -435,6 +435,7 @@ async fn drive_turns<E: Env>(
                 stop_reason: name_of(&result.stop_reason),
                 steps: result.steps,
                 usage: result.usage,
+                context_tokens: host.context().token_count(),
             });
         }
         let outcome = LoopTurnOutcome {

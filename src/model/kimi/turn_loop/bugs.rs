@@ -53,4 +53,9 @@ pub struct LoopBugs {
     /// append the store rejects goes through and the batch carries on. Caught by the harness
     /// invariant `client-faults-fire` (agent loop).
     pub store_unconsulted: bool,
+    /// Breaks kimi-loop.md §8.3 `step.end` ("Set the context token count to the sum of all
+    /// four usage fields"): the count adds input and output only, so a prompt served from the
+    /// cache leaves the context looking emptier than it is, the fill a status line shows and a
+    /// compaction threshold reads. Caught by the harness invariant `loop-envelope`.
+    pub context_count_without_cache: bool,
 }

@@ -121,12 +121,24 @@ pub struct ContextMemory {
     pending: Vec<String>,
     deferred: Vec<ContextMessage>,
     token_count: u64,
+    /// Planted (`LoopBugs::context_count_without_cache`): `step.end` counts input and output
+    /// only.
+    count_without_cache: bool,
 }
 
 impl ContextMemory {
     /// An empty context.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty context whose `step.end` leaves cache reads and creations out of the token
+    /// count (the planted `LoopBugs::context_count_without_cache`).
+    pub fn counting_without_cache() -> Self {
+        Self {
+            count_without_cache: true,
+            ..Self::default()
+        }
     }
 
     /// The history.
@@ -139,7 +151,8 @@ impl ContextMemory {
         &self.pending
     }
 
-    /// The context token count: the last `step.end` usage, or an estimate.
+    /// The context token count: the last `step.end` usage, or an estimate (kimi-loop.md §8.3).
+    /// What a status line shows as the context's fill.
     pub fn token_count(&self) -> u64 {
         self.token_count
     }
@@ -207,7 +220,11 @@ impl ContextMemory {
             LoopRecordedEvent::ToolResult(result) => self.apply_result(result),
             LoopRecordedEvent::StepEnd(end) => {
                 self.open_steps.remove(&end.uuid);
-                let total = end.usage.grand_total();
+                let total = if self.count_without_cache {
+                    end.usage.input_other + end.usage.output
+                } else {
+                    end.usage.grand_total()
+                };
                 // Choice: with no usage the count becomes an estimate of the whole history
                 // (the reference adds an estimate of the uncovered messages only).
                 self.token_count = if total > 0 {

@@ -281,7 +281,11 @@ impl Host {
     /// A host with an empty context.
     pub fn new(parts: HostParts) -> Self {
         let state = Arc::new(HostState {
-            context: Mutex::new(ContextMemory::new()),
+            context: Mutex::new(if parts.bugs.context_count_without_cache {
+                ContextMemory::counting_without_cache()
+            } else {
+                ContextMemory::new()
+            }),
             wire: Mutex::new(WireLog::new()),
             clock: Arc::clone(&parts.clock),
             store: if parts.bugs.store_unconsulted {
