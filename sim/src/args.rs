@@ -130,6 +130,11 @@ pub struct RunArgs {
     /// (docs/findings.md). The reproduce command carries it.
     #[arg(long, value_enum, value_name = "NAME")]
     pub client_profile: Option<ClientProfileArg>,
+    /// Start the world's clock at this instant instead of the scenario's [network] start: an
+    /// RFC 3339 UTC instant such as 2099-12-31T23:59:58.500Z (docs/scenario.md). A `sim explore
+    /// --guided` failure whose seed moved the start gives it this way.
+    #[arg(long, value_name = "INSTANT", value_parser = parse_start)]
+    pub start: Option<loopsim::harness::world_start::WorldStart>,
     /// Also write the run as one self-contained HTML page: a sequence diagram with the faults
     /// and the event each failing invariant tripped on (docs/trace.md).
     #[arg(long, value_name = "FILE")]
@@ -535,6 +540,10 @@ pub struct ReplayArgs {
 }
 
 /// Reads one `sim run --plan` fault.
+fn parse_start(s: &str) -> Result<loopsim::harness::world_start::WorldStart, String> {
+    loopsim::harness::world_start::WorldStart::parse(s)
+}
+
 fn parse_plan_fault(s: &str) -> Result<loopsim::harness::faults::Fault, String> {
     loopsim::harness::guidance::parse_plan_fault(s)
 }

@@ -356,10 +356,22 @@ pub fn with_swarm_start(scenario: &Scenario, seed: u64) -> Scenario {
     s
 }
 
+/// A guided seed's scenario before its plan: the start the seed draws as a swarm seed would
+/// ([`with_swarm_start`]), named in the reproduce command (`--start`), since a guided run is
+/// reproduced from its plan and not from its seed's draws.
+pub fn with_guided_start(scenario: &Scenario, seed: u64) -> Scenario {
+    let moved = with_swarm_start(scenario, seed);
+    if moved.network.start == scenario.network.start {
+        return moved;
+    }
+    let start = moved.network.start;
+    moved.with_start(Some(start))
+}
+
 /// The scenario a shrink of a failing seed starts from, before its plan is written in: for a
-/// swarm seed, with the start the seed drew.
-pub fn shrink_base(scenario: &Scenario, seed: u64, swarm: bool) -> Scenario {
-    if swarm {
+/// swarm or guided seed, with the start the seed drew.
+pub fn shrink_base(scenario: &Scenario, seed: u64, drawn_start: bool) -> Scenario {
+    if drawn_start {
         with_swarm_start(scenario, seed)
     } else {
         scenario.clone()
@@ -509,7 +521,7 @@ impl SeedResult {
                     .map(|f| f.get_ref().clone())
                     .chain(plan.iter().cloned())
                     .collect(),
-                planned_reproduce_command(base, seed, plan),
+                planned_reproduce_command(&with_guided_start(base, seed), seed, plan),
             ),
             None => (
                 plan_of(base, seed, swarm).unwrap_or_default(),
@@ -557,11 +569,11 @@ fn run_planned_seed(
     plan: &[Fault],
     options: &ExploreOptions,
 ) -> Result<SeedResult, InputError> {
-    let mut scenario = base.clone();
+    let mut scenario = with_guided_start(base, seed);
+    let reproduce = planned_reproduce_command(&scenario, seed, plan);
     scenario
         .faults
         .extend(plan.iter().cloned().map(|f| Spanned::new(0..0, f)));
-    let reproduce = planned_reproduce_command(base, seed, plan);
     run_seed_of(base, &scenario, seed, options, reproduce, Some(plan))
 }
 

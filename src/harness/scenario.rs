@@ -245,6 +245,8 @@ pub struct Retune {
     pub latency_scale: Option<u64>,
     /// The Letta client profile instead of `[scenario] client_profile` (`--client-profile`).
     pub client_profile: Option<&'static str>,
+    /// The world's start instead of `[network] start` (`--start`).
+    pub start: Option<WorldStart>,
 }
 
 impl Scenario {
@@ -275,6 +277,18 @@ impl Scenario {
         self.with_tick(r.tick_ms)
             .with_latency_scale(r.latency_scale)
             .with_client_profile(r.client_profile)
+            .with_start(r.start)
+    }
+
+    /// The scenario with its world started at `start` (`--start`), whatever its
+    /// `[network] start` says: how a guided run whose seed moved the start is reproduced. The
+    /// reproduce command carries the flag.
+    pub fn with_start(mut self, start: Option<WorldStart>) -> Scenario {
+        if let Some(start) = start {
+            self.network.start = start;
+            self.repro_flags.push_str(&format!(" --start {start}"));
+        }
+        self
     }
 
     /// A Letta scenario run with another client profile (`--client-profile`): the same

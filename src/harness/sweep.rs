@@ -82,7 +82,10 @@ pub fn shrink_first_failures(
                 .collect(),
             _ => plan_of(&base, *seed, report.swarm)?,
         };
-        let start = with_plan(&shrink_base(&base, *seed, report.swarm), plan);
+        let start = with_plan(
+            &shrink_base(&base, *seed, report.swarm || report.guided),
+            plan,
+        );
         let shrunk = shrink(&start, *seed, &invariant, SHRINK_MAX_RUNS)?;
         let target = shrunk_dir(dir, Path::new(scenario_path), *seed, &invariant);
         let file = shrunk.write(&target)?;

@@ -155,6 +155,56 @@ fn a_swarm_seed_may_move_the_start_and_shrinking_moves_it_back() {
     }
 }
 
+/// A guided seed moves the world's start as the same swarm seed does, and its reproduce
+/// command names the start (`--start`), since a guided run is reproduced from its plan: that
+/// command runs from the start the failure ran from and gives its trace again.
+#[test]
+fn a_guided_seed_moves_the_start_and_its_reproduce_command_names_it() {
+    use loopsim::harness::scenario::Retune;
+    use loopsim::harness::seed::run_planned;
+    use loopsim::harness::swarm::swarm_start;
+    let path = "scenarios/planted/dangling_tool_call.toml";
+    let report = explore_in_process(&[load(path)], &guided(0..16, 2), &|_, _| {}).unwrap();
+    let moved: Vec<_> = report
+        .failures
+        .iter()
+        .filter_map(|f| swarm_start(f.seed).map(|start| (f, start)))
+        .collect();
+    assert!(!moved.is_empty(), "some seed of 0..16 moves the start");
+    for f in &report.failures {
+        match swarm_start(f.seed) {
+            Some(start) => assert!(
+                f.reproduce.contains(&format!(" --start {start}")),
+                "{}",
+                f.reproduce
+            ),
+            None => assert!(!f.reproduce.contains("--start"), "{}", f.reproduce),
+        }
+    }
+    let (failure, start) = moved[0];
+    let run = |start| {
+        let retune = Retune {
+            start,
+            ..Retune::default()
+        };
+        run_planned(
+            &repo().join(path),
+            failure.seed,
+            false,
+            &failure.faults,
+            &retune,
+            1,
+        )
+        .unwrap()
+    };
+    let again = run(Some(start));
+    assert_eq!(again.trace_hash, failure.trace_hash);
+    let shown = format!("start     {start}\n");
+    assert!(again.render().contains(&shown), "{}", again.render());
+    let r = run(None).render();
+    assert!(!r.contains("\nstart     "), "{r}");
+}
+
 #[test]
 fn shrinking_a_fault_driven_failure_keeps_the_fault_that_matters() {
     let base = load("scenarios/planted/waits_forever_on_silence.toml");

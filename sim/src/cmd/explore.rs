@@ -135,6 +135,7 @@ fn retune(a: &ExploreArgs) -> Retune {
         tick_ms: a.tick_ms,
         latency_scale: a.latency_scale,
         client_profile: a.client_profile.map(|p| p.name()),
+        start: None,
     }
 }
 

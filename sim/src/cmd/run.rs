@@ -26,6 +26,7 @@ pub fn run(a: RunArgs) -> CmdResult {
             tick_ms: a.tick_ms,
             latency_scale: a.latency_scale,
             client_profile: a.client_profile.map(|p| p.name()),
+            start: a.start,
         },
         runs,
     )?;
