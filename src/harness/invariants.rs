@@ -84,11 +84,14 @@ pub const REQUESTS_ROUTED: &str = "requests-routed";
 pub const CHUNKS_NAMED: &str = "chunks-named";
 /// Every HTTP date the Letta server writes names the instant it means on the world's clock.
 pub const DATES_TRUE: &str = "dates-true";
+/// Every `X-Letta-Response-State` header the Letta client sends names, in unpadded base64url
+/// JSON, the response id of a `response_state` chunk the server sent since its previous request.
+pub const RESPONSE_STATE_REUSED: &str = "response-state-reused";
 /// Agent loop: a session resumed from the host's record log holds the context the host held.
 pub const TRANSCRIPT_RESUMES: &str = "transcript-resumes";
 
 /// Every invariant id `sim run` knows (a scenario's `[[expect]]` table names one of these).
-pub const ALL: [&str; 28] = [
+pub const ALL: [&str; 29] = [
     TOOL_CALL_RESOLVED,
     TURN_TERMINATES,
     LOOP_ENVELOPE,
@@ -114,6 +117,7 @@ pub const ALL: [&str; 28] = [
     REQUESTS_ROUTED,
     CHUNKS_NAMED,
     DATES_TRUE,
+    RESPONSE_STATE_REUSED,
     TRANSCRIPT_RESUMES,
     LOCK_SAFETY,
     DETERMINISTIC,

@@ -381,3 +381,65 @@ fn flow7_resume_failing_until_the_budget_is_spent() {
         run.stdout
     );
 }
+
+/// Response-state reuse (letta-protocol.md §10.1): the server offers a response before it stops
+/// the run at requires_approval; the CLI, its Bash call auto-approved, names it in the
+/// continuation's `X-Letta-Response-State`, and that header, as the server received it, passes
+/// `response-state-reused`, the oracle the sweeps hold the client model to.
+#[test]
+fn the_cli_names_the_offered_response_in_its_approval_continuation() {
+    use loopsim::harness::letta::response_state::response_state_reused;
+    use loopsim::harness::trace::TraceEvent;
+    use loopsim::model::port::observe::Observation;
+    let Some(cli) = setup() else { return };
+    let served = Served::start("tests/interop/response_state.toml", "response-state", 1);
+    let run = run_cli(
+        &cli,
+        &served,
+        &["-p", PROMPT, "-m", MODEL, "--output-format", "stream-json"],
+        |_| {},
+    );
+    assert_success(&run, 2);
+    assert_bash_round_trip(&run, &served);
+    // The two events, read back off the trace lines `sim serve` wrote.
+    let trace = std::fs::read_to_string(served.dir.join("trace.txt")).unwrap();
+    let field = |line: &str, key: &str| -> String {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("no {key} in {line}"))
+            .trim_matches('"')
+            .to_string()
+    };
+    let events: Vec<TraceEvent> = trace
+        .lines()
+        .filter_map(|line| {
+            let obs = match line.split_whitespace().nth(2)? {
+                "server_response_state" => Observation::ServerResponseState {
+                    run_id: field(line, "run_id"),
+                    response_id: field(line, "response_id"),
+                },
+                "server_response_state_header" => Observation::ServerResponseStateHeader {
+                    method: field(line, "method"),
+                    path: field(line, "path"),
+                    header: field(line, "header"),
+                },
+                _ => return None,
+            };
+            Some(TraceEvent {
+                t_ms: 0,
+                host: "server".into(),
+                obs,
+            })
+        })
+        .collect();
+    assert_eq!(events.len(), 2, "one offer, one header:\n{trace}");
+    assert!(
+        matches!(events[1].obs, Observation::ServerResponseStateHeader { .. }),
+        "the header follows the offer:\n{trace}"
+    );
+    let found: Vec<String> = response_state_reused(&events)
+        .into_iter()
+        .map(|v| v.message)
+        .collect();
+    assert_eq!(found, Vec::<String>::new());
+}

@@ -8,7 +8,7 @@ use loopsim::harness::invariants::{
     ANSWERS_TYPED, APPROVAL_ATTRIBUTION, APPROVAL_CONFLICT_RECOVERED, ARGS_INTACT,
     BUDGET_RESPECTED, CHUNKS_NAMED, CLIENT_FAULTS_FIRE, ENDS_AS_DECLARED, LOCK_SAFETY,
     NO_DOUBLE_EXECUTION, OTIDS_FRESH, PENDING_DENIED_AT_START, RECOVERY_COMPLETES, REQUESTS_ROUTED,
-    RESULTS_ORDERED, STOP_REASON_CONSISTENT, STREAM_GAPLESS,
+    RESPONSE_STATE_REUSED, RESULTS_ORDERED, STOP_REASON_CONSISTENT, STREAM_GAPLESS,
 };
 use loopsim::harness::report::{RunReport, Verdict, exit};
 use loopsim::harness::scenario::{Planted, Scenario};
@@ -241,6 +241,27 @@ fn otids_fresh_fails_when_the_approval_pending_rebuild_keeps_an_otid() {
     s.planted.client_keeps_otids_on_rebuild = false;
     let ok = run(&s, 1, 2);
     assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
+}
+
+/// A padded standard-base64 header (Node's `"base64"`) fails `response-state-reused` and
+/// nothing else: the turn ends as the faithful client's does.
+#[test]
+fn response_state_reused_fails_when_the_client_pads_its_header() {
+    let r = planted("client_response_state_padded.toml");
+    assert_breaks(
+        &r,
+        RESPONSE_STATE_REUSED,
+        "but it is not unpadded base64url: '=' at character 150 is not in A-Z a-z 0-9 - _",
+    );
+    assert_eq!(r.turn_outcomes, ["stopped: end_turn"]);
+    let mut s = load(repo().join("scenarios/planted/client_response_state_padded.toml"));
+    s.planted.client_response_state_padded = false;
+    let ok = run(&s, 1, 2);
+    assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
+    assert!(
+        ok.trace_text.contains("server_response_state_header"),
+        "the continuation carries the header"
+    );
 }
 
 #[test]

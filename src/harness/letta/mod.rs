@@ -17,6 +17,7 @@ pub mod otids_fresh;
 pub mod pending_at_start;
 pub mod probe;
 pub mod recovery_completes;
+pub mod response_state;
 pub mod run;
 pub mod scenario;
 pub mod sdk_retries;

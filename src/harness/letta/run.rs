@@ -7,7 +7,8 @@ use crate::harness::faults::Fault;
 use crate::harness::invariants::{
     ANSWERS_TYPED, APPROVAL_CONFLICT_RECOVERED, CHUNKS_NAMED, CLIENT_FAULTS_FIRE, COMPACTION_SAFE,
     DATES_TRUE, DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, PENDING_DENIED_AT_START,
-    REQUESTS_ROUTED, STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED, Violation, history_valid,
+    REQUESTS_ROUTED, RESPONSE_STATE_REUSED, STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED,
+    Violation, history_valid,
 };
 use crate::harness::letta::client_faults_fire::{client_faults_fire, scripts_chunk_faults};
 use crate::harness::letta::client_invariants::client_invariants;
@@ -19,6 +20,7 @@ use crate::harness::letta::invariants::{
     requests_routed, stream_stays_in_conversation, tool_call_resolved,
 };
 use crate::harness::letta::pending_at_start::pending_denied_at_start;
+use crate::harness::letta::response_state::response_state_reused;
 use crate::harness::letta::{findings, world};
 use crate::harness::report::Expectations;
 use crate::harness::scenario::{InputError, Scenario};
@@ -68,6 +70,7 @@ pub fn invariants(
         (REQUESTS_ROUTED, requests_routed(trace)),
         (CHUNKS_NAMED, chunks_named(trace)),
         (DATES_TRUE, dates_true(trace, scenario.network.start)),
+        (RESPONSE_STATE_REUSED, response_state_reused(trace)),
     ];
     let crashes_server = scenario
         .faults

@@ -216,6 +216,10 @@ pub struct ServerSection {
     /// with "Provider stream timed out" (simulated ms).
     #[serde(default = "default_provider_idle_timeout_ms")]
     pub provider_idle_timeout_ms: u64,
+    /// Send a `response_state` chunk before each `requires_approval` stop, so the client's
+    /// response-state reuse runs (letta-protocol.md §10.1; Letta 0.16.8 sends none).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub response_state: bool,
 }
 
 fn default_server_profile() -> Spanned<String> {
@@ -234,6 +238,7 @@ impl Default for ServerSection {
             profile: default_server_profile(),
             approval_conflict: default_approval_conflict(),
             provider_idle_timeout_ms: default_provider_idle_timeout_ms(),
+            response_state: false,
         }
     }
 }

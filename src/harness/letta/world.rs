@@ -213,6 +213,7 @@ pub fn server_parts(
         profile,
         keepalive_interval: server::KEEPALIVE_INTERVAL,
         approval_conflict: scenario.approval_conflict()?,
+        response_state: scenario.server.response_state,
         bugs: ServerBugs {
             accept_message_while_pending: p.server_accepts_message_while_pending,
             ignore_request_token: p.server_ignores_request_token,
@@ -546,6 +547,7 @@ fn client_bugs(scenario: &Scenario) -> ClientBugs {
         skip_startup_check: pl.client_skips_startup_check,
         ignores_chunk_faults: pl.client_ignores_chunk_faults,
         keeps_otids_on_rebuild: pl.client_keeps_otids_on_rebuild,
+        response_state_padded: pl.client_response_state_padded,
         results_in_completion_order: pl.client_results_in_completion_order,
         no_resource_locks: pl.client_no_resource_locks,
         otids_repeat_per_process: pl.client_otids_repeat_per_process,

@@ -17,7 +17,7 @@ use super::serve::Request;
 use crate::harness::faults::Fault;
 use crate::harness::invariants::{
     APPROVAL_ATTRIBUTION, BUDGET_RESPECTED, COMPACTION_SAFE, HISTORY_VALID, NO_DOUBLE_EXECUTION,
-    ONE_RUN_PER_REQUEST, OTIDS_FRESH, REQUESTS_ROUTED, RESULTS_ORDERED,
+    ONE_RUN_PER_REQUEST, OTIDS_FRESH, REQUESTS_ROUTED, RESPONSE_STATE_REUSED, RESULTS_ORDERED,
     STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED, TURN_TERMINATES, Violation, history_valid,
 };
 use crate::harness::letta::client_invariants::{
@@ -29,6 +29,7 @@ use crate::harness::letta::invariants::{
     tool_call_resolved,
 };
 use crate::harness::letta::otids_fresh::otids_fresh;
+use crate::harness::letta::response_state::response_state_reused;
 use crate::harness::trace::TraceEvent;
 use crate::harness::world_start::WorldStart;
 use crate::model::letta::client::policy as p;
@@ -47,7 +48,7 @@ pub const TOLERANCE_MS: u64 = 250;
 pub const EFFECTS_FILE: &str = "sim-effects.log";
 
 /// The invariants a real-client run is judged by, in report order.
-pub const CHECKED: [&str; 13] = [
+pub const CHECKED: [&str; 14] = [
     TOOL_CALL_RESOLVED,
     ONE_RUN_PER_REQUEST,
     HISTORY_VALID,
@@ -58,6 +59,7 @@ pub const CHECKED: [&str; 13] = [
     RESULTS_ORDERED,
     APPROVAL_ATTRIBUTION,
     OTIDS_FRESH,
+    RESPONSE_STATE_REUSED,
     BUDGET_RESPECTED,
     TURN_TERMINATES,
     CLI_RESULT,
@@ -123,6 +125,10 @@ pub fn judge(ev: &Evidence<'_>) -> Vec<(&'static str, Vec<Finding>)> {
             on_trace(approval_attribution(&client), &client),
         ),
         (OTIDS_FRESH, on_trace(otids_fresh(&client), &client)),
+        (
+            RESPONSE_STATE_REUSED,
+            on_trace(response_state_reused(trace), trace),
+        ),
         (BUDGET_RESPECTED, budget(ev)),
         (TURN_TERMINATES, terminates(ev)),
         (CLI_RESULT, cli_result(ev)),

@@ -259,6 +259,8 @@ pub fn run_world(requests: &[ReplayRequest], setup: &ServerSetup) -> WorldOutput
         profile: setup.profile,
         keepalive_interval: setup.keepalive,
         approval_conflict: setup.approval_conflict,
+        // No recorded server sends a `response_state` chunk (letta-protocol.md §10.1).
+        response_state: false,
         bugs: setup.bugs.clone(),
         hooks: Arc::new(NoHooks),
         request_log: None,

@@ -66,6 +66,10 @@ pub struct Planted {
     /// otids-fresh).
     #[serde(default)]
     pub client_keeps_otids_on_rebuild: bool,
+    /// The `X-Letta-Response-State` header is padded standard base64, not base64url (breaks
+    /// response-state-reused).
+    #[serde(default)]
+    pub client_response_state_padded: bool,
     // ---- agent loop ------------------------------------------------------------------------
     /// The loop records tool results in completion order, not provider order (breaks
     /// loop-envelope).
@@ -228,6 +232,10 @@ impl Planted {
             ),
             (self.client_ignores_chunk_faults, inv::CLIENT_FAULTS_FIRE),
             (self.client_keeps_otids_on_rebuild, inv::OTIDS_FRESH),
+            (
+                self.client_response_state_padded,
+                inv::RESPONSE_STATE_REUSED,
+            ),
         ] {
             if on && !v.contains(&id) {
                 v.push(id);

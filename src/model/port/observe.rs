@@ -203,6 +203,19 @@ pub enum Observation {
         path: String,
         status: u16,
     },
+    /// The server sent a `response_state` chunk (letta-protocol.md §10.1) in run `run_id`: the
+    /// response id a client may name, once, in its next approval continuation.
+    ServerResponseState {
+        run_id: String,
+        response_id: String,
+    },
+    /// A request reached the server with an `X-Letta-Response-State` header (§10.1), `header`
+    /// as it arrived. Recorded only then.
+    ServerResponseStateHeader {
+        method: String,
+        path: String,
+        header: String,
+    },
     /// The server put `Retry-After: header` on an error answer, asking for a wait of `wait_ms`.
     /// An HTTP date has whole seconds, so a client reading it later reads up to a second, plus
     /// the answer's transit, less (`dated`).
@@ -541,7 +554,7 @@ impl Serialize for AccessList {
 
 impl Observation {
     /// Every name [`Observation::name`] can return, one per variant, in declaration order.
-    pub const NAMES: [&'static str; 60] = [
+    pub const NAMES: [&'static str; 62] = [
         "turn_start",
         "client_send",
         "client_response",
@@ -565,6 +578,8 @@ impl Observation {
         "tool_aborted",
         "server_request",
         "server_unrouted",
+        "server_response_state",
+        "server_response_state_header",
         "server_retry_after",
         "run_started",
         "chunk_recorded",

@@ -154,6 +154,9 @@ pub struct ClientBugs {
     /// Breaks `otids-fresh`: the approval-pending rebuild keeps the otids of the items it
     /// resends instead of drawing fresh ones (letta-protocol.md §3.11).
     pub keeps_otids_on_rebuild: bool,
+    /// Breaks `response-state-reused`: the `X-Letta-Response-State` header is standard base64
+    /// with padding (Node's `"base64"`), not the unpadded base64url of letta-protocol.md §10.1.
+    pub response_state_padded: bool,
 }
 
 /// When a scripted interrupt fires (letta-protocol.md §9).
@@ -448,6 +451,7 @@ pub fn over_http<E: Env>(
 
 impl<B: Backend> Client<B> {
     pub fn new(config: ClientConfig, io: ClientIo<B>) -> Self {
+        let padded = config.bugs.response_state_padded;
         let restarts = io.progress.lock().unwrap().restarts;
         // A restarted process draws fresh otids: its PRNG seed mixes in the restart count.
         let rng = ChaCha8Rng::seed_from_u64(
@@ -469,7 +473,7 @@ impl<B: Backend> Client<B> {
             human,
             interrupt: Interrupt::default(),
             generation: 0,
-            response_state: ResponseStateCache::default(),
+            response_state: ResponseStateCache::new(padded),
             stale_at_startup: Vec::new(),
             open_dialog: Vec::new(),
             queued: None,

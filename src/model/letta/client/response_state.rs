@@ -16,6 +16,8 @@ pub const APPROVAL_BOUNDARY: &str = "approval_boundary";
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ResponseStateCache {
     ids: IndexMap<String, String>,
+    /// Planted (`ClientBugs::response_state_padded`): the header is padded standard base64.
+    padded: bool,
 }
 
 /// The scope key of a conversation and agent.
@@ -27,6 +29,14 @@ pub fn scope_key(conversation_id: &str, agent_id: Option<&str>) -> String {
 }
 
 impl ResponseStateCache {
+    /// An empty cache; `padded` is the planted `ClientBugs::response_state_padded`.
+    pub fn new(padded: bool) -> Self {
+        Self {
+            padded,
+            ..Self::default()
+        }
+    }
+
     /// Caches the response id of a `response_state` chunk, if it qualifies.
     pub fn observe(&mut self, scope: &str, chunk: &LettaChunk) {
         if let LettaChunk::ResponseState(m) = chunk {
@@ -49,7 +59,14 @@ impl ResponseStateCache {
         reuse_allowed: bool,
     ) -> Option<String> {
         let id = self.ids.shift_remove(scope)?;
-        (approval_only && reuse_allowed).then(|| header_value(&id))
+        (approval_only && reuse_allowed).then(|| {
+            let value = header_value(&id);
+            if self.padded {
+                padded_standard(&value)
+            } else {
+                value
+            }
+        })
     }
 
     pub fn cached(&self, scope: &str) -> Option<&str> {
@@ -61,6 +78,22 @@ impl ResponseStateCache {
 pub fn header_value(previous_response_id: &str) -> String {
     let j = json!({"v": 1, "cache_scope": APPROVAL_BOUNDARY, "previous_response_id": previous_response_id});
     base64url(j.to_string().as_bytes())
+}
+
+/// Base64url text as standard base64 with padding (RFC 4648 §4): the planted defect's header.
+fn padded_standard(base64url: &str) -> String {
+    let mut out: String = base64url
+        .chars()
+        .map(|c| match c {
+            '-' => '+',
+            '_' => '/',
+            c => c,
+        })
+        .collect();
+    while !out.len().is_multiple_of(4) {
+        out.push('=');
+    }
+    out
 }
 
 /// Unpadded base64url (RFC 4648 §5), as Node's `Buffer#toString("base64url")`.

@@ -48,6 +48,13 @@ pub(crate) async fn route<E: Env>(
     let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
     let epoch = env.epoch_ms();
     let now = env.now_ms();
+    if let Some(header) = req.headers.get("x-letta-response-state") {
+        env.observe(Observation::ServerResponseStateHeader {
+            method: method.to_string(),
+            path: path.clone(),
+            header: String::from_utf8_lossy(header.as_bytes()).into_owned(),
+        });
+    }
     match (parts.as_slice(), method) {
         (["v1", "health"], Method::GET) => mhttp::json_response(
             StatusCode::OK,

@@ -292,6 +292,13 @@ pub struct ServerConfig {
     /// started with `LETTA_KEEPALIVE_INTERVAL` (captures k1/k2 used 2 s).
     pub keepalive_interval: Duration,
     pub approval_conflict: ApprovalConflict,
+    /// Send a `response_state` chunk before each `requires_approval` stop, as a server that
+    /// offers response-state reuse does (letta-protocol.md §10.1), so the client's
+    /// `X-Letta-Response-State` header is exercised. Letta 0.16.8 sends none (no capture has
+    /// one), so it is off unless a scenario asks. Choices, since the references give only the
+    /// client's half: the chunk goes after the approval requests, before `stop_reason`, and its
+    /// `response_id` is `resp-` and the run id.
+    pub response_state: bool,
     pub bugs: ServerBugs,
     pub hooks: Arc<dyn StreamHooks>,
     /// Every request, for `sim serve`'s request log.

@@ -12,6 +12,7 @@ use crate::model::port::env::Env;
 use crate::model::port::observe::{HistoryEntry, Observation};
 use crate::wire::letta::{LettaChunk, StopReason, StopReasonChunk, UsageStatistics};
 use crate::wire::provider::{ProviderFormat, ProviderStop};
+use serde_json::json;
 
 /// The name Letta's error details give a provider (captures g_fail500: "OpenAI API error";
 /// letta-protocol.md §3.5 lists "Google Vertex API error", the Gemini clients' word).
@@ -139,6 +140,22 @@ pub(super) fn finish_turn<E: Env>(
         conv.pending_message_id = Some(message_id);
         StopReason::RequiresApproval
     };
+    if stop == StopReason::RequiresApproval && config.response_state {
+        let response_id = format!("resp-{}", job.run_id);
+        let chunk = json!({
+            "id": message_id_for_usage,
+            "message_type": "response_state",
+            "response_id": response_id,
+            "cache_scope": "approval_boundary",
+        });
+        if let Ok(chunk) = LettaChunk::from_json(&chunk.to_string()) {
+            record(env, config, st, &job.run_id, chunk, None);
+            env.observe(Observation::ServerResponseState {
+                run_id: job.run_id.clone(),
+                response_id,
+            });
+        }
+    }
     usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
     usage.context_tokens = Some(usage.total_tokens);
     let stop_chunk = LettaChunk::StopReason(StopReasonChunk::new(stop.clone()));
