@@ -84,6 +84,13 @@ fn interrupted(
     })
 }
 
+/// How each turn of a run ended, as the report writes it (`None`: the agent never finished).
+fn turn_ends(run: &crate::harness::kimi::world::LoopRunOutput) -> Option<Vec<String>> {
+    run.outcomes
+        .as_ref()
+        .map(|o| o.iter().map(ToString::to_string).collect())
+}
+
 fn turn_end(outcome: &str) -> TraceEvent {
     ev(Observation::TurnEnd {
         turn: 1,
@@ -427,14 +434,8 @@ fn transcript_resumes_fails_on_a_host_that_compacts_unrecorded() {
         "{found:?}"
     );
     assert_eq!(
-        planted
-            .outcomes
-            .as_ref()
-            .map(|o| o.iter().map(ToString::to_string).collect::<Vec<_>>()),
-        faithful
-            .outcomes
-            .as_ref()
-            .map(|o| o.iter().map(ToString::to_string).collect::<Vec<_>>()),
+        turn_ends(&planted),
+        turn_ends(&faithful),
         "the turns end the same"
     );
 }
@@ -463,14 +464,8 @@ fn loop_envelope_fails_on_a_context_that_counts_without_cache() {
         "{found:?}"
     );
     assert_eq!(
-        planted
-            .outcomes
-            .as_ref()
-            .map(|o| o.iter().map(ToString::to_string).collect::<Vec<_>>()),
-        faithful
-            .outcomes
-            .as_ref()
-            .map(|o| o.iter().map(ToString::to_string).collect::<Vec<_>>()),
+        turn_ends(&planted),
+        turn_ends(&faithful),
         "the turns end the same"
     );
 }
