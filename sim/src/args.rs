@@ -539,11 +539,12 @@ pub struct ReplayArgs {
     pub html: Option<PathBuf>,
 }
 
-/// Reads one `sim run --plan` fault.
+/// Reads `sim run --start`: an RFC 3339 UTC instant, refused as `[network] start` refuses it.
 fn parse_start(s: &str) -> Result<loopsim::harness::world_start::WorldStart, String> {
     loopsim::harness::world_start::WorldStart::parse(s)
 }
 
+/// Reads one `sim run --plan` fault.
 fn parse_plan_fault(s: &str) -> Result<loopsim::harness::faults::Fault, String> {
     loopsim::harness::guidance::parse_plan_fault(s)
 }

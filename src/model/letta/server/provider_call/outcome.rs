@@ -148,13 +148,13 @@ pub(super) fn finish_turn<E: Env>(
             "response_id": response_id,
             "cache_scope": "approval_boundary",
         });
-        if let Ok(chunk) = LettaChunk::from_json(&chunk.to_string()) {
-            record(env, config, st, &job.run_id, chunk, None);
-            env.observe(Observation::ServerResponseState {
-                run_id: job.run_id.clone(),
-                response_id,
-            });
-        }
+        let chunk = LettaChunk::from_json(&chunk.to_string())
+            .expect("a response_state chunk with an id is a LettaChunk");
+        record(env, config, st, &job.run_id, chunk, None);
+        env.observe(Observation::ServerResponseState {
+            run_id: job.run_id.clone(),
+            response_id,
+        });
     }
     usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
     usage.context_tokens = Some(usage.total_tokens);
