@@ -6,8 +6,9 @@
 //! decode, or one naming a response it never offered, loses that continuation without any
 //! turn's outcome showing it.
 //!
-//! The oracle decodes the header with its own base64url reader and reads the JSON as data, so a
-//! wrong encoder in the client model cannot agree with itself. It reads the header as the server
+//! The oracle checks the base64url alphabet itself, decodes with the cassettes' strict base64
+//! reader (not the client's encoder) and reads the JSON as data, so a wrong encoder in the
+//! client model cannot agree with itself. It reads the header as the server
 //! received it (`server_response_state_header`), so it judges a real client under `sim serve`
 //! as well.
 
@@ -92,45 +93,29 @@ fn lossy(bytes: &[u8]) -> String {
 }
 
 /// Unpadded base64url (RFC 4648 §5) decoded: every character from `A–Z a–z 0–9 - _`, no `=`,
-/// and a length whose last group holds two, three or four characters.
+/// and a length whose last group holds two, three or four characters. The bytes come from the
+/// cassettes' strict standard-base64 reader, given the text with the standard alphabet and its
+/// padding restored.
 fn base64url_decode(text: &str) -> Result<Vec<u8>, String> {
-    let mut sextets = Vec::with_capacity(text.len());
-    for (at, c) in text.char_indices() {
-        let v = match c {
-            'A'..='Z' => c as u32 - 'A' as u32,
-            'a'..='z' => c as u32 - 'a' as u32 + 26,
-            '0'..='9' => c as u32 - '0' as u32 + 52,
-            '-' => 62,
-            '_' => 63,
-            _ => {
-                return Err(format!(
-                    "it is not unpadded base64url: {c:?} at character {at} is not in A-Z a-z 0-9 - _"
-                ));
-            }
-        };
-        sextets.push(v);
-    }
-    if sextets.len() % 4 == 1 {
+    if let Some((at, c)) = text
+        .char_indices()
+        .find(|(_, c)| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
+    {
         return Err(format!(
-            "it is not base64url: {} characters leave one over",
-            sextets.len()
+            "it is not unpadded base64url: {c:?} at character {at} is not in A-Z a-z 0-9 - _"
         ));
     }
-    let mut bytes = Vec::with_capacity(sextets.len() * 3 / 4);
-    for group in sextets.chunks(4) {
-        let mut n = 0u32;
-        for (k, v) in group.iter().enumerate() {
-            n |= v << (18 - 6 * k);
-        }
-        bytes.push((n >> 16) as u8);
-        if group.len() > 2 {
-            bytes.push((n >> 8) as u8);
-        }
-        if group.len() > 3 {
-            bytes.push(n as u8);
-        }
+    if text.len() % 4 == 1 {
+        return Err(format!(
+            "it is not base64url: {} characters leave one over",
+            text.len()
+        ));
     }
-    Ok(bytes)
+    let mut standard = text.replace('-', "+").replace('_', "/");
+    while !standard.len().is_multiple_of(4) {
+        standard.push('=');
+    }
+    crate::cassette::base64_decode(&standard)
 }
 
 #[cfg(test)]

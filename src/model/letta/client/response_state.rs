@@ -7,6 +7,7 @@
 use indexmap::IndexMap;
 use serde_json::{Value, json};
 
+use crate::cassette::base64_encode;
 use crate::wire::letta::LettaChunk;
 
 /// The only cache scope the client reuses (letta-protocol.md §10.1).
@@ -60,11 +61,10 @@ impl ResponseStateCache {
     ) -> Option<String> {
         let id = self.ids.shift_remove(scope)?;
         (approval_only && reuse_allowed).then(|| {
-            let value = header_value(&id);
             if self.padded {
-                padded_standard(&value)
+                base64_encode(header_json(&id).as_bytes())
             } else {
-                value
+                header_value(&id)
             }
         })
     }
@@ -76,24 +76,13 @@ impl ResponseStateCache {
 
 /// `base64url(JSON {"v":1, "cache_scope":"approval_boundary", "previous_response_id": id})`.
 pub fn header_value(previous_response_id: &str) -> String {
-    let j = json!({"v": 1, "cache_scope": APPROVAL_BOUNDARY, "previous_response_id": previous_response_id});
-    base64url(j.to_string().as_bytes())
+    base64url(header_json(previous_response_id).as_bytes())
 }
 
-/// Base64url text as standard base64 with padding (RFC 4648 §4): the planted defect's header.
-fn padded_standard(base64url: &str) -> String {
-    let mut out: String = base64url
-        .chars()
-        .map(|c| match c {
-            '-' => '+',
-            '_' => '/',
-            c => c,
-        })
-        .collect();
-    while !out.len().is_multiple_of(4) {
-        out.push('=');
-    }
-    out
+/// The header's JSON, in the key order Node's `JSON.stringify` keeps.
+fn header_json(previous_response_id: &str) -> String {
+    json!({"v": 1, "cache_scope": APPROVAL_BOUNDARY, "previous_response_id": previous_response_id})
+        .to_string()
 }
 
 /// Unpadded base64url (RFC 4648 §5), as Node's `Buffer#toString("base64url")`.
