@@ -87,11 +87,14 @@ pub const DATES_TRUE: &str = "dates-true";
 /// Every `X-Letta-Response-State` header the Letta client sends names, in unpadded base64url
 /// JSON, the response id of a `response_state` chunk the server sent since its previous request.
 pub const RESPONSE_STATE_REUSED: &str = "response-state-reused";
+/// Every start-up tail read the Letta client sends carries letta-protocol.md §6.1's query, and
+/// the transcript it backfills from the listing is §6.2's.
+pub const BACKFILL_FAITHFUL: &str = "backfill-faithful";
 /// Agent loop: a session resumed from the host's record log holds the context the host held.
 pub const TRANSCRIPT_RESUMES: &str = "transcript-resumes";
 
 /// Every invariant id `sim run` knows (a scenario's `[[expect]]` table names one of these).
-pub const ALL: [&str; 29] = [
+pub const ALL: [&str; 30] = [
     TOOL_CALL_RESOLVED,
     TURN_TERMINATES,
     LOOP_ENVELOPE,
@@ -118,6 +121,7 @@ pub const ALL: [&str; 29] = [
     CHUNKS_NAMED,
     DATES_TRUE,
     RESPONSE_STATE_REUSED,
+    BACKFILL_FAITHFUL,
     TRANSCRIPT_RESUMES,
     LOCK_SAFETY,
     DETERMINISTIC,

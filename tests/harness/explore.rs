@@ -371,7 +371,7 @@ fn check_determinism_names_the_first_divergent_event_and_its_time() {
     let report = run_scenario(&s, 9, 2).unwrap();
     let text = report.render();
     assert!(
-        text.contains("first divergence at line 12, simulated time 10 ms")
+        text.contains("first divergence at line 13, simulated time 10 ms")
             && text.contains("client_send turn=1"),
         "{text}"
     );

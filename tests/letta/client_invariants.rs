@@ -6,9 +6,10 @@
 use crate::common::{load, repo, run, violations};
 use loopsim::harness::invariants::{
     ANSWERS_TYPED, APPROVAL_ATTRIBUTION, APPROVAL_CONFLICT_RECOVERED, ARGS_INTACT,
-    BUDGET_RESPECTED, CHUNKS_NAMED, CLIENT_FAULTS_FIRE, ENDS_AS_DECLARED, LOCK_SAFETY,
-    NO_DOUBLE_EXECUTION, OTIDS_FRESH, PENDING_DENIED_AT_START, RECOVERY_COMPLETES, REQUESTS_ROUTED,
-    RESPONSE_STATE_REUSED, RESULTS_ORDERED, STOP_REASON_CONSISTENT, STREAM_GAPLESS,
+    BACKFILL_FAITHFUL, BUDGET_RESPECTED, CHUNKS_NAMED, CLIENT_FAULTS_FIRE, ENDS_AS_DECLARED,
+    LOCK_SAFETY, NO_DOUBLE_EXECUTION, OTIDS_FRESH, PENDING_DENIED_AT_START, RECOVERY_COMPLETES,
+    REQUESTS_ROUTED, RESPONSE_STATE_REUSED, RESULTS_ORDERED, STOP_REASON_CONSISTENT,
+    STREAM_GAPLESS,
 };
 use loopsim::harness::report::{RunReport, Verdict, exit};
 use loopsim::harness::scenario::{Planted, Scenario};
@@ -216,7 +217,7 @@ fn approval_conflict_recovered_fails_when_headless_gives_up_on_the_in_band_confl
     assert_breaks_with(
         &r,
         APPROVAL_CONFLICT_RECOVERED,
-        "turn 1 ended on the approval-pending conflict (its send at event 12 was refused) while tool call toolu_stale_1 (conversation agent-a6ff5f2c-7c25-49a7-86da-2f662939b9dd) stayed pending",
+        "turn 1 ended on the approval-pending conflict (its send at event 13 was refused) while tool call toolu_stale_1 (conversation agent-a6ff5f2c-7c25-49a7-86da-2f662939b9dd) stayed pending",
         &[RECOVERY_COMPLETES],
     );
     // Without the defect the reference resolves the call and resends: the turn completes.
@@ -234,7 +235,7 @@ fn otids_fresh_fails_when_the_approval_pending_rebuild_keeps_an_otid() {
     assert_breaks(
         &r,
         OTIDS_FRESH,
-        "a new request reuses otid dbb6f53c-c08a-4c7c-9cb6-d12a1d9d8771, first sent at event 12",
+        "a new request reuses otid dbb6f53c-c08a-4c7c-9cb6-d12a1d9d8771, first sent at event 13",
     );
     assert_eq!(r.turn_outcomes, ["stopped: end_turn"]);
     let mut s = load(repo().join("scenarios/planted/client_keeps_otids_on_rebuild.toml"));
@@ -264,13 +265,43 @@ fn response_state_reused_fails_when_the_client_pads_its_header() {
     );
 }
 
+/// A start-up backfill sorted by date alone shows a restarted process's transcript out of
+/// order, and fails `backfill-faithful` and nothing else: every turn ends as the faithful
+/// client's does.
+#[test]
+fn backfill_faithful_fails_when_the_client_sorts_its_tail_by_date_alone() {
+    let r = planted("client_backfill_unranked.toml");
+    assert_breaks(
+        &r,
+        BACKFILL_FAITHFUL,
+        "the transcript backfilled on conversation default shows [approval_request_message",
+    );
+    assert!(
+        violations(&r, BACKFILL_FAITHFUL)[0]
+            .message
+            .contains("where §6.2 orders the listing it read as [user_message"),
+        "{}",
+        r.render()
+    );
+    let mut s = load(repo().join("scenarios/planted/client_backfill_unranked.toml"));
+    s.planted.client_backfill_unranked = false;
+    let ok = run(&s, 1, 2);
+    assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
+    assert_eq!(ok.turn_outcomes, r.turn_outcomes);
+    assert!(
+        ok.trace_text
+            .contains("client_backfill conversation_id=default listed=[\"message-"),
+        "the restarted process backfills from a listing that is not empty"
+    );
+}
+
 #[test]
 fn client_faults_fire_fails_when_the_client_ignores_its_chunk_faults() {
     let r = planted("client_ignores_chunk_faults.toml");
     assert_breaks(
         &r,
         CLIENT_FAULTS_FIRE,
-        "turn 1 processed another chunk after its chunk #2 (event 22) though the plan interrupts it there: the scripted interrupt never fired",
+        "turn 1 processed another chunk after its chunk #2 (event 23) though the plan interrupts it there: the scripted interrupt never fired",
     );
     assert!(
         violations(&r, CLIENT_FAULTS_FIRE)

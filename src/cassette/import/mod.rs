@@ -7,6 +7,10 @@ mod letta_e2e;
 mod vcr;
 mod yaml;
 
+/// The ISO-8601 reader of the exchange-log importer, which the harness's oracles share so that
+/// they read a date without the client model's parser.
+pub(crate) use letta_e2e::iso_ms;
+
 use super::format::{
     Answer, Body, BodyEnd, Cassette, CassetteError, CassetteErrorKind, CassetteHeader, EndKind,
     Exchange, Layer, RecordedRequest, RecordedResponse, Recording, RecordingHeader, ResponseBody,

@@ -548,6 +548,7 @@ fn client_bugs(scenario: &Scenario) -> ClientBugs {
         ignores_chunk_faults: pl.client_ignores_chunk_faults,
         keeps_otids_on_rebuild: pl.client_keeps_otids_on_rebuild,
         response_state_padded: pl.client_response_state_padded,
+        backfill_unranked: pl.client_backfill_unranked,
         results_in_completion_order: pl.client_results_in_completion_order,
         no_resource_locks: pl.client_no_resource_locks,
         otids_repeat_per_process: pl.client_otids_repeat_per_process,

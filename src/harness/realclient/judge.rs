@@ -16,10 +16,12 @@ use super::launch::CliRun;
 use super::serve::Request;
 use crate::harness::faults::Fault;
 use crate::harness::invariants::{
-    APPROVAL_ATTRIBUTION, BUDGET_RESPECTED, COMPACTION_SAFE, HISTORY_VALID, NO_DOUBLE_EXECUTION,
-    ONE_RUN_PER_REQUEST, OTIDS_FRESH, REQUESTS_ROUTED, RESPONSE_STATE_REUSED, RESULTS_ORDERED,
-    STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED, TURN_TERMINATES, Violation, history_valid,
+    APPROVAL_ATTRIBUTION, BACKFILL_FAITHFUL, BUDGET_RESPECTED, COMPACTION_SAFE, HISTORY_VALID,
+    NO_DOUBLE_EXECUTION, ONE_RUN_PER_REQUEST, OTIDS_FRESH, REQUESTS_ROUTED, RESPONSE_STATE_REUSED,
+    RESULTS_ORDERED, STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED, TURN_TERMINATES, Violation,
+    history_valid,
 };
+use crate::harness::letta::backfill::{backfill_faithful, is_listing};
 use crate::harness::letta::client_invariants::{
     approval_attribution, no_double_execution, results_ordered,
 };
@@ -48,7 +50,7 @@ pub const TOLERANCE_MS: u64 = 250;
 pub const EFFECTS_FILE: &str = "sim-effects.log";
 
 /// The invariants a real-client run is judged by, in report order.
-pub const CHECKED: [&str; 14] = [
+pub const CHECKED: [&str; 15] = [
     TOOL_CALL_RESOLVED,
     ONE_RUN_PER_REQUEST,
     HISTORY_VALID,
@@ -60,6 +62,7 @@ pub const CHECKED: [&str; 14] = [
     APPROVAL_ATTRIBUTION,
     OTIDS_FRESH,
     RESPONSE_STATE_REUSED,
+    BACKFILL_FAITHFUL,
     BUDGET_RESPECTED,
     TURN_TERMINATES,
     CLI_RESULT,
@@ -129,6 +132,10 @@ pub fn judge(ev: &Evidence<'_>) -> Vec<(&'static str, Vec<Finding>)> {
             RESPONSE_STATE_REUSED,
             on_trace(response_state_reused(trace), trace),
         ),
+        (BACKFILL_FAITHFUL, {
+            let listings = listings(ev);
+            on_trace(backfill_faithful(&listings), &listings)
+        }),
         (BUDGET_RESPECTED, budget(ev)),
         (TURN_TERMINATES, terminates(ev)),
         (CLI_RESULT, cli_result(ev)),
@@ -329,6 +336,24 @@ fn approvals(message: &Value) -> Vec<(String, String)> {
 /// The client's part of the trace as its sends show it, followed by the server's trace: one
 /// `client_decision` per call it answered (in the order the server asked, each with the last
 /// answer it sent), then one `client_send` per message send with its items.
+/// The message listings the client requested, as the server logged them (path and query):
+/// its start-up tail reads. Its backfilled transcript is on its screen, not in any log.
+fn listings(ev: &Evidence<'_>) -> Vec<TraceEvent> {
+    ev.requests
+        .iter()
+        .filter(|r| r.method == "GET" && is_listing(r.path.split('?').next().unwrap_or("")))
+        .map(|r| TraceEvent {
+            t_ms: r.t_ms,
+            host: "client".into(),
+            obs: Observation::ClientRequest {
+                method: r.method.clone(),
+                path: r.path.clone(),
+                retry: 0,
+            },
+        })
+        .collect()
+}
+
 fn client_side(ev: &Evidence<'_>) -> Vec<TraceEvent> {
     let mut decided: Vec<(String, String, u64)> = Vec::new(); // id, decision, t
     let mut sends = Vec::new();

@@ -70,6 +70,10 @@ pub struct Planted {
     /// response-state-reused).
     #[serde(default)]
     pub client_response_state_padded: bool,
+    /// The start-up tail is sorted by date alone, without the type rank that breaks ties
+    /// (breaks backfill-faithful).
+    #[serde(default)]
+    pub client_backfill_unranked: bool,
     // ---- agent loop ------------------------------------------------------------------------
     /// The loop records tool results in completion order, not provider order (breaks
     /// loop-envelope).
@@ -236,6 +240,7 @@ impl Planted {
                 self.client_response_state_padded,
                 inv::RESPONSE_STATE_REUSED,
             ),
+            (self.client_backfill_unranked, inv::BACKFILL_FAITHFUL),
         ] {
             if on && !v.contains(&id) {
                 v.push(id);

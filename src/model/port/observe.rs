@@ -186,6 +186,15 @@ pub enum Observation {
     ToolAborted {
         tool_call_id: String,
     },
+    /// The transcript a client process backfilled at start-up from the tail listing it read
+    /// (letta-protocol.md §6.2): `listed` is the listing as it arrived, one `"<id> <message_type>
+    /// <date> <otid>"` per message (`-` for a missing field), and `shown` the positions in it of
+    /// the messages the client displays, in display order.
+    ClientBackfill {
+        conversation_id: String,
+        listed: Vec<String>,
+        shown: Vec<u32>,
+    },
 
     // ---- server ------------------------------------------------------------------------
     /// The server answered a request (status of the response head).
@@ -554,7 +563,7 @@ impl Serialize for AccessList {
 
 impl Observation {
     /// Every name [`Observation::name`] can return, one per variant, in declaration order.
-    pub const NAMES: [&'static str; 62] = [
+    pub const NAMES: [&'static str; 63] = [
         "turn_start",
         "client_send",
         "client_response",
@@ -576,6 +585,7 @@ impl Observation {
         "client_interrupt",
         "tool_started",
         "tool_aborted",
+        "client_backfill",
         "server_request",
         "server_unrouted",
         "server_response_state",

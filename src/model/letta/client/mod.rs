@@ -157,6 +157,10 @@ pub struct ClientBugs {
     /// Breaks `response-state-reused`: the `X-Letta-Response-State` header is standard base64
     /// with padding (Node's `"base64"`), not the unpadded base64url of letta-protocol.md §10.1.
     pub response_state_padded: bool,
+    /// Breaks `backfill-faithful`: the start-up tail is sorted by date alone, so messages of
+    /// one date keep the listing's newest-first order (letta-protocol.md §6.2 breaks such ties
+    /// by type rank).
+    pub backfill_unranked: bool,
 }
 
 /// When a scripted interrupt fires (letta-protocol.md §9).
@@ -597,13 +601,49 @@ impl<B: Backend> Client<B> {
         &self,
         include_history: bool,
     ) -> Result<resume_data::ResumeData, resume_data::ResumeDataError> {
-        resume_data::get_resume_data(
+        let rank: resume_data::TypeRank = if self.config.bugs.backfill_unranked {
+            |_| 0
+        } else {
+            resume_data::type_rank
+        };
+        resume_data::get_resume_data_ranked(
             &self.io.backend,
             &self.config.agent_id,
             &self.config.conversation_id,
             include_history,
+            rank,
         )
         .await
+    }
+
+    /// Reports the transcript backfilled from the start-up tail: each listed message in
+    /// arrival order, and where in that listing each shown message stands.
+    fn observe_backfill(&self, data: &resume_data::ResumeData) {
+        let Some(listed) = &data.listed else { return };
+        let field = |m: &serde_json::Value, k: &str| {
+            m.get(k)
+                .and_then(serde_json::Value::as_str)
+                .filter(|s| !s.is_empty())
+                .unwrap_or("-")
+                .to_string()
+        };
+        self.observe(Observation::ClientBackfill {
+            conversation_id: self.config.conversation_id.clone(),
+            listed: listed
+                .iter()
+                .map(|m| {
+                    ["id", "message_type", "date", "otid"]
+                        .map(|k| field(m, k))
+                        .join(" ")
+                })
+                .collect(),
+            shown: data
+                .message_history
+                .iter()
+                .filter_map(|m| listed.iter().position(|l| l == m))
+                .map(|i| i as u32)
+                .collect(),
+        });
     }
 
     /// Start-up: resume data from the server; pending approvals become stale denials for the
@@ -615,7 +655,12 @@ impl<B: Backend> Client<B> {
         }
         let data = self.server_resume_data(self.config.backfill).await;
         let pending = match data {
-            Ok(d) => d.pending_approvals,
+            Ok(d) => {
+                if self.config.backfill {
+                    self.observe_backfill(&d);
+                }
+                d.pending_approvals
+            }
             Err(_) => Vec::new(),
         };
         if pending.is_empty() {

@@ -23,6 +23,9 @@ pub struct ResumeData {
     pub pending_approvals: Vec<Approval>,
     pub message_history: Vec<Value>,
     pub conversation: Option<Value>,
+    /// The tail listing as it arrived, when one was read (the start-up read the backfill is
+    /// prepared from).
+    pub listed: Option<Vec<Value>>,
     /// Debug warnings ("Backfill scan found 0 assistant messages in last 50 messages").
     pub warnings: Vec<String>,
 }
@@ -132,6 +135,9 @@ pub fn pending_from_variants(variants: &[Value]) -> Vec<Approval> {
     out
 }
 
+/// How messages of one date are ordered: [`type_rank`] in the reference.
+pub type TypeRank = fn(&str) -> u8;
+
 /// Sort rank of a message type (letta-protocol.md §6.2).
 pub fn type_rank(message_type: &str) -> u8 {
     match message_type {
@@ -150,6 +156,11 @@ pub fn type_rank(message_type: &str) -> u8 {
 /// wins) and sort (date ascending, ties by type rank, unparseable dates first)
 /// (letta-protocol.md §6.2).
 pub fn dedupe_and_sort(messages: &[Value]) -> Vec<Value> {
+    dedupe_and_sort_ranked(messages, type_rank)
+}
+
+/// [`dedupe_and_sort`] with ties of one date broken by `rank`.
+pub fn dedupe_and_sort_ranked(messages: &[Value], rank: TypeRank) -> Vec<Value> {
     let mut seen: Vec<String> = Vec::new();
     let mut kept: Vec<(usize, Value)> = Vec::new();
     for (i, m) in messages.iter().enumerate() {
@@ -169,7 +180,7 @@ pub fn dedupe_and_sort(messages: &[Value]) -> Vec<Value> {
         let date = str_of(m, "date")
             .and_then(super::resume::parse_iso8601_ms)
             .map_or(-1i128, |d| d as i128);
-        (date, type_rank(str_of(m, "message_type").unwrap_or("")))
+        (date, rank(str_of(m, "message_type").unwrap_or("")))
     });
     kept.into_iter().map(|(_, m)| m).collect()
 }
@@ -266,6 +277,24 @@ pub async fn get_resume_data<B: Backend>(
     conversation_id: &str,
     include_message_history: bool,
 ) -> Result<ResumeData, ResumeDataError> {
+    get_resume_data_ranked(
+        backend,
+        agent_id,
+        conversation_id,
+        include_message_history,
+        type_rank,
+    )
+    .await
+}
+
+/// [`get_resume_data`] with the tail's ties of one date broken by `rank`.
+pub async fn get_resume_data_ranked<B: Backend>(
+    backend: &B,
+    agent_id: &str,
+    conversation_id: &str,
+    include_message_history: bool,
+    rank: TypeRank,
+) -> Result<ResumeData, ResumeDataError> {
     let mut data = ResumeData::default();
     let default_conv = conversation_id == "default";
     let mut tail: Option<Vec<Value>> = None;
@@ -335,13 +364,14 @@ pub async fn get_resume_data<B: Backend>(
         }
     }
 
-    let tail_raw = tail.clone().unwrap_or_default();
-    let sorted = dedupe_and_sort(&tail_raw);
+    let listed = tail.is_some();
+    let tail_raw = tail.unwrap_or_default();
+    let sorted = dedupe_and_sort_ranked(&tail_raw, rank);
 
     // Pending detection.
     let anchor: Option<String> = match &last_in_context {
         Some(id) => Some(source_id(id).to_string()),
-        None if default_conv || tail.is_some() => sorted
+        None if default_conv || listed => sorted
             .last()
             .and_then(|m| str_of(m, "id"))
             .map(|id| source_id(id).to_string()),
@@ -392,6 +422,9 @@ pub async fn get_resume_data<B: Backend>(
                 "Backfill scan found 0 assistant messages in last {BACKFILL_PAGE_LIMIT} messages"
             ));
         }
+    }
+    if listed {
+        data.listed = Some(tail_raw);
     }
     Ok(data)
 }
