@@ -85,7 +85,8 @@ pub const CHUNKS_NAMED: &str = "chunks-named";
 /// Every HTTP date the Letta server writes names the instant it means on the world's clock.
 pub const DATES_TRUE: &str = "dates-true";
 /// Every `X-Letta-Response-State` header the Letta client sends names, in unpadded base64url
-/// JSON, the response id of a `response_state` chunk the server sent since its previous request.
+/// JSON, the response id of a `response_state` chunk the server sent before it, and the header
+/// comes on, and only on, the approval-only continuation after an offer that no human decided.
 pub const RESPONSE_STATE_REUSED: &str = "response-state-reused";
 /// Every start-up tail read the Letta client sends carries letta-protocol.md §6.1's query, and
 /// the transcript it backfills from the listing is §6.2's.

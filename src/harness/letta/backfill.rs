@@ -5,7 +5,8 @@
 //!   /v1/{agents,conversations}/{id}/messages`) carries §6.1's query: `limit=50` (`1` on the
 //!   agent's listing when backfill is off and no in-context id is known), `order=desc`, the
 //!   eight tail message types in §6.1's order, and `conversation_id=default` exactly on the
-//!   agent's listing. The tail read is the only listing the client makes; the real-client judge
+//!   agent's listing. The tail read (at start-up, and in the approval-pending recovery, which
+//!   reads the resume data again) is the only listing the client makes; the real-client judge
 //!   gives this rule the listings `sim serve` logged, so it judges a real client too. Scripted
 //!   probes list as they please and are not the client's.
 //! - Every backfilled transcript (`client_backfill`) is §6.2 applied to the listing the

@@ -821,6 +821,7 @@ mod tests {
                     path: "/v1/conversations/default/messages".into(),
                     items: "user".into(),
                     otids: vec!["otid-1".into()],
+                    response_state: false,
                 },
             )
         };

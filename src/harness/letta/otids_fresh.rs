@@ -87,6 +87,7 @@ mod tests {
                 path: "/v1/conversations/default/messages".into(),
                 items: "user".into(),
                 otids: otids.iter().map(|o| o.to_string()).collect(),
+                response_state: false,
             },
         )
     }

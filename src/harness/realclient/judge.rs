@@ -386,6 +386,8 @@ fn client_side(ev: &Evidence<'_>) -> Vec<TraceEvent> {
                 path: r.path.clone(),
                 items: items.join("+"),
                 otids,
+                // The request log keeps no headers; the server trace has the ones it received.
+                response_state: false,
             },
         });
     }

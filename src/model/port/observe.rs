@@ -48,13 +48,17 @@ pub enum Observation {
         turn: u32,
         text: String,
     },
-    /// The client sends a request. `items` summarises the messages array.
+    /// The client sends a request. `items` summarises the messages array; `response_state`
+    /// says the request carries an `X-Letta-Response-State` header (letta-protocol.md §10.1),
+    /// shown only when it does.
     ClientSend {
         turn: u32,
         method: String,
         path: String,
         items: String,
         otids: Vec<String>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        response_state: bool,
     },
     /// The HTTP status the client got for the request `method path`, and the `Retry-After`
     /// header of an error answer that carried one. The request is named because a client may

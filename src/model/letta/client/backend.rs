@@ -485,6 +485,7 @@ impl<E: Env> Backend for HttpBackend<E> {
                 .iter()
                 .filter_map(|m| m.otid().map(str::to_string))
                 .collect(),
+            response_state: response_state.is_some(),
         });
         let json = serde_json::to_value(body).map_err(|e| transport_error(&e.to_string()))?;
         let headers: Vec<(String, String)> = response_state
