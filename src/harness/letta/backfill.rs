@@ -77,9 +77,7 @@ pub fn backfill_faithful(events: &[TraceEvent]) -> Vec<Violation> {
                     out.push(Violation::at(
                         BACKFILL_FAITHFUL,
                         i,
-                        format!(
-                            "GET {path} is not the start-up tail read: {why} (letta-protocol.md §6.1)"
-                        ),
+                        format!("GET {path} is not the tail read: {why} (letta-protocol.md §6.1)"),
                     ));
                 }
             }
@@ -120,7 +118,7 @@ pub fn is_listing(route: &str) -> bool {
     )
 }
 
-/// Whether a listing's query is the start-up tail read's, or what differs.
+/// Whether a listing's query is the tail read's, or what differs.
 fn tail_query_faithful(path: &str, query: &str) -> Result<(), String> {
     let on_agent = path.starts_with("/v1/agents/");
     let mut pairs: Vec<(&str, &str)> = query

@@ -333,11 +333,8 @@ fn approvals(message: &Value) -> Vec<(String, String)> {
     out
 }
 
-/// The client's part of the trace as its sends show it, followed by the server's trace: one
-/// `client_decision` per call it answered (in the order the server asked, each with the last
-/// answer it sent), then one `client_send` per message send with its items.
 /// The message listings the client requested, as the server logged them (path and query):
-/// its start-up tail reads. Its backfilled transcript is on its screen, not in any log.
+/// its tail reads. Its backfilled transcript is on its screen, not in any log.
 fn listings(ev: &Evidence<'_>) -> Vec<TraceEvent> {
     ev.requests
         .iter()
@@ -354,6 +351,9 @@ fn listings(ev: &Evidence<'_>) -> Vec<TraceEvent> {
         .collect()
 }
 
+/// The client's part of the trace as its sends show it, followed by the server's trace: one
+/// `client_decision` per call it answered (in the order the server asked, each with the last
+/// answer it sent), then one `client_send` per message send with its items.
 fn client_side(ev: &Evidence<'_>) -> Vec<TraceEvent> {
     let mut decided: Vec<(String, String, u64)> = Vec::new(); // id, decision, t
     let mut sends = Vec::new();
