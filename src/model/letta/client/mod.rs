@@ -606,7 +606,7 @@ impl<B: Backend> Client<B> {
         } else {
             resume_data::type_rank
         };
-        resume_data::get_resume_data_ranked(
+        resume_data::get_resume_data(
             &self.io.backend,
             &self.config.agent_id,
             &self.config.conversation_id,

@@ -153,14 +153,9 @@ pub fn type_rank(message_type: &str) -> u8 {
 }
 
 /// Dedupe (`otid:<otid>` when truthy, else `id:<id>:<message_type>`; no id → skipped; first
-/// wins) and sort (date ascending, ties by type rank, unparseable dates first)
-/// (letta-protocol.md §6.2).
-pub fn dedupe_and_sort(messages: &[Value]) -> Vec<Value> {
-    dedupe_and_sort_ranked(messages, type_rank)
-}
-
-/// [`dedupe_and_sort`] with ties of one date broken by `rank`.
-pub fn dedupe_and_sort_ranked(messages: &[Value], rank: TypeRank) -> Vec<Value> {
+/// wins) and sort (date ascending, ties by `rank`, [`type_rank`] in the reference; unparseable
+/// dates first) (letta-protocol.md §6.2).
+pub fn dedupe_and_sort(messages: &[Value], rank: TypeRank) -> Vec<Value> {
     let mut seen: Vec<String> = Vec::new();
     let mut kept: Vec<(usize, Value)> = Vec::new();
     for (i, m) in messages.iter().enumerate() {
@@ -270,25 +265,9 @@ fn is_404_or_422(e: &Thrown) -> bool {
 pub type ResumeDataError = Thrown;
 
 /// `getResumeDataFromBackend(agent, conversationId, {includeMessageHistory})`
-/// (letta-protocol.md §6.3).
+/// (letta-protocol.md §6.3); the tail's ties of one date are broken by `rank`, [`type_rank`] in
+/// the reference.
 pub async fn get_resume_data<B: Backend>(
-    backend: &B,
-    agent_id: &str,
-    conversation_id: &str,
-    include_message_history: bool,
-) -> Result<ResumeData, ResumeDataError> {
-    get_resume_data_ranked(
-        backend,
-        agent_id,
-        conversation_id,
-        include_message_history,
-        type_rank,
-    )
-    .await
-}
-
-/// [`get_resume_data`] with the tail's ties of one date broken by `rank`.
-pub async fn get_resume_data_ranked<B: Backend>(
     backend: &B,
     agent_id: &str,
     conversation_id: &str,
@@ -366,7 +345,7 @@ pub async fn get_resume_data_ranked<B: Backend>(
 
     let listed = tail.is_some();
     let tail_raw = tail.unwrap_or_default();
-    let sorted = dedupe_and_sort_ranked(&tail_raw, rank);
+    let sorted = dedupe_and_sort(&tail_raw, rank);
 
     // Pending detection.
     let anchor: Option<String> = match &last_in_context {

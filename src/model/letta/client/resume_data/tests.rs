@@ -64,7 +64,7 @@ fn resume(
 ) -> (Result<ResumeData, Value>, Vec<String>) {
     let m = mock.clone();
     let conv = conv.to_string();
-    let r = on_sim(async move { get_resume_data(&m, "agent-1", &conv, history).await });
+    let r = on_sim(async move { get_resume_data(&m, "agent-1", &conv, history, type_rank).await });
     (r, mock.calls())
 }
 
@@ -347,7 +347,7 @@ fn a62_ordering_and_completed_variants() {
         msg("q", "approval_request_message", t),
         msg("u", "user_message", t),
     ];
-    let ids: Vec<String> = dedupe_and_sort(&rows)
+    let ids: Vec<String> = dedupe_and_sort(&rows, type_rank)
         .iter()
         .map(|m| m["id"].as_str().unwrap().to_string())
         .collect();
@@ -395,7 +395,7 @@ fn a62_ordering_and_completed_variants() {
         json!({"id": "z", "message_type": "user_message", "date": "garbage"}),
         json!({"message_type": "user_message"}),
     ];
-    let ids: Vec<String> = dedupe_and_sort(&rows)
+    let ids: Vec<String> = dedupe_and_sort(&rows, type_rank)
         .iter()
         .map(|m| m["id"].as_str().unwrap().to_string())
         .collect();
