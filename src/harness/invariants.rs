@@ -91,11 +91,14 @@ pub const RESPONSE_STATE_REUSED: &str = "response-state-reused";
 /// Every start-up tail read the Letta client sends carries letta-protocol.md §6.1's query, and
 /// the transcript it backfills from the listing is §6.2's.
 pub const BACKFILL_FAITHFUL: &str = "backfill-faithful";
+/// A headless Letta client that gives a turn up on a stream error cancels the run it last read
+/// still active, and cancels no run otherwise.
+pub const ABANDONED_RUN_CANCELLED: &str = "abandoned-run-cancelled";
 /// Agent loop: a session resumed from the host's record log holds the context the host held.
 pub const TRANSCRIPT_RESUMES: &str = "transcript-resumes";
 
 /// Every invariant id `sim run` knows (a scenario's `[[expect]]` table names one of these).
-pub const ALL: [&str; 30] = [
+pub const ALL: [&str; 31] = [
     TOOL_CALL_RESOLVED,
     TURN_TERMINATES,
     LOOP_ENVELOPE,
@@ -123,6 +126,7 @@ pub const ALL: [&str; 30] = [
     DATES_TRUE,
     RESPONSE_STATE_REUSED,
     BACKFILL_FAITHFUL,
+    ABANDONED_RUN_CANCELLED,
     TRANSCRIPT_RESUMES,
     LOCK_SAFETY,
     DETERMINISTIC,

@@ -5,11 +5,11 @@
 
 use crate::common::{load, repo, run, violations};
 use loopsim::harness::invariants::{
-    ANSWERS_TYPED, APPROVAL_ATTRIBUTION, APPROVAL_CONFLICT_RECOVERED, ARGS_INTACT,
-    BACKFILL_FAITHFUL, BUDGET_RESPECTED, CHUNKS_NAMED, CLIENT_FAULTS_FIRE, ENDS_AS_DECLARED,
-    LOCK_SAFETY, NO_DOUBLE_EXECUTION, OTIDS_FRESH, PENDING_DENIED_AT_START, RECOVERY_COMPLETES,
-    REQUESTS_ROUTED, RESPONSE_STATE_REUSED, RESULTS_ORDERED, STOP_REASON_CONSISTENT,
-    STREAM_GAPLESS,
+    ABANDONED_RUN_CANCELLED, ANSWERS_TYPED, APPROVAL_ATTRIBUTION, APPROVAL_CONFLICT_RECOVERED,
+    ARGS_INTACT, BACKFILL_FAITHFUL, BUDGET_RESPECTED, CHUNKS_NAMED, CLIENT_FAULTS_FIRE,
+    ENDS_AS_DECLARED, LOCK_SAFETY, NO_DOUBLE_EXECUTION, OTIDS_FRESH, PENDING_DENIED_AT_START,
+    RECOVERY_COMPLETES, REQUESTS_ROUTED, RESPONSE_STATE_REUSED, RESULTS_ORDERED,
+    STOP_REASON_CONSISTENT, STREAM_GAPLESS,
 };
 use loopsim::harness::report::{RunReport, Verdict, exit};
 use loopsim::harness::scenario::{Planted, Scenario};
@@ -293,6 +293,31 @@ fn backfill_faithful_fails_when_the_client_sorts_its_tail_by_date_alone() {
             .contains("client_backfill conversation_id=default listed=[\"message-"),
         "the restarted process backfills from a listing that is not empty"
     );
+}
+
+/// A headless client that gives its turn up on a stream error and leaves the run it read still
+/// running fails `abandoned-run-cancelled` and nothing else: the turn ends with the same error
+/// as the faithful client's, which cancels the run (letta-tests-and-real-client.md B.5.6).
+#[test]
+fn abandoned_run_cancelled_fails_when_a_headless_client_leaves_its_run_running() {
+    let r = planted("client_abandoned_run.toml");
+    assert_breaks(
+        &r,
+        ABANDONED_RUN_CANCELLED,
+        "and no POST /v1/agents/{agent_id}/messages/cancel followed",
+    );
+    let mut s = load(repo().join("scenarios/planted/client_abandoned_run.toml"));
+    s.planted.client_leaves_abandoned_run = false;
+    let ok = run(&s, 1, 2);
+    assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
+    assert_eq!(ok.turn_outcomes, r.turn_outcomes);
+    assert!(
+        ok.trace_text.contains(
+            "run_ended run_id=run-bffc2a6b-5dfd-441b-9cf1-c8ccb3b65671 stop_reason=cancelled"
+        ),
+        "the faithful client's cancel ends the run"
+    );
+    assert!(!r.trace_text.contains("stop_reason=cancelled"));
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The Letta system in the harness: its scenario sections, its world (provider, server, client, probe hosts), its
 //! invariants, liveness diagnosis, swarm families, coverage goals and conformance logs.
 
+pub mod abandoned_run;
 pub mod backfill;
 pub mod bare;
 pub mod budget_respected;

@@ -5,11 +5,12 @@
 
 use crate::harness::faults::Fault;
 use crate::harness::invariants::{
-    ANSWERS_TYPED, APPROVAL_CONFLICT_RECOVERED, BACKFILL_FAITHFUL, CHUNKS_NAMED,
-    CLIENT_FAULTS_FIRE, COMPACTION_SAFE, DATES_TRUE, DURABLE_ACK, HISTORY_VALID,
+    ABANDONED_RUN_CANCELLED, ANSWERS_TYPED, APPROVAL_CONFLICT_RECOVERED, BACKFILL_FAITHFUL,
+    CHUNKS_NAMED, CLIENT_FAULTS_FIRE, COMPACTION_SAFE, DATES_TRUE, DURABLE_ACK, HISTORY_VALID,
     ONE_RUN_PER_REQUEST, PENDING_DENIED_AT_START, REQUESTS_ROUTED, RESPONSE_STATE_REUSED,
     STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED, Violation, history_valid,
 };
+use crate::harness::letta::abandoned_run::abandoned_run_cancelled;
 use crate::harness::letta::backfill::backfill_faithful;
 use crate::harness::letta::client_faults_fire::{client_faults_fire, scripts_chunk_faults};
 use crate::harness::letta::client_invariants::client_invariants;
@@ -73,6 +74,7 @@ pub fn invariants(
         (DATES_TRUE, dates_true(trace, scenario.network.start)),
         (RESPONSE_STATE_REUSED, response_state_reused(trace)),
         (BACKFILL_FAITHFUL, backfill_faithful(trace)),
+        (ABANDONED_RUN_CANCELLED, abandoned_run_cancelled(trace)),
     ];
     let crashes_server = scenario
         .faults

@@ -74,6 +74,10 @@ pub struct Planted {
     /// (breaks backfill-faithful).
     #[serde(default)]
     pub client_backfill_unranked: bool,
+    /// A headless turn given up on a stream error leaves its still-active run running (breaks
+    /// abandoned-run-cancelled).
+    #[serde(default)]
+    pub client_leaves_abandoned_run: bool,
     // ---- agent loop ------------------------------------------------------------------------
     /// The loop records tool results in completion order, not provider order (breaks
     /// loop-envelope).
@@ -241,6 +245,10 @@ impl Planted {
                 inv::RESPONSE_STATE_REUSED,
             ),
             (self.client_backfill_unranked, inv::BACKFILL_FAITHFUL),
+            (
+                self.client_leaves_abandoned_run,
+                inv::ABANDONED_RUN_CANCELLED,
+            ),
         ] {
             if on && !v.contains(&id) {
                 v.push(id);

@@ -85,6 +85,13 @@ pub enum Observation {
         path: String,
         error: String,
     },
+    /// The answer to `method path` came with a success status, but its body could not be read
+    /// or parsed, so the call failed all the same. Recorded only when it happens.
+    ClientBodyFailed {
+        method: String,
+        path: String,
+        error: String,
+    },
     /// A chunk the client's stream processor handled.
     ClientChunk {
         run_id: Option<String>,
@@ -567,12 +574,13 @@ impl Serialize for AccessList {
 
 impl Observation {
     /// Every name [`Observation::name`] can return, one per variant, in declaration order.
-    pub const NAMES: [&'static str; 63] = [
+    pub const NAMES: [&'static str; 64] = [
         "turn_start",
         "client_send",
         "client_response",
         "untyped_answer",
         "client_connect_error",
+        "client_body_failed",
         "client_chunk",
         "client_chunk_unnamed",
         "client_stream_end",

@@ -353,7 +353,7 @@ impl<E: Env> HttpBackend<E> {
 
     async fn json(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value, Thrown> {
         let resp = self.exchange_retrying(method, path, body, false).await?;
-        let bytes = self
+        let read = match self
             .env
             .clock()
             .timeout(
@@ -361,13 +361,22 @@ impl<E: Env> HttpBackend<E> {
                 http::read_body(resp.into_body(), 16 << 20),
             )
             .await
-            .map_err(|_| transport_error("Request timed out"))?
-            .map_err(|e| transport_error(&e))?;
-        if bytes.is_empty() {
-            return Ok(Value::Null);
-        }
-        serde_json::from_slice(&bytes)
-            .map_err(|e| transport_error(&format!("Could not parse response JSON: {e}")))
+        {
+            Err(_) => Err("Request timed out".to_string()),
+            Ok(Err(e)) => Err(e),
+            Ok(Ok(bytes)) if bytes.is_empty() => Ok(Value::Null),
+            Ok(Ok(bytes)) => serde_json::from_slice(&bytes)
+                .map_err(|e| format!("Could not parse response JSON: {e}")),
+        };
+        // The head said success, so nothing else on the timeline says this call failed.
+        read.map_err(|error| {
+            self.env.observe(Observation::ClientBodyFailed {
+                method: method.into(),
+                path: path.into(),
+                error: error.clone(),
+            });
+            transport_error(&error)
+        })
     }
 
     async fn json_array(&self, path: &str) -> Result<Vec<Value>, Thrown> {

@@ -161,6 +161,9 @@ pub struct ClientBugs {
     /// one date keep the listing's newest-first order (letta-protocol.md §6.2 breaks such ties
     /// by type rank).
     pub backfill_unranked: bool,
+    /// Breaks `abandoned-run-cancelled`: a headless turn given up on a stream error leaves the
+    /// run it read still active running (letta-tests-and-real-client.md B.5.6 cancels it).
+    pub leaves_abandoned_run: bool,
 }
 
 /// When a scripted interrupt fires (letta-protocol.md §9).

@@ -280,8 +280,10 @@ impl<B: Backend> Client<B> {
             HeadlessPostStreamAction::Done => Some(TurnOutcome::Stopped("end_turn".into())),
             HeadlessPostStreamAction::ExecuteApprovals => None,
             HeadlessPostStreamAction::Fail => {
-                // An unrecoverable stream error with the run still active: cancel it (B.5.6).
-                if d.stop_reason == StopReason::Error
+                // An unrecoverable stream error with the run still active: cancel it
+                // (letta-tests-and-real-client.md B.5.6).
+                if !self.config.bugs.leaves_abandoned_run
+                    && d.stop_reason == StopReason::Error
                     && let Some(run_id) = &d.last_run_id
                     && let Ok(run) = self.io.backend.retrieve_run(run_id).await
                     && matches!(
