@@ -150,13 +150,13 @@ pub fn abandoned_run_cancelled(events: &[TraceEvent]) -> Vec<Violation> {
 }
 
 /// The run id of `GET /v1/runs/{id}` (not the run listing, not a run's stream).
-fn run_read(path: &str) -> Option<&str> {
+pub(crate) fn run_read(path: &str) -> Option<&str> {
     let id = path.strip_prefix("/v1/runs/")?;
     (!id.is_empty() && !id.contains(['/', '?'])).then_some(id)
 }
 
 /// `POST /v1/agents/{agent_id}/messages/cancel`.
-fn is_run_cancel(path: &str) -> bool {
+pub(crate) fn is_run_cancel(path: &str) -> bool {
     path.strip_prefix("/v1/agents/")
         .and_then(|rest| rest.split_once('/'))
         .is_some_and(|(agent, tail)| !agent.is_empty() && tail == "messages/cancel")

@@ -1,6 +1,7 @@
 //! The Letta system's coverage goals: situations of the approval loop a sweep should reach.
 
 use crate::harness::coverage::{Goal, any, is_fault, placed};
+use crate::harness::letta::abandoned_run::{is_run_cancel, run_read};
 use crate::harness::letta::invariants::pending_tool_calls;
 use crate::harness::trace::TraceEvent;
 use crate::model::port::observe::{HistoryEntry, Observation};
@@ -144,6 +145,16 @@ pub const GOALS: &[Goal] = &[
             any(
                 t,
                 |o| matches!(o, Observation::ClientStreamEnd { how } if how == "terminal-eof-guard"),
+            )
+        },
+    },
+    Goal {
+        id: "abandoned-run-cancelled",
+        what: "a headless client gave a turn up on a stream error and cancelled the run it read still active",
+        reached: |t| {
+            any(
+                t,
+                |o| matches!(o, Observation::ClientRequest { method, path, .. } if method == "POST" && is_run_cancel(path)),
             )
         },
     },
@@ -299,8 +310,7 @@ fn went_on_without_run(trace: &[TraceEvent]) -> bool {
 
 /// `/v1/runs/{id}`, one run (not the list, not its stream).
 fn is_run_path(path: &str) -> bool {
-    path.strip_prefix("/v1/runs/")
-        .is_some_and(|id| !id.is_empty() && !id.contains(['/', '?']))
+    run_read(path).is_some()
 }
 
 /// Whether a compaction's kept transcript (`describe` entries: `assistant:<id>[<call>,…]`,

@@ -1,4 +1,4 @@
-//! Client trace events for the Letta checkers' unit tests.
+//! Client and server trace events for the Letta checkers' unit tests.
 
 use crate::harness::trace::TraceEvent;
 use crate::model::port::observe::Observation;
@@ -8,6 +8,15 @@ pub fn client(t_ms: u64, obs: Observation) -> TraceEvent {
     TraceEvent {
         t_ms,
         host: "client".into(),
+        obs,
+    }
+}
+
+/// `obs` on the server at `t_ms`.
+pub fn server(t_ms: u64, obs: Observation) -> TraceEvent {
+    TraceEvent {
+        t_ms,
+        host: "server".into(),
         obs,
     }
 }

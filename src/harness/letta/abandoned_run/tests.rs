@@ -1,16 +1,8 @@
 use super::*;
-use crate::harness::letta::test_trace::{client, started};
+use crate::harness::letta::test_trace::{client, server, started};
 
 const RUN: &str = "run-1";
 const GAVE_UP: &str = "error: stop_reason=error (error reading a body from connection)";
-
-fn server(obs: Observation) -> TraceEvent {
-    TraceEvent {
-        t_ms: 0,
-        host: "server".into(),
-        obs,
-    }
-}
 
 fn send() -> TraceEvent {
     client(
@@ -30,11 +22,14 @@ fn send() -> TraceEvent {
 fn read(status: u16) -> [TraceEvent; 2] {
     let path = format!("/v1/runs/{RUN}");
     [
-        server(Observation::ServerRequest {
-            method: "GET".into(),
-            path: path.clone(),
-            status,
-        }),
+        server(
+            0,
+            Observation::ServerRequest {
+                method: "GET".into(),
+                path: path.clone(),
+                status,
+            },
+        ),
         client(
             0,
             Observation::ClientResponse {
@@ -48,10 +43,13 @@ fn read(status: u16) -> [TraceEvent; 2] {
 }
 
 fn ended() -> TraceEvent {
-    server(Observation::RunEnded {
-        run_id: RUN.into(),
-        stop_reason: "error".into(),
-    })
+    server(
+        0,
+        Observation::RunEnded {
+            run_id: RUN.into(),
+            stop_reason: "error".into(),
+        },
+    )
 }
 
 fn cancel() -> TraceEvent {
