@@ -94,11 +94,14 @@ pub const BACKFILL_FAITHFUL: &str = "backfill-faithful";
 /// A headless Letta client that gives a turn up on a stream error cancels the run it last read
 /// still active, and cancels no run otherwise.
 pub const ABANDONED_RUN_CANCELLED: &str = "abandoned-run-cancelled";
+/// Every send fault the plan numbers fires on that send, once the Letta server has taken that
+/// many message sends.
+pub const SEND_FAULTS_FIRE: &str = "send-faults-fire";
 /// Agent loop: a session resumed from the host's record log holds the context the host held.
 pub const TRANSCRIPT_RESUMES: &str = "transcript-resumes";
 
 /// Every invariant id `sim run` knows (a scenario's `[[expect]]` table names one of these).
-pub const ALL: [&str; 31] = [
+pub const ALL: [&str; 32] = [
     TOOL_CALL_RESOLVED,
     TURN_TERMINATES,
     LOOP_ENVELOPE,
@@ -119,6 +122,7 @@ pub const ALL: [&str; 31] = [
     RECOVERY_COMPLETES,
     ENDS_AS_DECLARED,
     CLIENT_FAULTS_FIRE,
+    SEND_FAULTS_FIRE,
     OTIDS_FRESH,
     ANSWERS_TYPED,
     REQUESTS_ROUTED,

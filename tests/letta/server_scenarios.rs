@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::common::{load, scenario_path, violations};
 use loopsim::harness::invariants::{
     DATES_TRUE, DURABLE_ACK, HISTORY_VALID, ONE_RUN_PER_REQUEST, OTIDS_FRESH,
-    PENDING_DENIED_AT_START, STREAM_STAYS_IN_CONVERSATION,
+    PENDING_DENIED_AT_START, SEND_FAULTS_FIRE, STREAM_STAYS_IN_CONVERSATION,
 };
 use loopsim::harness::report::{RunReport, Verdict};
 use loopsim::harness::run::run_scenario;
@@ -488,6 +488,38 @@ fn dates_true_fails_when_the_server_names_the_wrong_weekday() {
     fixed.planted.server_weekday_from_monday = false;
     let ok = crate::common::run(&fixed, 1, 2);
     assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
+}
+
+/// A server that numbers no message send never asks the fault hooks about send 1 or 2, so the
+/// plan's two busy answers never come and the turn ends as declared: only `send-faults-fire`
+/// sees that the plan did not happen. Without the defect the same run passes, its first two
+/// sends answered 409 busy.
+#[test]
+fn send_faults_fire_fails_when_the_server_numbers_no_send() {
+    let file = "server_uncounted_sends.toml";
+    let r = planted(file, SEND_FAULTS_FIRE);
+    let failed: Vec<_> = r
+        .invariants
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(id, _)| *id)
+        .collect();
+    assert_eq!(failed, [SEND_FAULTS_FIRE], "{}", r.render());
+    let m = &violations(&r, SEND_FAULTS_FIRE)[0].message;
+    assert!(
+        m.starts_with("the server has answered 1 message send with a 200, but the plan's fault on send 1 never fired"),
+        "{m}"
+    );
+    assert_eq!(r.turn_outcomes, ["stopped: end_turn"], "{}", r.render());
+    let mut fixed = load(Path::new("scenarios/planted").join(file));
+    fixed.planted.server_uncounted_sends = false;
+    let ok = crate::common::run(&fixed, 1, 2);
+    assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
+    assert!(
+        ok.trace_text.contains("fault fault=\"busy_409 send=2\""),
+        "{}",
+        ok.trace_text
+    );
 }
 
 #[test]

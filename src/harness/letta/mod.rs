@@ -23,6 +23,7 @@ pub mod response_state;
 pub mod run;
 pub mod scenario;
 pub mod sdk_retries;
+pub mod send_faults_fire;
 pub mod swarm;
 #[cfg(test)]
 mod test_trace;

@@ -1,6 +1,7 @@
 //! What a Letta run adds to the harness's run flow: its world run, its invariants (the server's
 //! on every run, `durable-ack` when the plan crashes the server, `client-faults-fire` when it
-//! scripts a fault after a chunk, the client's on every run),
+//! scripts a fault after a chunk, `send-faults-fire` when it numbers a send fault, the client's
+//! on every run),
 //! its liveness diagnosis, and the expected failures of a client profile (docs/findings.md).
 
 use crate::harness::faults::Fault;
@@ -8,7 +9,7 @@ use crate::harness::invariants::{
     ABANDONED_RUN_CANCELLED, ANSWERS_TYPED, APPROVAL_CONFLICT_RECOVERED, BACKFILL_FAITHFUL,
     CHUNKS_NAMED, CLIENT_FAULTS_FIRE, COMPACTION_SAFE, DATES_TRUE, DURABLE_ACK, HISTORY_VALID,
     ONE_RUN_PER_REQUEST, PENDING_DENIED_AT_START, REQUESTS_ROUTED, RESPONSE_STATE_REUSED,
-    STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED, Violation, history_valid,
+    SEND_FAULTS_FIRE, STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED, Violation, history_valid,
 };
 use crate::harness::letta::abandoned_run::abandoned_run_cancelled;
 use crate::harness::letta::backfill::backfill_faithful;
@@ -23,6 +24,7 @@ use crate::harness::letta::invariants::{
 };
 use crate::harness::letta::pending_at_start::pending_denied_at_start;
 use crate::harness::letta::response_state::response_state_reused;
+use crate::harness::letta::send_faults_fire::{plans_send_faults, send_faults_fire};
 use crate::harness::letta::{findings, world};
 use crate::harness::report::Expectations;
 use crate::harness::scenario::{InputError, Scenario};
@@ -85,6 +87,10 @@ pub fn invariants(
     }
     if scripts_chunk_faults(scenario) {
         checked.push((CLIENT_FAULTS_FIRE, client_faults_fire(scenario, trace)));
+    }
+    if plans_send_faults(scenario) {
+        let plan = scenario.faults.iter().map(|f| f.get_ref());
+        checked.push((SEND_FAULTS_FIRE, send_faults_fire(plan, trace)));
     }
     for (id, check) in client_invariants() {
         checked.push((id, check(trace)));

@@ -229,6 +229,7 @@ pub fn server_parts(
             unserved_conversation_cancel: p.server_unserved_conversation_cancel,
             unnamed_chunks: p.server_unnamed_chunks,
             weekday_from_monday: p.server_weekday_from_monday,
+            uncounted_sends: p.server_uncounted_sends,
         },
         hooks,
         request_log: None,

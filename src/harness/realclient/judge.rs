@@ -18,8 +18,8 @@ use crate::harness::faults::Fault;
 use crate::harness::invariants::{
     APPROVAL_ATTRIBUTION, BACKFILL_FAITHFUL, BUDGET_RESPECTED, COMPACTION_SAFE, HISTORY_VALID,
     NO_DOUBLE_EXECUTION, ONE_RUN_PER_REQUEST, OTIDS_FRESH, REQUESTS_ROUTED, RESPONSE_STATE_REUSED,
-    RESULTS_ORDERED, STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED, TURN_TERMINATES, Violation,
-    history_valid,
+    RESULTS_ORDERED, SEND_FAULTS_FIRE, STREAM_STAYS_IN_CONVERSATION, TOOL_CALL_RESOLVED,
+    TURN_TERMINATES, Violation, history_valid,
 };
 use crate::harness::letta::backfill::{backfill_faithful, is_listing};
 use crate::harness::letta::client_invariants::{
@@ -32,6 +32,7 @@ use crate::harness::letta::invariants::{
 };
 use crate::harness::letta::otids_fresh::otids_fresh;
 use crate::harness::letta::response_state::response_state_reused;
+use crate::harness::letta::send_faults_fire::send_faults_fire;
 use crate::harness::trace::TraceEvent;
 use crate::harness::world_start::WorldStart;
 use crate::model::letta::client::policy as p;
@@ -50,7 +51,7 @@ pub const TOLERANCE_MS: u64 = 250;
 pub const EFFECTS_FILE: &str = "sim-effects.log";
 
 /// The invariants a real-client run is judged by, in report order.
-pub const CHECKED: [&str; 15] = [
+pub const CHECKED: [&str; 16] = [
     TOOL_CALL_RESOLVED,
     ONE_RUN_PER_REQUEST,
     HISTORY_VALID,
@@ -63,6 +64,7 @@ pub const CHECKED: [&str; 15] = [
     OTIDS_FRESH,
     RESPONSE_STATE_REUSED,
     BACKFILL_FAITHFUL,
+    SEND_FAULTS_FIRE,
     BUDGET_RESPECTED,
     TURN_TERMINATES,
     CLI_RESULT,
@@ -136,6 +138,10 @@ pub fn judge(ev: &Evidence<'_>) -> Vec<(&'static str, Vec<Finding>)> {
             let listings = listings(ev);
             on_trace(backfill_faithful(&listings), &listings)
         }),
+        (
+            SEND_FAULTS_FIRE,
+            on_trace(send_faults_fire(ev.plan, trace), trace),
+        ),
         (BUDGET_RESPECTED, budget(ev)),
         (TURN_TERMINATES, terminates(ev)),
         (CLI_RESULT, cli_result(ev)),

@@ -144,6 +144,10 @@ pub struct Planted {
     /// Server's `Retry-After` dates name the wrong weekday (breaks dates-true).
     #[serde(default)]
     pub server_weekday_from_monday: bool,
+    /// Server numbers no message send, so no send fault of the plan fires (breaks
+    /// send-faults-fire).
+    #[serde(default)]
+    pub server_uncounted_sends: bool,
 }
 
 impl Planted {
@@ -202,6 +206,9 @@ impl Planted {
         }
         if self.server_weekday_from_monday {
             v.push(crate::harness::invariants::DATES_TRUE);
+        }
+        if self.server_uncounted_sends {
+            v.push(crate::harness::invariants::SEND_FAULTS_FIRE);
         }
         if self.server_compaction_splits_tool_call
             || self.server_compaction_cuts_at_user

@@ -209,6 +209,9 @@ pub struct ServerBugs {
     /// Breaks `dates-true`: a `Retry-After` HTTP date names its day under the wrong weekday,
     /// which the client's parser skips, so the wait it reads is right.
     pub weekday_from_monday: bool,
+    /// Breaks `send-faults-fire`: message sends go unnumbered, so no send fault of the plan
+    /// (`busy_on_send`, `approval_pending_on_send`, …) ever fires.
+    pub uncounted_sends: bool,
 }
 
 /// Where the server injects faults. The harness implements it from the scenario's fault plan

@@ -372,7 +372,9 @@ fn inject_send_fault<E: Env>(
     target: &SendTarget<'_>,
     now: u64,
 ) -> Result<bool, Refused> {
-    st.sends += 1;
+    if !config.bugs.uncounted_sends {
+        st.sends += 1;
+    }
     let fault = config.hooks.on_send(st.sends);
     // Another client's call can be left pending only on a conversation that waits for none
     // and that no run holds: while one is pending, the server refuses that client's message as
