@@ -464,30 +464,44 @@ fn history_valid_fails_on_a_local_server_that_does_not_settle_orphans() {
         .contains("`tool_use` ids were found without `tool_result` blocks immediately after: toolu_01NRLabsLyVHZPKxbKvkfSMn"));
 }
 
-/// A `Retry-After` date under the wrong weekday reads as the right wait, since the client's
-/// parser skips the day name, and the turn ends as declared: only `dates-true` sees it. Without
-/// the defect the same run passes.
-#[test]
-fn dates_true_fails_when_the_server_names_the_wrong_weekday() {
-    let file = "server_weekday_from_monday.toml";
-    let r = planted(file, DATES_TRUE);
+/// A planted server defect that only `id` sees: the planted scenario `file` fails `id` and
+/// nothing else, its first violation starts with `first`, its one turn still ends `end_turn`,
+/// and the same run with the defect switched `off` passes. Returns the passing run.
+fn assert_only_this_sees_it(
+    file: &str,
+    id: &str,
+    first: &str,
+    off: impl FnOnce(&mut loopsim::harness::scenario::Planted),
+) -> RunReport {
+    let r = planted(file, id);
     let failed: Vec<_> = r
         .invariants
         .iter()
         .filter(|(_, v)| !v.is_empty())
         .map(|(id, _)| *id)
         .collect();
-    assert_eq!(failed, [DATES_TRUE], "{}", r.render());
-    let m = &violations(&r, DATES_TRUE)[0].message;
-    assert!(
-        m.starts_with("the server's 503 says `Retry-After: Mon, 01 Jan 2026 00:00:03 GMT`, whose weekday is wrong (01 Jan 2026 is a Thu); it meant 2026-01-01T00:00:03"),
-        "{m}"
-    );
+    assert_eq!(failed, [id], "{}", r.render());
+    let m = &violations(&r, id)[0].message;
+    assert!(m.starts_with(first), "{m}");
     assert_eq!(r.turn_outcomes, ["stopped: end_turn"], "{}", r.render());
     let mut fixed = load(Path::new("scenarios/planted").join(file));
-    fixed.planted.server_weekday_from_monday = false;
+    off(&mut fixed.planted);
     let ok = crate::common::run(&fixed, 1, 2);
     assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
+    ok
+}
+
+/// A `Retry-After` date under the wrong weekday reads as the right wait, since the client's
+/// parser skips the day name, and the turn ends as declared: only `dates-true` sees it. Without
+/// the defect the same run passes.
+#[test]
+fn dates_true_fails_when_the_server_names_the_wrong_weekday() {
+    assert_only_this_sees_it(
+        "server_weekday_from_monday.toml",
+        DATES_TRUE,
+        "the server's 503 says `Retry-After: Mon, 01 Jan 2026 00:00:03 GMT`, whose weekday is wrong (01 Jan 2026 is a Thu); it meant 2026-01-01T00:00:03",
+        |p| p.server_weekday_from_monday = false,
+    );
 }
 
 /// A server that numbers no message send never asks the fault hooks about send 1 or 2, so the
@@ -496,25 +510,12 @@ fn dates_true_fails_when_the_server_names_the_wrong_weekday() {
 /// sends answered 409 busy.
 #[test]
 fn send_faults_fire_fails_when_the_server_numbers_no_send() {
-    let file = "server_uncounted_sends.toml";
-    let r = planted(file, SEND_FAULTS_FIRE);
-    let failed: Vec<_> = r
-        .invariants
-        .iter()
-        .filter(|(_, v)| !v.is_empty())
-        .map(|(id, _)| *id)
-        .collect();
-    assert_eq!(failed, [SEND_FAULTS_FIRE], "{}", r.render());
-    let m = &violations(&r, SEND_FAULTS_FIRE)[0].message;
-    assert!(
-        m.starts_with("the server has answered 1 message send with a 200, but the plan's fault on send 1 never fired"),
-        "{m}"
+    let ok = assert_only_this_sees_it(
+        "server_uncounted_sends.toml",
+        SEND_FAULTS_FIRE,
+        "the server has answered 1 message send with a 200, but the plan's fault on send 1 never fired",
+        |p| p.server_uncounted_sends = false,
     );
-    assert_eq!(r.turn_outcomes, ["stopped: end_turn"], "{}", r.render());
-    let mut fixed = load(Path::new("scenarios/planted").join(file));
-    fixed.planted.server_uncounted_sends = false;
-    let ok = crate::common::run(&fixed, 1, 2);
-    assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
     assert!(
         ok.trace_text.contains("fault fault=\"busy_409 send=2\""),
         "{}",

@@ -149,7 +149,7 @@ pub const GOALS: &[Goal] = &[
         },
     },
     Goal {
-        id: "abandoned-run-cancelled",
+        id: "run-cancelled-on-give-up",
         what: "a headless client gave a turn up on a stream error and cancelled the run it read still active",
         reached: |t| {
             any(
