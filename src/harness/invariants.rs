@@ -91,6 +91,9 @@ pub const RESPONSE_STATE_REUSED: &str = "response-state-reused";
 /// Every start-up tail read the Letta client sends carries letta-protocol.md §6.1's query, and
 /// the transcript it backfills from the listing is §6.2's.
 pub const BACKFILL_FAITHFUL: &str = "backfill-faithful";
+/// The status the Letta server records for a tool's result is the status the client's run of
+/// the tool produced.
+pub const RESULT_STATUS_INTACT: &str = "result-status-intact";
 /// A headless Letta client that gives a turn up on a stream error cancels the run it last read
 /// still active, and cancels no run otherwise.
 pub const ABANDONED_RUN_CANCELLED: &str = "abandoned-run-cancelled";
@@ -101,7 +104,7 @@ pub const SEND_FAULTS_FIRE: &str = "send-faults-fire";
 pub const TRANSCRIPT_RESUMES: &str = "transcript-resumes";
 
 /// Every invariant id `sim run` knows (a scenario's `[[expect]]` table names one of these).
-pub const ALL: [&str; 32] = [
+pub const ALL: [&str; 33] = [
     TOOL_CALL_RESOLVED,
     TURN_TERMINATES,
     LOOP_ENVELOPE,
@@ -112,6 +115,7 @@ pub const ALL: [&str; 32] = [
     STREAM_GAPLESS,
     STOP_REASON_CONSISTENT,
     ARGS_INTACT,
+    RESULT_STATUS_INTACT,
     BUDGET_RESPECTED,
     APPROVAL_ATTRIBUTION,
     RESULTS_ORDERED,

@@ -8,8 +8,8 @@ use loopsim::harness::invariants::{
     ABANDONED_RUN_CANCELLED, ANSWERS_TYPED, APPROVAL_ATTRIBUTION, APPROVAL_CONFLICT_RECOVERED,
     ARGS_INTACT, BACKFILL_FAITHFUL, BUDGET_RESPECTED, CHUNKS_NAMED, CLIENT_FAULTS_FIRE,
     ENDS_AS_DECLARED, LOCK_SAFETY, NO_DOUBLE_EXECUTION, OTIDS_FRESH, PENDING_DENIED_AT_START,
-    RECOVERY_COMPLETES, REQUESTS_ROUTED, RESPONSE_STATE_REUSED, RESULTS_ORDERED,
-    STOP_REASON_CONSISTENT, STREAM_GAPLESS,
+    RECOVERY_COMPLETES, REQUESTS_ROUTED, RESPONSE_STATE_REUSED, RESULT_STATUS_INTACT,
+    RESULTS_ORDERED, STOP_REASON_CONSISTENT, STREAM_GAPLESS,
 };
 use loopsim::harness::report::{RunReport, Verdict, exit};
 use loopsim::harness::scenario::{Planted, Scenario};
@@ -318,6 +318,25 @@ fn abandoned_run_cancelled_fails_when_a_headless_client_leaves_its_run_running()
         "the faithful client's cancel ends the run"
     );
     assert!(!r.trace_text.contains("stop_reason=cancelled"));
+}
+
+/// A client that sends a tool's result with the other status tells the model a working tool
+/// failed, and the turn still ends as the faithful client's does: only `result-status-intact`
+/// sees it.
+#[test]
+fn result_status_intact_fails_when_the_client_flips_a_results_status() {
+    let r = planted("client_flips_result_status.toml");
+    assert_breaks(
+        &r,
+        RESULT_STATUS_INTACT,
+        "result as error, but the client's run of it produced success",
+    );
+    let mut s = load(repo().join("scenarios/planted/client_flips_result_status.toml"));
+    s.planted.client_flips_result_status = false;
+    let ok = run(&s, 1, 2);
+    assert_eq!(ok.verdict, Verdict::Pass, "{}", ok.render());
+    assert_eq!(ok.turn_outcomes, r.turn_outcomes);
+    assert!(ok.trace_text.contains("entry.kind=tool_return entry.tool_call_id=toolu_01NRLabsLyVHZPKxbKvkfSMn entry.status=success"));
 }
 
 #[test]

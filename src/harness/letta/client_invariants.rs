@@ -8,7 +8,8 @@ use crate::model::port::observe::{HistoryEntry, Observation};
 
 use crate::harness::invariants::{
     APPROVAL_ATTRIBUTION, ARGS_INTACT, BUDGET_RESPECTED, LOCK_SAFETY, NO_DOUBLE_EXECUTION,
-    OTIDS_FRESH, RESULTS_ORDERED, STOP_REASON_CONSISTENT, STREAM_GAPLESS, Violation,
+    OTIDS_FRESH, RESULT_STATUS_INTACT, RESULTS_ORDERED, STOP_REASON_CONSISTENT, STREAM_GAPLESS,
+    Violation,
 };
 use crate::harness::trace::TraceEvent;
 
@@ -19,12 +20,13 @@ use super::otids_fresh::otids_fresh;
 pub type Checker = fn(&[TraceEvent]) -> Vec<Violation>;
 
 /// The client invariants checked on every run, with their checkers.
-pub fn client_invariants() -> [(&'static str, Checker); 9] {
+pub fn client_invariants() -> [(&'static str, Checker); 10] {
     [
         (NO_DOUBLE_EXECUTION, no_double_execution),
         (STREAM_GAPLESS, stream_gapless),
         (STOP_REASON_CONSISTENT, stop_reason_consistent),
         (ARGS_INTACT, args_intact),
+        (RESULT_STATUS_INTACT, result_status_intact),
         (BUDGET_RESPECTED, budget_respected),
         (APPROVAL_ATTRIBUTION, approval_attribution),
         (RESULTS_ORDERED, results_ordered),
@@ -261,6 +263,55 @@ pub fn args_intact(events: &[TraceEvent]) -> Vec<Violation> {
                         i,
                         format!(
                             "tool call {tool_call_id} ran with arguments {arguments:?}, but the provider produced {p:?}"
+                        ),
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `result-status-intact`: the status the server records for a tool's result (`success` or
+/// `error`) is the status the client's last run of that tool produced. A result sent with the
+/// other status tells the model a tool failed that worked, or worked that failed. A call the
+/// client aborted, or ran before the user interrupted, goes back as `error` whatever it
+/// produced (letta-protocol.md §9), and is not judged.
+pub fn result_status_intact(events: &[TraceEvent]) -> Vec<Violation> {
+    let mut ran: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut exempt: BTreeSet<&str> = BTreeSet::new();
+    let mut out = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        match &e.obs {
+            Observation::ToolExecuted {
+                tool_call_id,
+                status,
+                ..
+            } => {
+                ran.insert(tool_call_id, status);
+            }
+            Observation::ToolAborted { tool_call_id } => {
+                exempt.insert(tool_call_id);
+            }
+            Observation::ClientInterrupt { .. } => exempt.extend(ran.keys()),
+            Observation::History {
+                entry:
+                    HistoryEntry::ToolReturn {
+                        tool_call_id,
+                        status,
+                    },
+                ..
+            } => {
+                if let Some(produced) = ran.get(tool_call_id.as_str())
+                    && !exempt.contains(tool_call_id.as_str())
+                    && produced != status
+                {
+                    out.push(v(
+                        RESULT_STATUS_INTACT,
+                        i,
+                        format!(
+                            "the server recorded tool call {tool_call_id}'s result as {status}, but the client's run of it produced {produced}"
                         ),
                     ));
                 }

@@ -551,6 +551,7 @@ fn client_bugs(scenario: &Scenario) -> ClientBugs {
         response_state_padded: pl.client_response_state_padded,
         backfill_unranked: pl.client_backfill_unranked,
         leaves_abandoned_run: pl.client_leaves_abandoned_run,
+        flips_result_status: pl.client_flips_result_status,
         results_in_completion_order: pl.client_results_in_completion_order,
         no_resource_locks: pl.client_no_resource_locks,
         otids_repeat_per_process: pl.client_otids_repeat_per_process,

@@ -78,6 +78,9 @@ pub struct Planted {
     /// abandoned-run-cancelled).
     #[serde(default)]
     pub client_leaves_abandoned_run: bool,
+    /// A tool's result goes back with the other status (breaks result-status-intact).
+    #[serde(default)]
+    pub client_flips_result_status: bool,
     // ---- agent loop ------------------------------------------------------------------------
     /// The loop records tool results in completion order, not provider order (breaks
     /// loop-envelope).
@@ -256,6 +259,7 @@ impl Planted {
                 self.client_leaves_abandoned_run,
                 inv::ABANDONED_RUN_CANCELLED,
             ),
+            (self.client_flips_result_status, inv::RESULT_STATUS_INTACT),
         ] {
             if on && !v.contains(&id) {
                 v.push(id);

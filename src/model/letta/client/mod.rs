@@ -164,6 +164,9 @@ pub struct ClientBugs {
     /// Breaks `abandoned-run-cancelled`: a headless turn given up on a stream error leaves the
     /// run it read still active running (letta-tests-and-real-client.md B.5.6 cancels it).
     pub leaves_abandoned_run: bool,
+    /// Breaks `result-status-intact`: a tool's result goes back with the other status (a
+    /// success as `error`, an error as `success`).
+    pub flips_result_status: bool,
 }
 
 /// When a scripted interrupt fires (letta-protocol.md §9).

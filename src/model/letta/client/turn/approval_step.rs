@@ -17,6 +17,7 @@ use crate::model::letta::client::policy::{
 use crate::model::letta::client::stream_processor::Approval;
 use crate::model::letta::client::{Client, CrashWhen, InterruptWhen, Mode, Profile, TurnOutcome};
 use crate::model::port::observe::Observation;
+use crate::model::tools::ToolStatus;
 use crate::wire::letta::{ApprovalCreate, Content, MessageItem};
 
 /// What approval handling decided.
@@ -237,6 +238,7 @@ impl<B: Backend> Client<B> {
         let completion: Arc<std::sync::Mutex<Vec<usize>>> = Default::default();
         let done = completion.clone();
         let memo = (self.config.profile == Profile::Reference).then(|| self.tool_results.clone());
+        let flip_status = self.config.bugs.flips_result_status;
         let runner = move |i: usize, a: Approval| {
             let workspace = workspace.clone();
             let observe = observe.clone();
@@ -289,9 +291,14 @@ impl<B: Backend> Client<B> {
                     executions,
                     status: outcome.status.as_str().into(),
                 });
+                let status = match (flip_status, outcome.status) {
+                    (true, ToolStatus::Success) => ToolStatus::Error,
+                    (true, ToolStatus::Error) => ToolStatus::Success,
+                    (false, s) => s,
+                };
                 let run = ToolRun::Done {
                     tool_return: Content::Text(outcome.tool_return),
-                    status: outcome.status.as_str().into(),
+                    status: status.as_str().into(),
                     stdout: None,
                     stderr: None,
                 };
