@@ -59,6 +59,19 @@ pub struct Failure {
     pub faults: Vec<Fault>,
 }
 
+impl Failure {
+    /// The first line of the message as shown in invariant `inv`'s group. The message is the
+    /// first broken invariant's, so a run listed under another of its invariants names that
+    /// one: a group's lines never read as its own invariant's words when they are not.
+    pub fn summary_under(&self, inv: &str) -> String {
+        let line = first_line(&self.message);
+        match self.invariants.first() {
+            Some(first) if first != inv => format!("(first broken: {first}) {line}"),
+            _ => line.to_string(),
+        }
+    }
+}
+
 /// A sweep's results. Equal for equal inputs, whatever `jobs` was. Read back strictly (`sim
 /// report merge`): an unknown key is an error, not something dropped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -271,7 +284,7 @@ impl ExploreReport {
                     .iter()
                     .find(|f| &f.scenario == scenario && f.seed == *seed)
                     .expect("grouped from failures");
-                let _ = writeln!(s, "    seed {seed} {scenario}: {}", first_line(&f.message));
+                let _ = writeln!(s, "    seed {seed} {scenario}: {}", f.summary_under(&inv));
                 let _ = writeln!(s, "      reproduce: {}", f.reproduce);
             }
             if seeds.len() > 10 {

@@ -61,6 +61,25 @@ fn a_sweep_reports_failures_by_invariant_with_reproduce_commands() {
     assert_eq!(r.failures.len(), 4);
     let text = r.render();
     assert!(text.contains("tool-call-resolved: 4 seed(s)"), "{text}");
+    // The message is the first broken invariant's; under another invariant's group it says so.
+    let first_under = |group: &str| {
+        let head = format!("  {group}: 4 seed(s)\n");
+        let at = text.find(&head).expect("the group") + head.len();
+        let line = text[at..].lines().next().unwrap();
+        line.split_once("dangling_tool_call.toml: ")
+            .unwrap()
+            .1
+            .to_string()
+    };
+    assert!(
+        first_under("history-valid")
+            .starts_with("(first broken: tool-call-resolved) conversation "),
+        "{text}"
+    );
+    assert!(
+        first_under("tool-call-resolved").starts_with("conversation "),
+        "{text}"
+    );
     assert!(
         text.contains("reproduce: cargo run --release -p sim -- run "),
         "{text}"

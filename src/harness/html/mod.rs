@@ -209,7 +209,7 @@ pub fn sweep_page(
                 body,
                 "<tr><td>seed {seed}</td><td>{}</td><td>{}<div class=\"plan\">{}</div></td><td><code>{}</code>{link}</td></tr>",
                 escape(scenario),
-                escape(f.message.lines().next().unwrap_or("")),
+                escape(&f.summary_under(&inv)),
                 escape(&f.plan.join("; ")),
                 escape(&f.reproduce),
             );
