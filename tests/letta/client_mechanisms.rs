@@ -1280,3 +1280,48 @@ fn a_transient_retry_on_the_local_backend_resends_no_messages() {
         r.trace_text
     );
 }
+
+/// The next message meets the run the client gave up on: the server's own lock answers 409 busy
+/// naming that run, the attach by the new message's otid finds nothing, and the client waits
+/// 10 s and sends the same body again (letta-protocol.md §3.4, §11). The approval fault on that
+/// send is not planted while the run holds the conversation (docs/faults.md).
+#[test]
+fn a_message_that_meets_the_run_the_client_lost_waits_for_it() {
+    let r = pass(&scenario("client_send_meets_held_run"), 1);
+    assert_eq!(
+        outcomes(&r),
+        [
+            "error: stop_reason=error (500 Internal Server Error)",
+            "stopped: end_turn"
+        ]
+    );
+    assert_eq!(
+        steps(&r),
+        [
+            TAIL,
+            SYSTEM,
+            "POST /v1/conversations/{conv}/messages items=user(o1) -> 200",
+            "POST /v1/runs/{r1}/stream batch_size=1000 starting_after=3 -> 500",
+            "GET /v1/runs/{r1} -> 200",
+            "GET /v1/runs/{r1} -> 200",
+            "POST /v1/conversations/{conv}/messages items=user(o2) -> 409",
+            "POST /v1/conversations/{conv}/stream batch_size=1000 otid=o2 starting_after=0 -> 404",
+            "POST /v1/conversations/{conv}/messages items=user(o2) -> 200",
+            "GET /v1/runs/{r2} -> 200",
+            TAIL,
+            "POST /v1/conversations/{conv}/messages items=approval(o3)[deny:c1:<stale>] + user(o4) -> 200",
+        ]
+    );
+    assert_eq!(retries_of(&r, "busy"), [(1, 10_000)]);
+    let held = r
+        .trace_text
+        .lines()
+        .filter(|l| l.contains(" fault fault=\"approval_pending send=2 "))
+        .collect::<Vec<_>>();
+    assert_eq!(held.len(), 1, "{}", r.trace_text);
+    assert!(
+        held[0].contains("not planted: run run-") && held[0].ends_with("holds the conversation\""),
+        "{}",
+        held[0]
+    );
+}

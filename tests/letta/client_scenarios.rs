@@ -61,6 +61,13 @@ fn outcomes_per_scenario() {
     let expect = [
         ("client_busy_attach", vec!["stopped: end_turn"]),
         ("client_busy_wait", vec!["stopped: end_turn"]),
+        (
+            "client_send_meets_held_run",
+            vec![
+                "error: stop_reason=error (500 Internal Server Error)",
+                "stopped: end_turn",
+            ],
+        ),
         ("client_approval_pending", vec!["stopped: end_turn"]),
         ("client_approval_pending_in_band", vec!["stopped: end_turn"]),
         ("client_stale_at_start", vec!["stopped: end_turn"]),
