@@ -1,8 +1,11 @@
 //! The Letta system's coverage goals: situations of the approval loop a sweep should reach.
 
+use std::collections::BTreeSet;
+
 use crate::harness::coverage::{Goal, any, is_fault, placed};
 use crate::harness::letta::abandoned_run::{is_run_cancel, run_read};
 use crate::harness::letta::invariants::pending_tool_calls;
+use crate::harness::letta::send_faults_fire::is_send;
 use crate::harness::trace::TraceEvent;
 use crate::model::port::observe::{HistoryEntry, Observation};
 
@@ -46,6 +49,11 @@ pub const GOALS: &[Goal] = &[
                 matches!(o, Observation::ServerRequest { status: 409, .. })
             })
         },
+    },
+    Goal {
+        id: "send-met-held-run",
+        what: "a message send met a run holding its conversation, and the server's own lock answered 409 busy",
+        reached: send_met_held_run,
     },
     Goal {
         id: "approval-pending-conflict",
@@ -308,6 +316,46 @@ fn went_on_without_run(trace: &[TraceEvent]) -> bool {
         })
 }
 
+/// Whether the server's own conversation lock (letta-protocol.md §11) answered a message send:
+/// a 409 to a send while a run had started and not ended (a restarted server ends the runs its
+/// crash cut off, each with a `run_ended`), with no send fault injected for it. A fault's note comes just before the answer it makes on
+/// the server; an approval fault that was not planted makes none, and the lock answers.
+fn send_met_held_run(trace: &[TraceEvent]) -> bool {
+    let mut running: BTreeSet<&str> = BTreeSet::new();
+    let mut injected = false;
+    trace
+        .iter()
+        .filter(|e| e.host == "server")
+        .any(|e| match &e.obs {
+            Observation::RunStarted { run_id, .. } => {
+                running.insert(run_id);
+                false
+            }
+            Observation::RunEnded { run_id, .. } => {
+                running.remove(run_id.as_str());
+                false
+            }
+            Observation::Fault { fault } => {
+                injected = !fault.contains(" not planted: ");
+                false
+            }
+            Observation::ServerRequest {
+                method,
+                path,
+                status,
+            } => {
+                let lock = *status == 409
+                    && method == "POST"
+                    && is_send(path)
+                    && !injected
+                    && !running.is_empty();
+                injected = false;
+                lock
+            }
+            _ => false,
+        })
+}
+
 /// `/v1/runs/{id}`, one run (not the list, not its stream).
 fn is_run_path(path: &str) -> bool {
     run_read(path).is_some()
@@ -337,7 +385,7 @@ fn kept_parallel_calls(kept: &[String]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::letta::test_trace::client;
+    use crate::harness::letta::test_trace::{client, server};
 
     fn read(t: u64, status: u16) -> [TraceEvent; 2] {
         let path = "/v1/runs/run-1".to_string();
@@ -393,5 +441,67 @@ mod tests {
         // A failed read of a run's stream is not a lookup.
         assert!(!is_run_path("/v1/runs/run-1/stream"));
         assert!(!is_run_path("/v1/runs/?agent_id=a"));
+    }
+
+    fn send_answered(t: u64, status: u16) -> TraceEvent {
+        server(
+            t,
+            Observation::ServerRequest {
+                method: "POST".into(),
+                path: "/v1/conversations/default/messages".into(),
+                status,
+            },
+        )
+    }
+
+    fn run(t: u64, started: bool) -> TraceEvent {
+        let run_id = "run-1".to_string();
+        server(
+            t,
+            if started {
+                Observation::RunStarted {
+                    run_id,
+                    conversation_id: "conv-1".into(),
+                    request_token: String::new(),
+                }
+            } else {
+                Observation::RunEnded {
+                    run_id,
+                    stop_reason: "end_turn".into(),
+                }
+            },
+        )
+    }
+
+    fn fault(t: u64, text: &str) -> TraceEvent {
+        server(t, Observation::Fault { fault: text.into() })
+    }
+
+    #[test]
+    fn a_send_meets_a_held_run_only_when_the_lock_answers_it() {
+        // The lock's own 409 while run-1 runs, with or without an approval fault it refused.
+        assert!(send_met_held_run(&[run(0, true), send_answered(5, 409)]));
+        assert!(send_met_held_run(&[
+            run(0, true),
+            fault(
+                5,
+                "approval_pending send=2 tool_call_id=t not planted: run run-1 holds the conversation"
+            ),
+            send_answered(5, 409),
+        ]));
+        // An injected busy answers it, though a run is running (busy_own_run starts its own).
+        assert!(!send_met_held_run(&[
+            fault(0, "busy_own_run send=1"),
+            run(0, true),
+            send_answered(0, 409),
+        ]));
+        // No run holds the conversation: a 409 approval pending, not the lock.
+        assert!(!send_met_held_run(&[
+            run(0, true),
+            run(3, false),
+            send_answered(5, 409),
+        ]));
+        // A send the lock let through.
+        assert!(!send_met_held_run(&[run(0, true), send_answered(5, 200)]));
     }
 }

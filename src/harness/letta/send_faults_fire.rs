@@ -88,7 +88,7 @@ fn fired_send(fault: &str) -> Option<u64> {
 
 /// The message-send routes the server numbers: `POST /v1/conversations/{id}/messages`,
 /// `/v1/agents/{id}/messages` and `/v1/agents/{id}/messages/stream`.
-fn is_send(path: &str) -> bool {
+pub(crate) fn is_send(path: &str) -> bool {
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     matches!(
         parts.as_slice(),
