@@ -317,9 +317,11 @@ fn went_on_without_run(trace: &[TraceEvent]) -> bool {
 }
 
 /// Whether the server's own conversation lock (letta-protocol.md §11) answered a message send:
-/// a 409 to a send while a run had started and not ended (a restarted server ends the runs its
-/// crash cut off, each with a `run_ended`), with no send fault injected for it. A fault's note comes just before the answer it makes on
-/// the server; an approval fault that was not planted makes none, and the lock answers.
+/// a 409 to `POST /v1/conversations/{id}/messages`, the one send route that takes the lock,
+/// while a run had started and not ended (a restarted server ends the runs its crash cut off,
+/// each with a `run_ended`), with no send fault injected for it. A fault's note comes just
+/// before the answer it makes on the server; an approval fault that was not planted makes
+/// none, and the lock answers.
 fn send_met_held_run(trace: &[TraceEvent]) -> bool {
     let mut running: BTreeSet<&str> = BTreeSet::new();
     let mut injected = false;
@@ -347,6 +349,7 @@ fn send_met_held_run(trace: &[TraceEvent]) -> bool {
                 let lock = *status == 409
                     && method == "POST"
                     && is_send(path)
+                    && path.starts_with("/v1/conversations/")
                     && !injected
                     && !running.is_empty();
                 injected = false;
@@ -503,5 +506,15 @@ mod tests {
         ]));
         // A send the lock let through.
         assert!(!send_met_held_run(&[run(0, true), send_answered(5, 200)]));
+        // The agents route takes no lock: its 409 is an approval pending.
+        let agents_send = server(
+            5,
+            Observation::ServerRequest {
+                method: "POST".into(),
+                path: "/v1/agents/agent-1/messages".into(),
+                status: 409,
+            },
+        );
+        assert!(!send_met_held_run(&[run(0, true), agents_send]));
     }
 }
