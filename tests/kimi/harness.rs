@@ -162,6 +162,29 @@ fn provider_errors_are_retried_with_retry_after_and_a_stalled_stream_times_out()
     );
 }
 
+/// With one attempt per step the loop takes the single-attempt path (kimi-loop.md §6): each
+/// step calls the model once, and a 529 the retry path would retry ends the turn.
+#[test]
+fn one_attempt_per_step_calls_the_model_once_and_a_529_ends_the_turn() {
+    let report = run_scenario(
+        &load("scenarios/kimi/provider_error_single_attempt.toml"),
+        1,
+        1,
+    )
+    .unwrap();
+    assert_eq!(report.verdict, Verdict::Pass, "{}", report.render());
+    assert_eq!(report.turn_outcomes, ["failed: APIStatusError: Overloaded"]);
+    let t = &report.trace_text;
+    assert_eq!(t.matches(" loop_provider_request ").count(), 2, "{t}");
+    assert!(!t.contains("loop_retrying"), "{t}");
+    // Step 1's batch ran on the model's answer before step 2's call failed.
+    assert_eq!(t.matches("loop_tool_start").count(), 1, "{t}");
+    assert!(
+        t.contains("loop_model_error turn_step=- error=\"APIStatusError: Overloaded\""),
+        "{t}"
+    );
+}
+
 #[test]
 fn a_non_retryable_error_fails_the_turn_after_one_interrupt() {
     let s = with_faults(
