@@ -8,8 +8,8 @@
 //! sweep would pass for the wrong reason. The trace does not number sends, but each send
 //! answered 200 was numbered before it was answered, so once the server has answered `n` sends
 //! with a 200, the plan's faults on sends 1 to `n` must have fired (or said why an approval
-//! could not be planted). A send refused earlier (a 4xx before the fault hook) is not counted,
-//! which only makes the bound lower.
+//! could not be planted, with a reason the trace shows). A send refused earlier (a 4xx before
+//! the fault hook) is not counted, which only makes the bound lower.
 
 use std::collections::BTreeSet;
 
