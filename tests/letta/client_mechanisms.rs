@@ -1325,3 +1325,31 @@ fn a_message_that_meets_the_run_the_client_lost_waits_for_it() {
         held[0]
     );
 }
+
+/// A call id stands once in a conversation, and the model's context is one conversation's. A
+/// guided plan of the CI gate planted `toolu_stale_1` in a named conversation and again in the
+/// new conversation the restarted client made; each was denied once, and `approval-attribution`
+/// counted the two denials as the model seeing a second decision.
+#[test]
+fn a_call_id_planted_in_two_conversations_is_decided_once_in_each() {
+    let stale = r#"tool_call_id = "toolu_stale_1", tool = "Bash", arguments = '{"command": "echo stale", "description": "left pending"}'"#;
+    let plan = [
+        r#"{ kind = "crash", host = "server", at_ms = 50, restart_after_ms = 3538 }"#.to_string(),
+        r#"{ kind = "provider_error", call = 2, status = 529 }"#.to_string(),
+        format!(r#"{{ kind = "approval_pending_on_send", send = 1, {stale} }}"#),
+        format!(r#"{{ kind = "approval_pending_in_band", send = 3, {stale} }}"#),
+        r#"{ kind = "provider_error", call = 2, status = 503 }"#.to_string(),
+        r#"{ kind = "client_crash", turn = 1, at = "after_chunk", after_chunk = 1 }"#.to_string(),
+    ];
+    let plan: Vec<&str> = plan.iter().map(String::as_str).collect();
+    let r = pass(
+        &with_plan(scenario("client_named_conversation"), &plan),
+        512_473_064,
+    );
+    let denials = r
+        .trace_text
+        .lines()
+        .filter(|l| l.contains("entry.kind=denial entry.tool_call_id=toolu_stale_1"))
+        .count();
+    assert_eq!(denials, 2, "{}", r.trace_text);
+}

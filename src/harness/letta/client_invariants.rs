@@ -351,7 +351,9 @@ pub fn approval_attribution(events: &[TraceEvent]) -> Vec<Violation> {
     // tool_call_id → (origin, decision) of the latest client decision.
     let mut decided: BTreeMap<String, (String, String)> = BTreeMap::new();
     let mut probe_answered: BTreeSet<String> = BTreeSet::new();
-    let mut resolved: BTreeMap<String, usize> = BTreeMap::new();
+    // (conversation, tool_call_id) → decisions recorded: the model's context is one
+    // conversation's, so a call id planted in two conversations is decided once in each.
+    let mut resolved: BTreeMap<(String, String), usize> = BTreeMap::new();
     let mut out = Vec::new();
     for (i, e) in events.iter().enumerate() {
         match &e.obs {
@@ -374,7 +376,6 @@ pub fn approval_attribution(events: &[TraceEvent]) -> Vec<Violation> {
                     },
                 ..
             } => {
-                *resolved.entry(tool_call_id.clone()).or_default() += 1;
                 if !probe_answered.contains(tool_call_id)
                     && let Some(m) = denial_problem(tool_call_id, reason, decided.get(tool_call_id))
                 {
@@ -385,7 +386,6 @@ pub fn approval_attribution(events: &[TraceEvent]) -> Vec<Violation> {
                 entry: HistoryEntry::ToolReturn { tool_call_id, .. },
                 ..
             } => {
-                *resolved.entry(tool_call_id.clone()).or_default() += 1;
                 if let Some((_, decision)) = decided.get(tool_call_id)
                     && decision.starts_with("deny")
                     && !probe_answered.contains(tool_call_id)
@@ -399,16 +399,24 @@ pub fn approval_attribution(events: &[TraceEvent]) -> Vec<Violation> {
             }
             _ => {}
         }
-        if let Observation::History { entry, .. } = &e.obs
+        if let Observation::History {
+            conversation_id,
+            entry,
+        } = &e.obs
             && let HistoryEntry::ToolReturn { tool_call_id, .. }
             | HistoryEntry::Denial { tool_call_id, .. } = entry
-            && resolved.get(tool_call_id).copied().unwrap_or(0) > 1
         {
-            out.push(v(
-                APPROVAL_ATTRIBUTION,
-                i,
-                format!("the model sees a second decision for tool call {tool_call_id}"),
-            ));
+            let n = resolved
+                .entry((conversation_id.clone(), tool_call_id.clone()))
+                .or_default();
+            *n += 1;
+            if *n > 1 {
+                out.push(v(
+                    APPROVAL_ATTRIBUTION,
+                    i,
+                    format!("the model sees a second decision for tool call {tool_call_id}"),
+                ));
+            }
         }
     }
     out
