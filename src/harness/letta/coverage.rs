@@ -1,11 +1,9 @@
 //! The Letta system's coverage goals: situations of the approval loop a sweep should reach.
 
-use std::collections::BTreeSet;
-
 use crate::harness::coverage::{Goal, any, is_fault, placed};
 use crate::harness::letta::abandoned_run::{is_run_cancel, run_read};
 use crate::harness::letta::invariants::pending_tool_calls;
-use crate::harness::letta::send_faults_fire::is_send;
+use crate::harness::letta::send_faults_fire::{ServerSeen, is_send};
 use crate::harness::trace::TraceEvent;
 use crate::model::port::observe::{HistoryEntry, Observation};
 
@@ -323,20 +321,11 @@ fn went_on_without_run(trace: &[TraceEvent]) -> bool {
 /// before the answer it makes on the server; an approval fault that was not planted makes
 /// none, and the lock answers.
 fn send_met_held_run(trace: &[TraceEvent]) -> bool {
-    let mut running: BTreeSet<&str> = BTreeSet::new();
+    let mut seen = ServerSeen::default();
     let mut injected = false;
-    trace
-        .iter()
-        .filter(|e| e.host == "server")
-        .any(|e| match &e.obs {
-            Observation::RunStarted { run_id, .. } => {
-                running.insert(run_id);
-                false
-            }
-            Observation::RunEnded { run_id, .. } => {
-                running.remove(run_id.as_str());
-                false
-            }
+    trace.iter().filter(|e| e.host == "server").any(|e| {
+        seen.see(&e.obs);
+        match &e.obs {
             Observation::Fault { fault } => {
                 injected = !fault.contains(" not planted: ");
                 false
@@ -351,12 +340,13 @@ fn send_met_held_run(trace: &[TraceEvent]) -> bool {
                     && is_send(path)
                     && path.starts_with("/v1/conversations/")
                     && !injected
-                    && !running.is_empty();
+                    && seen.holds_a_run();
                 injected = false;
                 lock
             }
             _ => false,
-        })
+        }
+    })
 }
 
 /// `/v1/runs/{id}`, one run (not the list, not its stream).

@@ -85,15 +85,16 @@ pub fn send_faults_fire<'a>(
 }
 
 /// What the trace has shown of the server's state so far: the tool calls its histories have
-/// recorded and the runs started and not yet ended.
+/// recorded and the runs started and not yet ended (a restarted server ends the runs its crash
+/// cut off, each with a `run_ended`).
 #[derive(Default)]
-struct ServerSeen<'a> {
+pub(crate) struct ServerSeen<'a> {
     calls: BTreeSet<&'a str>,
     running: BTreeSet<&'a str>,
 }
 
 impl<'a> ServerSeen<'a> {
-    fn see(&mut self, o: &'a Observation) {
+    pub(crate) fn see(&mut self, o: &'a Observation) {
         match o {
             Observation::History {
                 entry: HistoryEntry::ToolCall { tool_call_id, .. },
@@ -109,6 +110,11 @@ impl<'a> ServerSeen<'a> {
             }
             _ => {}
         }
+    }
+
+    /// Whether some run has started and not yet ended: one holds its conversation.
+    pub(crate) fn holds_a_run(&self) -> bool {
+        !self.running.is_empty()
     }
 }
 
