@@ -1353,3 +1353,36 @@ fn a_call_id_planted_in_two_conversations_is_decided_once_in_each() {
         .count();
     assert_eq!(denials, 2, "{}", r.trace_text);
 }
+
+/// A stale call the client denied stands in the history, so a plan that names it again on a
+/// later send is refused: the server does not leave one call id pending twice in a
+/// conversation, and turn 2 runs as if fault-free. A server that planted it again asked the
+/// client to decide it a second time, and the model saw the call unresolved.
+#[test]
+fn a_stale_call_named_again_after_its_denial_is_not_planted_twice() {
+    let r = pass(&scenario("client_approval_pending_twice"), 1);
+    assert_eq!(outcomes(&r), ["stopped: end_turn", "stopped: end_turn"]);
+    let notes: Vec<&str> = r
+        .trace_text
+        .lines()
+        .filter(|l| l.contains(" fault fault=\"approval_pending"))
+        .collect();
+    assert_eq!(notes.len(), 2, "{}", r.trace_text);
+    assert!(
+        notes[0].ends_with("fault=\"approval_pending_on_send send=1 tool_call_id=toolu_stale_1\""),
+        "{}",
+        notes[0]
+    );
+    assert!(
+        notes[1]
+            .ends_with("not planted: toolu_stale_1 already stands in the conversation's history\""),
+        "{}",
+        notes[1]
+    );
+    let denials = r
+        .trace_text
+        .lines()
+        .filter(|l| l.contains("entry.kind=denial entry.tool_call_id=toolu_stale_1"))
+        .count();
+    assert_eq!(denials, 1, "{}", r.trace_text);
+}

@@ -73,6 +73,10 @@ fn outcomes_per_scenario() {
             "client_approval_pending_later",
             vec!["stopped: end_turn", "stopped: end_turn"],
         ),
+        (
+            "client_approval_pending_twice",
+            vec!["stopped: end_turn", "stopped: end_turn"],
+        ),
         ("client_approval_pending_in_band", vec!["stopped: end_turn"]),
         ("client_stale_at_start", vec!["stopped: end_turn"]),
         (
