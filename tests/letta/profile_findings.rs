@@ -5,12 +5,12 @@
 
 use crate::common::{failed_invariants, load, run, scenario_path, with_plan, with_profile};
 use loopsim::harness::invariants::{
-    NO_DOUBLE_EXECUTION, RECOVERY_COMPLETES, STOP_REASON_CONSISTENT, STREAM_GAPLESS,
-    TURN_TERMINATES,
+    APPROVAL_CONFLICT_RECOVERED, NO_DOUBLE_EXECUTION, RECOVERY_COMPLETES, STOP_REASON_CONSISTENT,
+    STREAM_GAPLESS, TURN_TERMINATES,
 };
 use loopsim::harness::letta::findings::{
-    LOST_AND_DUPLICATED_FRAMES, RESUME_DROPS_APPROVALS, SILENT_EMPTY_RETRY, STALE_DENIAL_DRAIN,
-    THRESHOLD_NOT_RESET,
+    IN_BAND_CONFLICT_DEAD_END, LOST_AND_DUPLICATED_FRAMES, RESUME_DROPS_APPROVALS,
+    SILENT_EMPTY_RETRY, STALE_DENIAL_DRAIN, THRESHOLD_NOT_RESET,
 };
 use loopsim::harness::report::{RunReport, Verdict};
 
@@ -33,11 +33,11 @@ type Case = (
 
 /// Plans a letta-code sweep met (guided, seeds 0..50, 5,000,000..5,001,000 for the stale
 /// denial's drain, 0..2,000 of the local scenarios and 9,200,000..9,200,400 of all for the silent
-/// empty retry), in scenarios whose own `[[expect]]` entries do not name the finding: each
+/// empty retry, 0..300 for the in-band conflict the server raised by itself), in scenarios whose own `[[expect]]` entries do not name the finding: each
 /// violation is the profile finding's, and the reference client passes the same run.
 #[test]
 fn each_profile_finding_is_expected_where_the_published_client_meets_it() {
-    let cases: [Case; 6] = [
+    let cases: [Case; 7] = [
         (
             // The busy retry's new run starts at seq 1; the TUI still holds the first run's 1.
             "server_busy.toml",
@@ -100,6 +100,21 @@ fn each_profile_finding_is_expected_where_the_published_client_meets_it() {
                 r#"{ kind = "server_stream", response = 4, frame = 1, action = "stall" }"#,
             ],
             &[(TURN_TERMINATES, SILENT_EMPTY_RETRY)],
+        ),
+        (
+            // The stale call's denial is answered busy, so the call stays pending, and the
+            // message sent next meets it: this server profile answers a streaming send in band,
+            // with no fault note, and the published client gives the turn up on it.
+            "client_llm_error_nonretryable_headless.toml",
+            186,
+            &[
+                r#"{ kind = "approval_pending_on_send", send = 1 }"#,
+                r#"{ kind = "busy_on_send", send = 2 }"#,
+            ],
+            &[
+                (APPROVAL_CONFLICT_RECOVERED, IN_BAND_CONFLICT_DEAD_END),
+                (RECOVERY_COMPLETES, IN_BAND_CONFLICT_DEAD_END),
+            ],
         ),
     ];
     for (name, seed, plan, want) in cases {

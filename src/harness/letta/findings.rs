@@ -15,6 +15,7 @@ use crate::harness::invariants::{
 };
 use crate::harness::trace::TraceEvent;
 use crate::model::letta::client::policy::APPROVAL_DRAIN_ENDED;
+use crate::model::letta::server::APPROVAL_PENDING_DETAIL;
 
 /// docs/findings.md#local-turns-interleave: the local backend takes no lock (letta-protocol.md
 /// §7.1 step 4), and its conversation-stream "resume" runs a new turn (§7.1, §10.3 item 7), so
@@ -194,9 +195,12 @@ fn resume_dropped_approvals(events: &[TraceEvent]) -> bool {
 }
 
 /// A headless client's send was answered with the approval-pending conflict in band: the
-/// server's `approval_pending_in_band` fault fired. (A server profile that answers so by itself,
-/// `letta-oss-0.16`, leaves no such mark; its runs are not recognised.)
+/// server's `approval_pending_in_band` fault fired, or a turn ended on the conflict's in-band
+/// error (`stop_reason=error` carrying [`APPROVAL_PENDING_DETAIL`]), which a server profile that
+/// answers in band by itself raises with no fault note: a stale call's denial refused busy
+/// leaves the call pending, and the message sent next meets it.
 fn headless_send_refused_in_band(events: &[TraceEvent]) -> bool {
+    let in_band_end = format!("error: stop_reason=error ({APPROVAL_PENDING_DETAIL})");
     let mut headless = false;
     for e in events {
         match &e.obs {
@@ -204,6 +208,9 @@ fn headless_send_refused_in_band(events: &[TraceEvent]) -> bool {
             Observation::Fault { fault }
                 if headless && fault.starts_with("approval_pending_in_band ") =>
             {
+                return true;
+            }
+            Observation::TurnEnd { outcome, .. } if headless && *outcome == in_band_end => {
                 return true;
             }
             _ => {}
