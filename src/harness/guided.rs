@@ -380,8 +380,10 @@ fn server_faults(rng: &mut ChaCha8Rng, root: &Root) -> Vec<Fault> {
             // A third of the time, when a later user send exists, the same call is named again
             // on it: answered by then, the id stands in the history, and the server must not
             // leave it pending twice (letta-protocol.md §3.4; a call id stands once). The first
-            // conflict costs the client one more send (the one that denies the call), so the
-            // later user message arrives one send later than in the root.
+            // conflict costs the client one more send (the denial, sent with the message again),
+            // so the later user message arrives one send later than in the root. (A headless
+            // published client sends the denial alone, a send of its own, so there the second
+            // fault lands one send before that message.)
             if first + 1 < sends.len() && rng.random_range(0..3u32) == 0 {
                 let again = sends[rng.random_range(first + 1..sends.len())] + 1;
                 return vec![stale, super::realclient::plan::stale_approval_on(again)];
