@@ -410,6 +410,16 @@ impl Turn {
                     "turn {tn} ended ({outcome}) after a turn.interrupted with reason {reason}: a run interrupted for max_steps fails with loop.max_steps_exceeded, and only such a run"
                 ));
             }
+            // The loop checks the limit before each step, so a run out of steps began exactly
+            // as many as the error names (kimi-loop.md §3.3 case D).
+            let began = run.next_step - 1;
+            if let Some(limit) =
+                max_steps_named(outcome).filter(|&l| reason == "max_steps" && l != began)
+            {
+                out.push(format!(
+                    "turn {tn} failed for maxSteps={limit} after its last run began {began} step(s): a run is out of steps after exactly {limit}"
+                ));
+            }
         }
         if !run.interrupted {
             if let Some(open) = &run.open {
@@ -436,6 +446,13 @@ impl Turn {
     }
 }
 
+/// The limit a `loop.max_steps_exceeded` outcome names ("Turn exceeded maxSteps=N.").
+fn max_steps_named(outcome: &str) -> Option<u32> {
+    let rest = outcome.split_once("Turn exceeded maxSteps=")?.1;
+    let digits = rest.split(|c: char| !c.is_ascii_digit()).next()?;
+    digits.parse().ok()
+}
+
 /// `loop-envelope`: every run's `step.begin`/`step.end` are well formed (numbered 1, 2, … in
 /// order, one open at a time, each `step.end` closing its own `step.begin`); a step left open
 /// only by a run that was interrupted; every `tool.call` followed by its `tool.result`, the
@@ -447,8 +464,8 @@ impl Turn {
 /// usage equals the sum of the responses its run returned, aborted steps included; a turn
 /// not interrupted completes, or fails with `provider.filtered` after a filtered step (§8.1);
 /// an aborted run's `interruptReason` says whether the user cancelled it; a turn fails with
-/// `loop.max_steps_exceeded` exactly when its last run was interrupted for `max_steps`; each
-/// step has its own UUIDv4.
+/// `loop.max_steps_exceeded` exactly when its last run was interrupted for `max_steps`, after
+/// that run began exactly the steps the error names; each step has its own UUIDv4.
 pub fn loop_envelope(events: &[TraceEvent]) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut turn: Option<Turn> = None;

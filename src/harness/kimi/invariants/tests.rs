@@ -323,6 +323,35 @@ fn only_a_run_out_of_steps_is_interrupted_for_max_steps() {
     }
 }
 
+/// The loop checks `maxSteps` before each step, so a run out of steps began exactly the steps
+/// the error names: one that stops sooner (or later) breaks `loop-envelope`.
+#[test]
+fn a_run_out_of_steps_began_exactly_the_steps_its_error_names() {
+    let u = usage(1, 1);
+    let turn = |limit: u32| {
+        let outcome = format!("failed: loop.max_steps_exceeded: Turn exceeded maxSteps={limit}.");
+        vec![
+            turn_start(),
+            begin(1),
+            ret(u),
+            call("a"),
+            result("a"),
+            end(1, u),
+            interrupted("max_steps", "max_steps", None, Some(&outcome)),
+            turn_end(&outcome),
+        ]
+    };
+    assert_eq!(messages(loop_envelope(&turn(1))), Vec::<String>::new());
+    for limit in [0, 2] {
+        assert_eq!(
+            messages(loop_envelope(&turn(limit))),
+            [format!(
+                "turn 1 failed for maxSteps={limit} after its last run began 1 step(s): a run is out of steps after exactly {limit}"
+            )]
+        );
+    }
+}
+
 #[test]
 fn an_aborted_run_names_the_cause_its_abort_gave() {
     let abort = |reason: &str| {
