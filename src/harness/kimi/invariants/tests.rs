@@ -285,6 +285,22 @@ fn an_open_step_is_allowed_only_when_the_run_was_interrupted() {
     );
 }
 
+/// A turn whose one step makes and answers one call, then is interrupted with `reason` and
+/// ends with `outcome`.
+fn one_step_turn_interrupted(reason: &str, outcome: &str) -> Vec<TraceEvent> {
+    let u = usage(1, 1);
+    vec![
+        turn_start(),
+        begin(1),
+        ret(u),
+        call("a"),
+        result("a"),
+        end(1, u),
+        interrupted(reason, reason, None, Some(outcome)),
+        turn_end(outcome),
+    ]
+}
+
 /// Case D of kimi-loop.md §3.3: the run that exhausts `maxSteps` is interrupted with
 /// `max_steps` and the turn fails with `loop.max_steps_exceeded`; any other failure is
 /// interrupted with `error`.
@@ -292,19 +308,7 @@ fn an_open_step_is_allowed_only_when_the_run_was_interrupted() {
 fn only_a_run_out_of_steps_is_interrupted_for_max_steps() {
     const OUT_OF_STEPS: &str = "failed: loop.max_steps_exceeded: Turn exceeded maxSteps=1.";
     const OTHER: &str = "failed: APIStatusError: model: the requested model does not exist";
-    let u = usage(1, 1);
-    let turn = |reason: &str, outcome: &str| {
-        vec![
-            turn_start(),
-            begin(1),
-            ret(u),
-            call("a"),
-            result("a"),
-            end(1, u),
-            interrupted(reason, reason, None, Some(outcome)),
-            turn_end(outcome),
-        ]
-    };
+    let turn = one_step_turn_interrupted;
     assert_eq!(
         messages(loop_envelope(&turn("max_steps", OUT_OF_STEPS))),
         Vec::<String>::new()
@@ -327,19 +331,9 @@ fn only_a_run_out_of_steps_is_interrupted_for_max_steps() {
 /// the error names: one that stops sooner (or later) breaks `loop-envelope`.
 #[test]
 fn a_run_out_of_steps_began_exactly_the_steps_its_error_names() {
-    let u = usage(1, 1);
     let turn = |limit: u32| {
         let outcome = format!("failed: loop.max_steps_exceeded: Turn exceeded maxSteps={limit}.");
-        vec![
-            turn_start(),
-            begin(1),
-            ret(u),
-            call("a"),
-            result("a"),
-            end(1, u),
-            interrupted("max_steps", "max_steps", None, Some(&outcome)),
-            turn_end(&outcome),
-        ]
+        one_step_turn_interrupted("max_steps", &outcome)
     };
     assert_eq!(messages(loop_envelope(&turn(1))), Vec::<String>::new());
     for limit in [0, 2] {
