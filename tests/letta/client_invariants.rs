@@ -64,29 +64,32 @@ fn no_double_execution_fails_when_a_restarted_client_reexecutes() {
     );
 }
 
-/// The planted re-execution is a restarted client's: a headless process that is the first to
-/// run (no restart, no earlier turn) denies the call pending at its start (B.5.4) even with the
-/// defect switched on, so the canary breaks only what it names.
+/// The planted re-execution is a restarted client's: a process that is the first to run (no
+/// restart, no earlier turn) denies the call pending at its start (B.5.4) even with the defect
+/// switched on, in both modes (the interactive check runs once before the first send, the
+/// headless one before each turn's process sends), so the canary breaks only what it names.
 #[test]
 fn the_planted_reexecution_fires_only_in_a_restarted_process() {
-    let mut s = crate::common::with_mode(
-        load(crate::common::scenario_path("client_stale_at_start.toml")),
-        "headless",
-    );
-    s.planted.client_reexecute_pending_on_restart = true;
-    let r = run(&s, 1, 1);
-    assert_eq!(r.verdict, Verdict::Pass, "{}", r.render());
-    assert_eq!(
-        crate::common::lines_with(&r, "client_recovery kind=stale_approvals").len(),
-        1,
-        "{}",
-        r.trace_text
-    );
-    assert!(
-        crate::common::lines_with(&r, "reexecute_pending").is_empty(),
-        "{}",
-        r.trace_text
-    );
+    for mode in ["interactive", "headless"] {
+        let mut s = crate::common::with_mode(
+            load(crate::common::scenario_path("client_stale_at_start.toml")),
+            mode,
+        );
+        s.planted.client_reexecute_pending_on_restart = true;
+        let r = run(&s, 1, 1);
+        assert_eq!(r.verdict, Verdict::Pass, "{mode}: {}", r.render());
+        assert_eq!(
+            crate::common::lines_with(&r, "client_recovery kind=stale_approvals").len(),
+            1,
+            "{mode}: {}",
+            r.trace_text
+        );
+        assert!(
+            crate::common::lines_with(&r, "reexecute_pending").is_empty(),
+            "{mode}: {}",
+            r.trace_text
+        );
+    }
 }
 
 #[test]
