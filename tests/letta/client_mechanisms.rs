@@ -1281,6 +1281,36 @@ fn a_transient_retry_on_the_local_backend_resends_no_messages() {
     );
 }
 
+/// A tool whose whole output is the client's own interrupt text is a success like any other: a
+/// result is sent as `error` for being interrupted only when the client lists its call as
+/// interrupted (letta-protocol.md §2.3; the legacy fallback that judges by the text is off). Both
+/// clients send Bash's note as `success`, and the server records it so.
+#[test]
+fn a_tool_whose_output_is_the_interrupt_text_is_sent_as_a_success() {
+    let s = scenario("client_tool_prints_interrupt_text");
+    for profile in ["reference", "letta-code"] {
+        let r = pass(&with_profile(s.clone(), profile), 1);
+        assert_eq!(outcomes(&r), ["stopped: end_turn"], "{profile}");
+        assert!(
+            steps(&r).contains(
+                &"POST /v1/conversations/{conv}/messages items=approval(o2)[tool:c1:success] -> 200"
+                    .to_string()
+            ),
+            "{profile}: {:?}",
+            steps(&r)
+        );
+        assert_eq!(
+            count(
+                &r,
+                "entry.kind=tool_return entry.tool_call_id=toolu_bash_note_1 entry.status=success"
+            ),
+            1,
+            "{profile}: {}",
+            r.trace_text
+        );
+    }
+}
+
 /// The next message meets the run the client gave up on: the server's own lock answers 409 busy
 /// naming that run, the attach by the new message's otid finds nothing, and the client waits
 /// 10 s and sends the same body again (letta-protocol.md §3.4, §11). The approval fault on that
