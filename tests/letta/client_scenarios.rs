@@ -112,6 +112,11 @@ fn outcomes_per_scenario() {
         ("client_empty_response", vec!["stopped: end_turn"]),
         ("client_lock_safety", vec!["stopped: end_turn"]),
         ("client_headless_denial", vec!["stopped: end_turn"]),
+        (
+            "client_tool_prints_interrupt_text",
+            vec!["stopped: end_turn"],
+        ),
+        ("client_stale_denial_drain_reset", vec!["stopped: end_turn"]),
         ("client_stall_reconciler", vec!["stopped: end_turn"]),
         ("client_eof_guard", vec!["stopped: end_turn"]),
         (
