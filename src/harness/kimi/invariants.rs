@@ -375,13 +375,22 @@ impl Turn {
         out
     }
 
-    /// An aborted run names who aborted it: `interruptReason` is `user_cancelled` exactly when
-    /// the signal's reason is a `UserCancellationError` (kimi-loop.md §3.3 "Catch-all rule", §9 item 2), so a user's
-    /// abort (`user`) gives `user_cancelled` and a plain one (`signal`) gives `aborted`.
+    /// A run interrupted after the user's abort is aborted, and names who aborted it:
+    /// `interruptReason` is `user_cancelled` exactly when the signal's reason is a
+    /// `UserCancellationError` (kimi-loop.md §3.3 "Catch-all rule", §9 item 2), so a user's abort
+    /// (`user`) gives `user_cancelled` and a plain one (`signal`) gives `aborted`.
     fn interrupt_cause(&self, reason: &str, cause: &str) -> Vec<String> {
-        let Some(abort) = self.abort.as_deref().filter(|_| reason == "aborted") else {
+        let Some(abort) = self.abort.as_deref() else {
             return Vec::new();
         };
+        // The turn's signal stays aborted, and runTurn returns any error thrown once it fired
+        // as `aborted` (kimi-loop.md §3.3 catch-all), a rejection or the max-steps error too.
+        if reason != "aborted" {
+            return vec![format!(
+                "turn {}: turn.interrupted with reason {reason} after a {abort} abort; once the signal fired, runTurn ends any run as aborted",
+                self.turn
+            )];
+        }
         let want = if abort == "user" {
             "user_cancelled"
         } else {

@@ -389,6 +389,36 @@ fn an_aborted_run_names_the_cause_its_abort_gave() {
     );
 }
 
+/// The catch-all of kimi-loop.md §3.3: once the user's abort fired, an error the run then
+/// throws (a rejected model call here) ends it `aborted`, not `error`.
+#[test]
+fn a_run_that_fails_after_the_users_abort_is_aborted() {
+    const REJECTED: &str = "failed: APIStatusError: model: the requested model does not exist";
+    let abort = ev(Observation::LoopUserAbort {
+        turn: 1,
+        reason: "user".into(),
+    });
+    let turn = |reason: &str, cause: &str| {
+        vec![
+            turn_start(),
+            begin(1),
+            abort.clone(),
+            interrupted(reason, cause, Some(1), Some(REJECTED)),
+            turn_end(REJECTED),
+        ]
+    };
+    assert_eq!(
+        messages(loop_envelope(&turn("aborted", "user_cancelled"))),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        messages(loop_envelope(&turn("error", "error"))),
+        [
+            "turn 1: turn.interrupted with reason error after a user abort; once the signal fired, runTurn ends any run as aborted"
+        ]
+    );
+}
+
 #[test]
 fn lock_safety_flags_overlap_and_provider_order() {
     let start = |id: &str, a: ToolAccesses| {
