@@ -202,7 +202,7 @@ fn family_fault(family: &str, rng: &mut ChaCha8Rng, root: &Root, at: &Guidance) 
     match family {
         "placed" => placed_fault(rng, root.system, at).into_iter().collect(),
         "server" => server_faults(rng, root),
-        "rejection" => vec![rejection_fault(rng, root)],
+        "rejection" => rejection_faults(rng, root),
         "retries" => retry_streak(rng, root),
         _ => vec![client_fault(rng, root)],
     }
@@ -277,20 +277,43 @@ pub fn placed_fault(rng: &mut ChaCha8Rng, system: System, at: &Guidance) -> Opti
 /// first, so each handling is as likely as the others, whatever the number of texts in it.
 const REJECTION_CLASSES: [std::ops::Range<usize>; 4] = [0..1, 5..6, 1..5, 6..10];
 
-/// One of the root's model calls answered with one of [`LOOP_REJECTIONS`].
-fn rejection_fault(rng: &mut ChaCha8Rng, root: &Root) -> Fault {
+/// The share of rejection draws in which the user aborts the turn as the rejection arrives.
+pub const ABORT_AT_REJECTION: Ratio = Ratio::new(1, 3);
+
+/// One of the root's model calls answered with one of [`LOOP_REJECTIONS`]; in
+/// [`ABORT_AT_REJECTION`] of draws the user's abort lands on that same answer. `runTurn` returns
+/// any error thrown once the signal fired as `aborted` (kimi-loop.md §3.3 catch-all: "a provider
+/// 500 that happens to arrive after an abort"); the swarm's independent draws rarely meet that
+/// race.
+fn rejection_faults(rng: &mut ChaCha8Rng, root: &Root) -> Vec<Fault> {
     let calls = match &root.swarm {
         Baseline::Kimi(b) => b.provider_frames.len().max(1) as u32,
         Baseline::Letta(_) => 1,
     };
     let class = REJECTION_CLASSES[rng.random_range(0..REJECTION_CLASSES.len())].clone();
     let (status, message) = LOOP_REJECTIONS[rng.random_range(class)];
-    Fault::ProviderError {
-        call: rng.random_range(0..calls),
+    let call = rng.random_range(0..calls);
+    let mut faults = vec![Fault::ProviderError {
+        call,
         status,
         retry_after_s: None,
         message: Some(message.to_string()),
+    }];
+    if ABORT_AT_REJECTION.draw(rng) {
+        faults.push(Fault::UserAbort {
+            // The loop observes each model answer, a rejection too; calls count from 0.
+            when: When::OnEvent {
+                event: "loop_provider_response".into(),
+                nth: call + 1,
+            },
+            reason: Some(if Ratio::new(3, 4).draw(rng) {
+                AbortReason::User
+            } else {
+                AbortReason::Signal
+            }),
+        });
     }
+    faults
 }
 
 /// The longest retry streak: past the 3 attempts a step had before the default was raised to
