@@ -47,7 +47,6 @@ use super::scenario::{InputError, Scenario};
 use super::swarm::{PROVIDER_ERROR_STATUSES, Ratio};
 use super::system::{Baseline, System};
 use super::world::derive_seed;
-use crate::model::kimi::agent::inject::AbortReason;
 use crate::model::letta::server::Profile;
 use crate::model::port::observe::Observation;
 
@@ -253,11 +252,7 @@ pub fn placed_fault(rng: &mut ChaCha8Rng, system: System, at: &Guidance) -> Opti
         },
         (System::Kimi, 0 | 1) => Fault::UserAbort {
             when,
-            reason: Some(if Ratio::new(3, 4).draw(rng) {
-                AbortReason::User
-            } else {
-                AbortReason::Signal
-            }),
+            reason: Some(super::kimi::swarm::abort_reason(rng)),
         },
         (System::Kimi, 2) => Fault::Partition {
             between: pair("client", "provider"),
@@ -306,11 +301,7 @@ fn rejection_faults(rng: &mut ChaCha8Rng, root: &Root) -> Vec<Fault> {
                 event: "loop_provider_response".into(),
                 nth: call + 1,
             },
-            reason: Some(if Ratio::new(3, 4).draw(rng) {
-                AbortReason::User
-            } else {
-                AbortReason::Signal
-            }),
+            reason: Some(super::kimi::swarm::abort_reason(rng)),
         });
     }
     faults

@@ -88,14 +88,20 @@ pub fn plan(seed: u64, baseline: &Baseline) -> Vec<Fault> {
     })
 }
 
-/// The `user` family: an abort, after one of the agent events a fault-free run had (or, one
-/// time in four and when there is none, at a time before `horizon`).
-fn user_fault(rng: &mut ChaCha8Rng, baseline: &Baseline, horizon: u64) -> Fault {
-    let reason = Some(if Ratio::new(3, 4).draw(rng) {
+/// Who aborts a turn: the user (a `UserCancellationError`) three times in four, else a plain
+/// abort of the signal.
+pub fn abort_reason(rng: &mut ChaCha8Rng) -> AbortReason {
+    if Ratio::new(3, 4).draw(rng) {
         AbortReason::User
     } else {
         AbortReason::Signal
-    });
+    }
+}
+
+/// The `user` family: an abort, after one of the agent events a fault-free run had (or, one
+/// time in four and when there is none, at a time before `horizon`).
+fn user_fault(rng: &mut ChaCha8Rng, baseline: &Baseline, horizon: u64) -> Fault {
+    let reason = Some(abort_reason(rng));
     let candidates: Vec<&(String, u32)> = baseline
         .agent_events
         .iter()
