@@ -136,6 +136,34 @@ fn a_summariser_5xx_fails_the_run_retryably_and_the_retry_compacts() {
     );
 }
 
+/// An `error` chunk after the finish reason and before `[DONE]` (a real OpenRouter capture)
+/// fails the summary: the OpenAI SDK throws on it, so the empty text before it is never a summary.
+#[test]
+fn a_summariser_error_in_the_stream_fails_the_compaction_though_a_finish_reason_came() {
+    let r = passing("compaction_summariser_error_midstream.toml");
+    let calls = lines_with(&r, "summariser_call");
+    assert_eq!(calls.len(), 3, "{}", r.trace_text);
+    assert!(
+        calls[0].contains("outcome=\"error: 400: Token limit reached\""),
+        "{}",
+        calls[0]
+    );
+    assert!(calls[1].contains("outcome=\"ok"), "{}", calls[1]);
+    let ended = lines_with(&r, "run_ended");
+    assert!(ended[0].ends_with("stop_reason=llm_api_error"), "{ended:?}");
+    assert!(
+        ended.last().unwrap().ends_with("stop_reason=end_turn"),
+        "{ended:?}"
+    );
+    // The failed compaction wrote nothing: the two in the trace are the retry's.
+    assert_eq!(
+        lines_with(&r, " compaction conversation_id=").len(),
+        2,
+        "{}",
+        r.trace_text
+    );
+}
+
 #[test]
 fn the_sliding_window_cuts_beside_parallel_calls_and_keeps_both_results_with_them() {
     let r = passing("compaction_parallel_calls.toml");
