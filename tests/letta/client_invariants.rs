@@ -92,6 +92,31 @@ fn the_planted_reexecution_fires_only_in_a_restarted_process() {
     }
 }
 
+/// A headless turn is a process of its own (letta-protocol.md B.5.4), so the planted defect
+/// fires at the second turn's start as it does after a crash: the user interrupted turn 1's tool,
+/// its call is still pending, and no crash came.
+#[test]
+fn the_planted_reexecution_fires_in_a_later_headless_process_without_a_crash() {
+    let mut s = crate::common::with_mode(
+        crate::common::with_faults(
+            load(repo().join("scenarios/planted/client_reexecute_after_restart.toml")),
+            vec![],
+        ),
+        "headless",
+    );
+    s = crate::common::with_plan(
+        s,
+        &[r#"{ kind = "interrupt", turn = 1, during = "tools", after_ms = 0 }"#],
+    );
+    let r = run(&s, 0, 1);
+    let fired = crate::common::lines_with(&r, "client_recovery kind=reexecute_pending");
+    assert_eq!(fired.len(), 1, "{}", r.trace_text);
+    let turn_2 = crate::common::lines_with(&r, "turn_start turn=2");
+    assert!(!turn_2.is_empty(), "{}", r.trace_text);
+    let t = |line: &str| -> u64 { line.split_whitespace().next().unwrap().parse().unwrap() };
+    assert!(t(fired[0]) >= t(turn_2[0]), "{}", r.trace_text);
+}
+
 #[test]
 fn stream_gapless_fails_when_a_resume_replays_from_zero() {
     let r = planted("client_resume_from_zero.toml");
