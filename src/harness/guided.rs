@@ -48,6 +48,7 @@ use super::swarm::{PROVIDER_ERROR_STATUSES, Ratio};
 use super::system::{Baseline, System};
 use super::world::derive_seed;
 use crate::model::letta::server::Profile;
+use crate::model::port::inject::DateField;
 use crate::model::port::observe::Observation;
 
 /// Seeds per scenario in one round: the plans of a round are drawn from the corpus the rounds
@@ -364,22 +365,20 @@ fn server_faults(rng: &mut ChaCha8Rng, root: &Root) -> Vec<Fault> {
         },
         1 => {
             // One 503, or a streak that spends the client's 3 shutdown retries and reaches its
-            // transient retry (letta-protocol.md §3.3); each with no `Retry-After`, one in
-            // seconds or one as an HTTP date (§3.8), the client's only reads of the header.
+            // transient retry (letta-protocol.md §3.3); each with a `Retry-After` form of
+            // `retry_after_form` (§3.8), the client's only reads of the header.
             let streak = if rng.random_range(0..2u32) == 0 {
                 1
             } else {
                 rng.random_range(2..=SHUTDOWN_STREAK_MAX)
             };
-            let (retry_after_s, retry_after_date) = match rng.random_range(0..3u32) {
-                0 => (None, false),
-                form => (Some(rng.random_range(1..=5)), form == 2),
-            };
+            let (retry_after_s, retry_after_date, retry_after_broken) = retry_after_form(rng, 5);
             return (send..send + streak)
                 .map(|send| Fault::ShuttingDownOnSend {
                     send,
                     retry_after_s,
                     retry_after_date,
+                    retry_after_broken,
                 })
                 .collect();
         }
@@ -422,17 +421,15 @@ fn server_faults(rng: &mut ChaCha8Rng, root: &Root) -> Vec<Fault> {
             }
         }
         3 => {
-            // The resume stream's 500s, each with no `Retry-After`, one in seconds or one as an
-            // HTTP date: the published client's SDK retries read it (letta-protocol.md §2.8).
+            // The resume stream's 500s, each with a `Retry-After` form of `retry_after_form`:
+            // the published client's SDK retries read it (letta-protocol.md §2.8).
             let times = rng.random_range(1..=3);
-            let (retry_after_s, retry_after_date) = match rng.random_range(0..3u32) {
-                0 => (None, false),
-                form => (Some(rng.random_range(1..=3)), form == 2),
-            };
+            let (retry_after_s, retry_after_date, retry_after_broken) = retry_after_form(rng, 3);
             Fault::RunStreamFail {
                 times,
                 retry_after_s,
                 retry_after_date,
+                retry_after_broken,
             }
         }
         7 => {
@@ -449,6 +446,23 @@ fn server_faults(rng: &mut ChaCha8Rng, root: &Root) -> Vec<Fault> {
 
 /// The user or the client process of a Letta turn: an interrupt in one of the turn's phases,
 /// or a crash and restart.
+/// A `Retry-After` for a server fault, one of four forms: none, up to `max_s` seconds, the
+/// HTTP date that far ahead, or that date with one field out of range (a header no client can
+/// read, letta-protocol.md §3.8: unparseable → none), as `(retry_after_s, retry_after_date,
+/// retry_after_broken)`.
+fn retry_after_form(rng: &mut ChaCha8Rng, max_s: u64) -> (Option<u64>, bool, Option<DateField>) {
+    match rng.random_range(0..4u32) {
+        0 => (None, false, None),
+        1 => (Some(rng.random_range(1..=max_s)), false, None),
+        2 => (Some(rng.random_range(1..=max_s)), true, None),
+        _ => {
+            let s = rng.random_range(1..=max_s);
+            let field = DateField::ALL[rng.random_range(0..DateField::ALL.len())];
+            (Some(s), true, Some(field))
+        }
+    }
+}
+
 fn client_fault(rng: &mut ChaCha8Rng, root: &Root) -> Fault {
     let turn = rng.random_range(1..=root.turns);
     let chunk = rng.random_range(1..=root.max_chunks.max(1)) as u32;

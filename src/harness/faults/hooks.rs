@@ -9,7 +9,7 @@ use crate::harness::trace::Trace;
 use crate::model::letta::server::{
     RetryAfter, RunStreamFault, SendFault, StoredToolCall, StreamHooks,
 };
-use crate::model::port::inject::{ProviderHooks, ProviderOverride, StreamFault};
+use crate::model::port::inject::{DateField, ProviderHooks, ProviderOverride, StreamFault};
 use crate::model::port::observe::Observation;
 
 /// Reads the current time for fault reports; simulated under turmoil, real on TCP.
@@ -72,8 +72,13 @@ impl StreamHooks for PlanHooks {
                     send: n,
                     retry_after_s,
                     retry_after_date,
+                    retry_after_broken,
                 } if *n == send => {
-                    return SendFault::ShuttingDown(retry_after(*retry_after_s, *retry_after_date));
+                    return SendFault::ShuttingDown(retry_after(
+                        *retry_after_s,
+                        *retry_after_date,
+                        *retry_after_broken,
+                    ));
                 }
                 Fault::ApprovalPendingOnSend {
                     send: n,
@@ -112,10 +117,15 @@ impl StreamHooks for PlanHooks {
                 times,
                 retry_after_s,
                 retry_after_date,
+                retry_after_broken,
             } = f
                 && n <= *times
             {
-                return RunStreamFault::Fail500(retry_after(*retry_after_s, *retry_after_date));
+                return RunStreamFault::Fail500(retry_after(
+                    *retry_after_s,
+                    *retry_after_date,
+                    *retry_after_broken,
+                ));
             }
         }
         RunStreamFault::Pass
@@ -128,14 +138,17 @@ impl StreamHooks for PlanHooks {
     }
 }
 
-/// A fault's `retry_after_s` / `retry_after_date` as the header the server writes.
-fn retry_after(seconds: Option<u64>, as_date: bool) -> Option<RetryAfter> {
-    seconds.map(|s| {
-        if as_date {
-            RetryAfter::DateIn(s)
-        } else {
-            RetryAfter::Seconds(s)
-        }
+/// A fault's `retry_after_s` / `retry_after_date` / `retry_after_broken` as the header the
+/// server writes.
+fn retry_after(
+    seconds: Option<u64>,
+    as_date: bool,
+    broken: Option<DateField>,
+) -> Option<RetryAfter> {
+    seconds.map(|s| match (as_date, broken) {
+        (true, Some(field)) => RetryAfter::BrokenDate(s, field),
+        (true, None) => RetryAfter::DateIn(s),
+        (false, _) => RetryAfter::Seconds(s),
     })
 }
 

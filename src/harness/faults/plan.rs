@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use super::trigger::{When, smaller, smaller_count};
 use crate::model::kimi::agent::inject::{AbortReason, Garbage, ListenerFault};
-use crate::model::port::inject::StreamFault;
+use crate::model::port::inject::{DateField, StreamFault};
 
 /// Hosts a fault can name.
 pub const HOSTS: [&str; 3] = ["client", "server", "provider"];
@@ -163,13 +163,20 @@ pub enum Fault {
     BusyOnSend { send: u64 },
     /// Answer the `send`-th message send with 503 `cloud_api_shutting_down`, with a
     /// `Retry-After` of `retry_after_s` seconds when given, written as an HTTP date that far
-    /// ahead when `retry_after_date` is set.
+    /// ahead when `retry_after_date` is set, and that date with one field out of range
+    /// (`day`, `hour`, `minute` or `second`) when `retry_after_broken` names it.
     ShuttingDownOnSend {
         send: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         retry_after_s: Option<u64>,
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         retry_after_date: bool,
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            serialize_with = "option_by_name"
+        )]
+        retry_after_broken: Option<DateField>,
     },
     /// When the `send`-th message send arrives, a pending approval appears on its
     /// conversation and the send gets the 409 approval-pending conflict (reference B.5.3).
@@ -195,7 +202,8 @@ pub enum Fault {
     },
     /// Answer the first `times` `POST /v1/runs/{id}/stream` requests with 500, with a
     /// `Retry-After` of `retry_after_s` seconds when given (as a proxy in front of the server
-    /// may add), written as an HTTP date that far ahead when `retry_after_date` is set. The
+    /// may add), written as an HTTP date that far ahead when `retry_after_date` is set (broken
+    /// in one field by `retry_after_broken`, as for `shutting_down_on_send`). The
     /// SDK's retries of the resume stream read it (letta-protocol.md §2.8).
     RunStreamFail {
         times: u64,
@@ -203,6 +211,12 @@ pub enum Fault {
         retry_after_s: Option<u64>,
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         retry_after_date: bool,
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            serialize_with = "option_by_name"
+        )]
+        retry_after_broken: Option<DateField>,
     },
     /// The first `times` `GET /v1/runs/{id}` requests get 500 `Internal Server Error`: the
     /// client cannot read a run's error back and judges it by the stream's error line
@@ -303,6 +317,11 @@ trait Named: Copy {
 }
 
 impl Named for StreamFault {
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+impl Named for DateField {
     fn name(self) -> &'static str {
         self.as_str()
     }
@@ -460,6 +479,19 @@ impl Fault {
                 ..
             } => Some(
                 "retry_after_date = true writes retry_after_s as a date: give retry_after_s too"
+                    .into(),
+            ),
+            Fault::ShuttingDownOnSend {
+                retry_after_date: false,
+                retry_after_broken: Some(_),
+                ..
+            }
+            | Fault::RunStreamFail {
+                retry_after_date: false,
+                retry_after_broken: Some(_),
+                ..
+            } => Some(
+                "retry_after_broken breaks the HTTP date retry_after_date = true writes: set retry_after_date = true and retry_after_s too"
                     .into(),
             ),
             Fault::RunReadFail { times: 0 } => {
@@ -679,12 +711,13 @@ fn write_retry_after(
     f: &mut fmt::Formatter<'_>,
     retry_after_s: Option<u64>,
     retry_after_date: bool,
+    retry_after_broken: Option<DateField>,
 ) -> fmt::Result {
     retry_after_s.map_or(Ok(()), |r| write!(f, " retry_after_s={r}"))?;
     if retry_after_date {
         f.write_str(" retry_after_date=true")?;
     }
-    Ok(())
+    retry_after_broken.map_or(Ok(()), |b| write!(f, " retry_after_broken={}", b.as_str()))
 }
 
 impl fmt::Display for Fault {
@@ -775,9 +808,10 @@ impl fmt::Display for Fault {
                 send,
                 retry_after_s,
                 retry_after_date,
+                retry_after_broken,
             } => {
                 write!(f, " send={send}")?;
-                write_retry_after(f, *retry_after_s, *retry_after_date)
+                write_retry_after(f, *retry_after_s, *retry_after_date, *retry_after_broken)
             }
             Fault::ApprovalPendingOnSend {
                 send, tool_call_id, ..
@@ -797,9 +831,10 @@ impl fmt::Display for Fault {
                 times,
                 retry_after_s,
                 retry_after_date,
+                retry_after_broken,
             } => {
                 write!(f, " times={times}")?;
-                write_retry_after(f, *retry_after_s, *retry_after_date)
+                write_retry_after(f, *retry_after_s, *retry_after_date, *retry_after_broken)
             }
             Fault::RunReadFail { times } => write!(f, " times={times}"),
             Fault::Interrupt {

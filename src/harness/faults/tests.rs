@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::model::kimi::agent::inject::{Garbage, ListenerFault};
-use crate::model::port::inject::StreamFault;
+use crate::model::port::inject::{DateField, StreamFault};
 
 fn stale(send: u64) -> (u64, String, String, String) {
     (send, "toolu_1".into(), "Bash".into(), "{}".into())
@@ -131,6 +131,7 @@ fn every_kind_prints_its_line_and_round_trips_through_toml() {
                 send: 3,
                 retry_after_s: None,
                 retry_after_date: false,
+                retry_after_broken: None,
             },
             "shutting_down_on_send send=3",
         ),
@@ -139,6 +140,7 @@ fn every_kind_prints_its_line_and_round_trips_through_toml() {
                 send: 2,
                 retry_after_s: Some(4),
                 retry_after_date: true,
+                retry_after_broken: None,
             },
             "shutting_down_on_send send=2 retry_after_s=4 retry_after_date=true",
         ),
@@ -165,6 +167,7 @@ fn every_kind_prints_its_line_and_round_trips_through_toml() {
                 times: 2,
                 retry_after_s: None,
                 retry_after_date: false,
+                retry_after_broken: None,
             },
             "run_stream_fail times=2",
         ),
@@ -173,8 +176,18 @@ fn every_kind_prints_its_line_and_round_trips_through_toml() {
                 times: 1,
                 retry_after_s: Some(3),
                 retry_after_date: true,
+                retry_after_broken: None,
             },
             "run_stream_fail times=1 retry_after_s=3 retry_after_date=true",
+        ),
+        (
+            Fault::RunStreamFail {
+                times: 1,
+                retry_after_s: Some(3),
+                retry_after_date: true,
+                retry_after_broken: Some(DateField::Minute),
+            },
+            "run_stream_fail times=1 retry_after_s=3 retry_after_date=true retry_after_broken=minute",
         ),
         (Fault::RunReadFail { times: 3 }, "run_read_fail times=3"),
         (Fault::BusyOwnRun { send: 1 }, "busy_own_run send=1"),
@@ -248,5 +261,49 @@ fn a_trigger_is_read_from_its_keys_and_checked() {
     ] {
         let e = read(keys).unwrap_err();
         assert!(e.contains(message), "{keys}: {e}");
+    }
+}
+
+/// `retry_after_broken` breaks the date `retry_after_date` writes, names one of four fields,
+/// and says so when it is misused.
+#[test]
+fn a_broken_retry_after_date_needs_the_date_and_a_field_it_knows() {
+    let read = |keys: &str| -> Result<Fault, String> {
+        let t: toml::Table = toml::from_str(&format!(
+            "f = {{ kind = \"shutting_down_on_send\", send = 1, {keys} }}"
+        ))
+        .unwrap();
+        t["f"]
+            .clone()
+            .try_into()
+            .map_err(|e: toml::de::Error| e.to_string())
+    };
+    let without_date = read("retry_after_s = 2, retry_after_broken = \"day\"").unwrap();
+    assert!(
+        without_date
+            .problem()
+            .is_some_and(|p| p.contains("set retry_after_date = true")),
+        "{without_date:?}"
+    );
+    let unknown = read("retry_after_s = 2, retry_after_date = true, retry_after_broken = \"year\"")
+        .unwrap_err();
+    assert!(
+        unknown.contains("`day`, `hour`, `minute`, `second`"),
+        "{unknown}"
+    );
+    for field in DateField::ALL {
+        let date = "Sun, 06 Nov 1994 08:49:37 GMT";
+        let broken = field.break_in(date);
+        assert_ne!(broken, date);
+        // The client model's reader and the oracle's own both refuse it.
+        assert_eq!(
+            crate::model::letta::client::policy::parse_imf_fixdate_ms(&broken),
+            None,
+            "{broken}"
+        );
+        assert!(
+            crate::harness::letta::dates_true::imf_fixdate_unix_ms(&broken).is_err(),
+            "{broken}"
+        );
     }
 }

@@ -359,13 +359,21 @@ const HEADLESS_RESUME_ATTEMPTS: u32 = 20;
 
 /// Whether the client read the server's `Retry-After` as the wait it asked for
 /// (letta-protocol.md §3.8): a number of seconds exactly; an HTTP date less the time since the
-/// server wrote it and less its cut to whole seconds (under 1 s), never below 0.
+/// server wrote it and less its cut to whole seconds (under 1 s), never below 0; a date with a
+/// field out of range as no wait at all (unparseable → none).
 fn retry_after_misread(
     header: &str,
     promise: &Promise,
     read_ms: Option<u64>,
     now_ms: u64,
 ) -> Option<String> {
+    if promise.broken {
+        return read_ms.map(|ms| {
+            format!(
+                "the answer said `Retry-After: {header}`, a date out of range that no parser reads, but the client read {ms} ms; an unreadable header leaves the retry's own delay"
+            )
+        });
+    }
     let latest = promise
         .wait_ms
         .saturating_sub(now_ms.saturating_sub(promise.t_ms));
@@ -578,6 +586,7 @@ mod tests {
                     header: header.into(),
                     wait_ms,
                     dated,
+                    broken: None,
                 },
             },
             client(
@@ -636,6 +645,21 @@ mod tests {
         for (events, want) in cases {
             assert_one_violation(&events, want);
         }
+        // A date with a field out of range asks for nothing: read as none, the retry keeps its
+        // own delay; read as anything, the budget breaks.
+        let broken = "Thu, 01 Jan 2026 00:60:04 GMT";
+        let with_broken = |read_ms: Option<u64>| {
+            let mut events = retry_after_read(broken, 3000, true, read_ms);
+            if let Observation::ServerRetryAfter { broken, .. } = &mut events[0].obs {
+                *broken = Some("minute".into());
+            }
+            events
+        };
+        assert_eq!(budget_respected(&with_broken(None)), []);
+        assert_one_violation(
+            &with_broken(Some(3_601_975)),
+            "the answer said `Retry-After: Thu, 01 Jan 2026 00:60:04 GMT`, a date out of range that no parser reads, but the client read 3601975 ms; an unreadable header leaves the retry's own delay",
+        );
     }
 
     /// letta-protocol.md §4.4 steps 6-7: a failed headless resume attempt is followed by a

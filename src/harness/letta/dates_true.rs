@@ -30,10 +30,25 @@ pub fn dates_true(events: &[TraceEvent], start: WorldStart) -> Vec<Violation> {
             header,
             wait_ms,
             dated: true,
+            broken,
         } = &e.obs
         else {
             continue;
         };
+        // A date broken on purpose must be one no reader takes for a date.
+        if let Some(field) = broken {
+            if let Ok(ms) = imf_fixdate_unix_ms(header) {
+                out.push(Violation::at(
+                    DATES_TRUE,
+                    i,
+                    format!(
+                        "the server's {status} was to write its `Retry-After` date with the {field} out of range, but `{header}` reads as {}",
+                        WorldStart(ms)
+                    ),
+                ));
+            }
+            continue;
+        }
         let meant = start.unix_ms() + e.t_ms + wait_ms;
         let said = match imf_fixdate_unix_ms(header) {
             Ok(ms) => ms,
@@ -67,7 +82,7 @@ pub fn dates_true(events: &[TraceEvent], start: WorldStart) -> Vec<Violation> {
 
 /// Unix milliseconds of an IMF-fixdate (`Mon, 01 Mar 2100 01:00:01 GMT`), or why it is none:
 /// not of that form, a day the calendar lacks, a weekday that is not that day's, no such time.
-fn imf_fixdate_unix_ms(text: &str) -> Result<u64, String> {
+pub(crate) fn imf_fixdate_unix_ms(text: &str) -> Result<u64, String> {
     let not_one = || "which is not an IMF-fixdate".to_string();
     let b = text.as_bytes();
     let shape = b.len() == 29
@@ -144,6 +159,7 @@ mod tests {
                 header: header.into(),
                 wait_ms,
                 dated: true,
+                broken: None,
             },
         }
     }
@@ -239,5 +255,19 @@ mod tests {
             *dated = false;
         }
         assert!(dates_true(&[seconds], at).is_empty());
+        // A date broken on purpose must not read as one.
+        let broken = |header: &str| {
+            let mut e = retry_after(250, header, 3000);
+            if let Observation::ServerRetryAfter { broken, .. } = &mut e.obs {
+                *broken = Some("hour".into());
+            }
+            e
+        };
+        assert!(dates_true(&[broken("Mon, 01 Mar 2100 25:00:01 GMT")], at).is_empty());
+        let v = dates_true(&[broken("Mon, 01 Mar 2100 01:00:01 GMT")], at);
+        assert_eq!(
+            v[0].message,
+            "the server's 503 was to write its `Retry-After` date with the hour out of range, but `Mon, 01 Mar 2100 01:00:01 GMT` reads as 2100-03-01T01:00:01Z"
+        );
     }
 }

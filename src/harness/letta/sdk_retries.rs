@@ -124,31 +124,33 @@ struct Attempt<'a> {
 
 /// The earliest time the SDK's retry `retry` may go out after the failure at `t_failed`
 /// (letta-protocol.md §2.8), and why: a `Retry-After` in seconds that long after the failure;
-/// an HTTP date at that date, less its cut to whole seconds; without one, the backoff
-/// `min(0.5 s · 2^n, 8 s)` less its 25 % jitter. The SDK reads the answer's body first, so the
-/// retry may come later, never earlier. `None` for a header the server did not write.
+/// an HTTP date at that date, less its cut to whole seconds; without one, or with a date no
+/// parser reads, the backoff `min(0.5 s · 2^n, 8 s)` less its 25 % jitter. The SDK reads the
+/// answer's body first, so the retry may come later, never earlier. `None` for a header the
+/// server did not write.
 fn sdk_earliest_retry(
     retry: u32,
     t_failed: u64,
     header: Option<&str>,
     promised: &BTreeMap<&str, Promise>,
 ) -> Option<(u64, String)> {
-    match header {
-        Some(h) => {
-            let p = promised.get(h)?;
-            Some(if p.dated {
-                let at = (p.t_ms + p.wait_ms).saturating_sub(1000);
-                (
-                    at,
-                    format!("`Retry-After: {h}` asks for no retry before {at} ms"),
-                )
-            } else {
-                (
-                    t_failed + p.wait_ms,
-                    format!("`Retry-After: {h}` asks for {} ms", p.wait_ms),
-                )
-            })
-        }
+    let promise = match header {
+        Some(h) => Some((h, promised.get(h)?)),
+        None => None,
+    };
+    match promise.filter(|(_, p)| !p.broken) {
+        Some((h, p)) => Some(if p.dated {
+            let at = (p.t_ms + p.wait_ms).saturating_sub(1000);
+            (
+                at,
+                format!("`Retry-After: {h}` asks for no retry before {at} ms"),
+            )
+        } else {
+            (
+                t_failed + p.wait_ms,
+                format!("`Retry-After: {h}` asks for {} ms", p.wait_ms),
+            )
+        }),
         None => {
             let n = retry.saturating_sub(1).min(30);
             let base = (500u64 << n).min(8000);
@@ -161,11 +163,13 @@ fn sdk_earliest_retry(
     }
 }
 
-/// A `Retry-After` the server sent at `t_ms`, asking for `wait_ms`.
+/// A `Retry-After` the server sent at `t_ms`, asking for `wait_ms`; `broken` when it wrote the
+/// date with a field out of range, which asks for nothing.
 pub(super) struct Promise {
     pub(super) t_ms: u64,
     pub(super) wait_ms: u64,
     pub(super) dated: bool,
+    pub(super) broken: bool,
 }
 
 impl Promise {
@@ -176,6 +180,7 @@ impl Promise {
                 header,
                 wait_ms,
                 dated,
+                broken,
                 ..
             } => Some((
                 header,
@@ -183,6 +188,7 @@ impl Promise {
                     t_ms: e.t_ms,
                     wait_ms: *wait_ms,
                     dated: *dated,
+                    broken: broken.is_some(),
                 },
             )),
             _ => None,
@@ -313,6 +319,7 @@ mod tests {
                 header: header.into(),
                 wait_ms,
                 dated,
+                broken: None,
             },
         };
         let date = "Thu, 01 Jan 2026 00:00:03 GMT";
@@ -348,6 +355,20 @@ mod tests {
         assert_one_violation(
             &early,
             "the SDK's retry 1 of GET /v1/runs/run-1 came 374 ms after the failure at 100 ms; its backoff is at least 375 ms (of 500 ms, less 25 % jitter)",
+        );
+        // A date with a field out of range asks for nothing: the backoff bounds the retry.
+        let broken = "Thu, 01 Jan 2026 00:00:61 GMT";
+        let with_broken = |retry_at: u64| {
+            let mut events = with(broken, true, retry_at);
+            if let Observation::ServerRetryAfter { broken, .. } = &mut events[2].obs {
+                *broken = Some("second".into());
+            }
+            events
+        };
+        assert_eq!(sdk_retries_break(&with_broken(419)), []);
+        assert_one_violation(
+            &with_broken(418),
+            "the SDK's retry 1 of POST /v1/runs/run-1 came 374 ms after the failure at 44 ms; its backoff is at least 375 ms (of 500 ms, less 25 % jitter)",
         );
     }
 

@@ -108,6 +108,7 @@ pub fn plan(seed: u64, baseline: &RealBaseline) -> Vec<Fault> {
             send: rng.random_range(1..=sends),
             retry_after_s: None,
             retry_after_date: false,
+            retry_after_broken: None,
         },
         // Up to three failed run lookups: the SDK makes three requests of each.
         "run_read_fail" => Fault::RunReadFail {
@@ -117,6 +118,7 @@ pub fn plan(seed: u64, baseline: &RealBaseline) -> Vec<Fault> {
             times: rng.random_range(1..=3),
             retry_after_s: None,
             retry_after_date: false,
+            retry_after_broken: None,
         },
     })
 }

@@ -58,14 +58,69 @@ pub enum RetryAfter {
     Seconds(u64),
     /// `Retry-After: Fri, 04 Dec 2026 11:22:24 GMT`, that many seconds after the answer.
     DateIn(u64),
+    /// The HTTP date that many seconds ahead with one field out of range
+    /// (`Fri, 32 Dec 2026 11:22:24 GMT`), as a broken proxy might write it. No date parser
+    /// reads it (§3.8: unparseable → none), so a client waits as if no header came.
+    BrokenDate(u64, DateField),
 }
 
 impl RetryAfter {
-    /// The wait the header asks for, in ms.
+    /// The wait the header means, in ms (a broken date's is the wait its writer meant).
     pub fn wait_ms(self) -> u64 {
         match self {
-            RetryAfter::Seconds(s) | RetryAfter::DateIn(s) => s.saturating_mul(1000),
+            RetryAfter::Seconds(s) | RetryAfter::DateIn(s) | RetryAfter::BrokenDate(s, _) => {
+                s.saturating_mul(1000)
+            }
         }
+    }
+}
+
+/// The field of an HTTP date that [`RetryAfter::BrokenDate`] writes out of range. Each value
+/// is one that the IMF-fixdate grammar (RFC 9110 §5.6.7) and JavaScript's `Date.parse` both
+/// refuse: day 32, hour 25, minute 60, second 61.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DateField {
+    Day,
+    Hour,
+    Minute,
+    Second,
+}
+
+impl DateField {
+    pub const ALL: [DateField; 4] = [
+        DateField::Day,
+        DateField::Hour,
+        DateField::Minute,
+        DateField::Second,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DateField::Day => "day",
+            DateField::Hour => "hour",
+            DateField::Minute => "minute",
+            DateField::Second => "second",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<DateField> {
+        DateField::ALL.into_iter().find(|f| f.as_str() == s)
+    }
+
+    /// `date` (`Sun, 06 Nov 1994 08:49:37 GMT`, a four-digit year) with this field out of range.
+    pub fn break_in(self, date: &str) -> String {
+        let (at, value) = match self {
+            DateField::Day => (5, "32"),
+            DateField::Hour => (17, "25"),
+            DateField::Minute => (20, "60"),
+            DateField::Second => (23, "61"),
+        };
+        let mut out = date.to_string();
+        if out.is_char_boundary(at) && out.is_char_boundary(at + 2) && out.len() >= at + 2 {
+            out.replace_range(at..at + 2, value);
+        }
+        out
     }
 }
 

@@ -238,12 +238,15 @@ pub enum Observation {
     },
     /// The server put `Retry-After: header` on an error answer, asking for a wait of `wait_ms`.
     /// An HTTP date has whole seconds, so a client reading it later reads up to a second, plus
-    /// the answer's transit, less (`dated`).
+    /// the answer's transit, less (`dated`). `broken` names the date's field written out of
+    /// range: no client can read such a header, so none may wait what it meant.
     ServerRetryAfter {
         status: u16,
         header: String,
         wait_ms: u64,
         dated: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        broken: Option<String>,
     },
     RunStarted {
         run_id: String,

@@ -136,7 +136,7 @@ pub(crate) fn add_retry_after<E: Env>(
 ) {
     let header = match retry_after {
         RetryAfter::Seconds(s) => s.to_string(),
-        RetryAfter::DateIn(_) => {
+        RetryAfter::DateIn(_) | RetryAfter::BrokenDate(..) => {
             let at_ms = env.epoch_ms() + now_ms + retry_after.wait_ms();
             let mut date = ids::http_date(at_ms);
             if config.bugs.weekday_from_monday {
@@ -145,14 +145,21 @@ pub(crate) fn add_retry_after<E: Env>(
                 const MONDAY_FIRST: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
                 date.replace_range(0..3, MONDAY_FIRST[(at_ms / 86_400_000 % 7) as usize]);
             }
-            date
+            match retry_after {
+                RetryAfter::BrokenDate(_, field) => field.break_in(&date),
+                _ => date,
+            }
         }
     };
     env.observe(Observation::ServerRetryAfter {
         status: answer.status().as_u16(),
         header: header.clone(),
         wait_ms: retry_after.wait_ms(),
-        dated: matches!(retry_after, RetryAfter::DateIn(_)),
+        dated: !matches!(retry_after, RetryAfter::Seconds(_)),
+        broken: match retry_after {
+            RetryAfter::BrokenDate(_, field) => Some(field.as_str().to_string()),
+            _ => None,
+        },
     });
     if let Ok(value) = hyper::header::HeaderValue::from_str(&header) {
         answer
