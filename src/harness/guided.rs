@@ -444,8 +444,6 @@ fn server_faults(rng: &mut ChaCha8Rng, root: &Root) -> Vec<Fault> {
     }]
 }
 
-/// The user or the client process of a Letta turn: an interrupt in one of the turn's phases,
-/// or a crash and restart.
 /// A `Retry-After` for a server fault, one of four forms: none, up to `max_s` seconds, the
 /// HTTP date that far ahead, or that date with one field out of range (a header no client can
 /// read, letta-protocol.md §3.8: unparseable → none), as `(retry_after_s, retry_after_date,
@@ -463,6 +461,8 @@ fn retry_after_form(rng: &mut ChaCha8Rng, max_s: u64) -> (Option<u64>, bool, Opt
     }
 }
 
+/// The user or the client process of a Letta turn: an interrupt in one of the turn's phases,
+/// or a crash and restart.
 fn client_fault(rng: &mut ChaCha8Rng, root: &Root) -> Fault {
     let turn = rng.random_range(1..=root.turns);
     let chunk = rng.random_range(1..=root.max_chunks.max(1)) as u32;

@@ -62,6 +62,16 @@ fn no_double_execution_fails_when_a_restarted_client_reexecutes() {
         NO_DOUBLE_EXECUTION,
         "tool call toolu_bash_1 took effect 2 times",
     );
+    // Headless, the restarted process's start-up check runs before its turn's send instead.
+    let s = crate::common::with_mode(
+        load(repo().join("scenarios/planted/client_reexecute_after_restart.toml")),
+        "headless",
+    );
+    assert_breaks(
+        &run(&s, 1, 2),
+        NO_DOUBLE_EXECUTION,
+        "tool call toolu_bash_1 took effect 2 times",
+    );
 }
 
 /// The planted re-execution is a restarted client's: a process that is the first to run (no

@@ -164,7 +164,7 @@ pub enum Fault {
     /// Answer the `send`-th message send with 503 `cloud_api_shutting_down`, with a
     /// `Retry-After` of `retry_after_s` seconds when given, written as an HTTP date that far
     /// ahead when `retry_after_date` is set, and that date with one field out of range
-    /// (`day`, `hour`, `minute` or `second`) when `retry_after_broken` names it.
+    /// (`day`, `hour` or `minute`) when `retry_after_broken` names it.
     ShuttingDownOnSend {
         send: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]

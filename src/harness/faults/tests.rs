@@ -285,12 +285,10 @@ fn a_broken_retry_after_date_needs_the_date_and_a_field_it_knows() {
             .is_some_and(|p| p.contains("set retry_after_date = true")),
         "{without_date:?}"
     );
-    let unknown = read("retry_after_s = 2, retry_after_date = true, retry_after_broken = \"year\"")
-        .unwrap_err();
-    assert!(
-        unknown.contains("`day`, `hour`, `minute`, `second`"),
-        "{unknown}"
-    );
+    let unknown =
+        read("retry_after_s = 2, retry_after_date = true, retry_after_broken = \"second\"")
+            .unwrap_err();
+    assert!(unknown.contains("`day`, `hour`, `minute`"), "{unknown}");
     for field in DateField::ALL {
         let date = "Sun, 06 Nov 1994 08:49:37 GMT";
         let broken = field.break_in(date);

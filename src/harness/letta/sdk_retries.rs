@@ -357,11 +357,11 @@ mod tests {
             "the SDK's retry 1 of GET /v1/runs/run-1 came 374 ms after the failure at 100 ms; its backoff is at least 375 ms (of 500 ms, less 25 % jitter)",
         );
         // A date with a field out of range asks for nothing: the backoff bounds the retry.
-        let broken = "Thu, 01 Jan 2026 00:00:61 GMT";
+        let broken = "Thu, 01 Jan 2026 25:00:03 GMT";
         let with_broken = |retry_at: u64| {
             let mut events = with(broken, true, retry_at);
             if let Observation::ServerRetryAfter { broken, .. } = &mut events[2].obs {
-                *broken = Some("second".into());
+                *broken = Some("hour".into());
             }
             events
         };

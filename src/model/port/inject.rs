@@ -77,30 +77,25 @@ impl RetryAfter {
 
 /// The field of an HTTP date that [`RetryAfter::BrokenDate`] writes out of range. Each value
 /// is one that the IMF-fixdate grammar (RFC 9110 §5.6.7) and JavaScript's `Date.parse` both
-/// refuse: day 32, hour 25, minute 60, second 61.
+/// refuse: day 32, hour 25, minute 60 (`Date.parse` in Node 20 and 22 gives `NaN` for each).
+/// Not the second: `Date.parse` reads `00:00:61` as `00:00:00`, so a real client would take
+/// such a date for one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DateField {
     Day,
     Hour,
     Minute,
-    Second,
 }
 
 impl DateField {
-    pub const ALL: [DateField; 4] = [
-        DateField::Day,
-        DateField::Hour,
-        DateField::Minute,
-        DateField::Second,
-    ];
+    pub const ALL: [DateField; 3] = [DateField::Day, DateField::Hour, DateField::Minute];
 
     pub fn as_str(self) -> &'static str {
         match self {
             DateField::Day => "day",
             DateField::Hour => "hour",
             DateField::Minute => "minute",
-            DateField::Second => "second",
         }
     }
 
@@ -114,10 +109,9 @@ impl DateField {
             DateField::Day => (5, "32"),
             DateField::Hour => (17, "25"),
             DateField::Minute => (20, "60"),
-            DateField::Second => (23, "61"),
         };
         let mut out = date.to_string();
-        if out.is_char_boundary(at) && out.is_char_boundary(at + 2) && out.len() >= at + 2 {
+        if out.get(at..at + 2).is_some() {
             out.replace_range(at..at + 2, value);
         }
         out
